@@ -1,0 +1,42 @@
+#include "planner/layout.hpp"
+
+namespace tasp::planner {
+
+const char* layout_name(Layout l) { return l == Layout::Zigzag ? "zigzag" : "contiguous"; }
+bool parse_layout(const std::string& s, Layout* out) {
+  if (s == "contiguous") return *out = Layout::Contiguous, true;
+  if (s == "zigzag") return *out = Layout::Zigzag, true;
+  return false;
+}
+
+std::string check_split(Layout l, int n, int pieces, long S) {
+  const long parts = l == Layout::Zigzag ? 2L * n : n;
+  if (S <= 0) return "S must be positive";
+  if (S % parts)
+    return "S=" + std::to_string(S) + " does not split into " + std::to_string(parts) + " equal " +
+           (l == Layout::Zigzag ? "zigzag chunks (2 per rank)" : "shards") + ": use a multiple of " + std::to_string(parts);
+  if (S / parts < pieces)
+    return "S=" + std::to_string(S) + " leaves fewer than " + std::to_string(pieces) + " tokens per " +
+           (l == Layout::Zigzag ? "chunk" : "shard") + " for " + std::to_string(pieces) + " pieces";
+  return {};
+}
+
+std::vector<Range> shard_ranges(Layout l, int n, long S, int r) {
+  if (l == Layout::Contiguous) {
+    long c = S / n;
+    return {{r * c, (r + 1) * c}};
+  }
+  long c = S / (2L * n);
+  return {{r * c, (r + 1) * c}, {(2L * n - 1 - r) * c, (2L * n - r) * c}};
+}
+
+std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int r, int p) {
+  std::vector<Range> out;
+  for (Range h : shard_ranges(l, n, S, r)) {
+    long len = h.size();
+    out.push_back({h.begin + len * p / pieces, h.begin + len * (p + 1) / pieces});
+  }
+  return out;
+}
+
+}  // namespace tasp::planner

@@ -1,0 +1,21 @@
+#pragma once
+// Which tokens each rank and each KV piece holds. Pieces of a zigzag shard take a slice of both halves,
+// so every piece carries the same causal work.
+#include <string>
+#include <vector>
+
+#include "planner/plan.hpp"
+
+namespace tasp::planner {
+
+struct Range {
+  long begin = 0, end = 0;
+  long size() const { return end - begin; }
+};
+
+// Empty string if S tokens split over n ranks x P pieces in this layout; else why not.
+std::string check_split(Layout l, int n, int pieces, long S);
+std::vector<Range> shard_ranges(Layout l, int n, long S, int rank);
+std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int rank, int piece);
+
+}  // namespace tasp::planner

@@ -1,0 +1,317 @@
+#include "planner/plan_io.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "planner/topology.hpp"
+
+namespace tasp::planner {
+namespace {
+
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+template <class Entry>
+void write_entries(std::ostream& o, const std::vector<Entry>& v, bool yaml, const char* indent);
+
+void write_transfer(std::ostream& o, const Transfer& x, bool yaml) {
+  if (yaml) o << "{src: " << x.src << ", dst: " << x.dst << ", owner: " << x.owner << ", piece: " << x.piece << "}";
+  else o << "{\"src\":" << x.src << ",\"dst\":" << x.dst << ",\"owner\":" << x.owner << ",\"piece\":" << x.piece << "}";
+}
+void write_compute(std::ostream& o, const Compute& c, bool yaml) {
+  if (yaml) o << "{rank: " << c.rank << ", owner: " << c.owner << ", piece: " << c.piece << "}";
+  else o << "{\"rank\":" << c.rank << ",\"owner\":" << c.owner << ",\"piece\":" << c.piece << "}";
+}
+
+void write_ring(std::ostream& o, const std::vector<int>& r) {
+  o << "[";
+  for (size_t i = 0; i < r.size(); ++i) o << (i ? "," : "") << r[i];
+  o << "]";
+}
+
+}  // namespace
+
+void write_plan_json(std::ostream& o, const Plan& p) {
+  o << "{\n\"format\": " << quoted(p.format) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
+    << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
+    << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
+  if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
+  if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
+  o << ",\n\"rings\": [";
+  for (size_t i = 0; i < p.rings.size(); ++i) {
+    o << (i ? ",\n  " : "\n  ");
+    write_ring(o, p.rings[i]);
+  }
+  o << (p.rings.empty() ? "]" : "\n]");
+  if (p.compact()) {
+    o << ",\n\"schedule\": " << quoted(p.schedule) << ",\n\"step_count\": " << p.step_count << "\n}\n";
+    return;
+  }
+  o << ",\n\"steps\": [";
+  for (size_t t = 0; t < p.steps.size(); ++t) {
+    const Step& s = p.steps[t];
+    o << (t ? ",\n" : "\n") << " {\"transfers\": [";
+    for (size_t i = 0; i < s.transfers.size(); ++i) {
+      o << (i ? ",\n   " : "\n   ");
+      write_transfer(o, s.transfers[i], false);
+    }
+    o << "],\n  \"compute\": [";
+    for (size_t i = 0; i < s.compute.size(); ++i) {
+      o << (i ? ",\n   " : "\n   ");
+      write_compute(o, s.compute[i], false);
+    }
+    o << "]}";
+  }
+  o << "\n]\n}\n";
+}
+
+void write_plan_yaml(std::ostream& o, const Plan& p) {
+  o << "format: " << quoted(p.format) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
+    << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
+    << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
+  if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
+  if (!p.note.empty()) o << "note: " << quoted(p.note) << "\n";
+  o << "rings:" << (p.rings.empty() ? " []\n" : "\n");
+  for (const auto& r : p.rings) {
+    o << "  - ";
+    write_ring(o, r);
+    o << "\n";
+  }
+  if (p.compact()) {
+    o << "schedule: " << p.schedule << "\nstep_count: " << p.step_count << "\n";
+    return;
+  }
+  o << "steps:\n";
+  for (const Step& s : p.steps) {
+    o << "  - transfers:" << (s.transfers.empty() ? " []\n" : "\n");
+    for (const auto& x : s.transfers) {
+      o << "      - ";
+      write_transfer(o, x, true);
+      o << "\n";
+    }
+    o << "    compute:" << (s.compute.empty() ? " []\n" : "\n");
+    for (const auto& c : s.compute) {
+      o << "      - ";
+      write_compute(o, c, true);
+      o << "\n";
+    }
+  }
+}
+
+namespace {
+
+// SAX reader: tracks the JSON path and fills the plan; any unexpected key or type is an error.
+class PlanSax : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit PlanSax(std::string name) : name_(std::move(name)) {}
+  Plan plan;
+  std::string error;
+  bool saw_format = false;
+
+  bool null() override { return fail("null is not allowed here"); }
+  bool boolean(bool v) override {
+    if (path() == "causal") return plan.causal = v, true;
+    return fail("unexpected true/false");
+  }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override { return integer(v > 2147483647ULL ? -2 : long(v)); }
+  bool number_float(number_float_t, const string_t&) override { return fail("expected an integer"); }
+  bool binary(binary_t&) override { return fail("unexpected binary value"); }
+  bool string(string_t& v) override {
+    const std::string k = path();
+    if (k == "format") return plan.format = v, saw_format = true, true;
+    if (k == "scheme") return plan.scheme = v, true;
+    if (k == "topology") return plan.topology = v, true;
+    if (k == "note") return plan.note = v, true;
+    if (k == "schedule") {
+      if (v != "ring-flow" && v != "allgather") return fail("unknown schedule '" + v + "'");
+      return plan.schedule = v, true;
+    }
+    if (k == "layout") return parse_layout(v, &plan.layout) ? true : fail("expected contiguous or zigzag");
+    return fail("unexpected string");
+  }
+  bool start_object(std::size_t) override {
+    const std::string k = path();
+    if (frames_.empty()) { /* root */ }
+    else if (k == "steps[]") plan.steps.emplace_back();
+    else if (k == "steps[].transfers[]") plan.steps.back().transfers.emplace_back();
+    else if (k == "steps[].compute[]") plan.steps.back().compute.emplace_back();
+    else return fail("unexpected object");
+    frames_.push_back({false, "", 0});
+    return true;
+  }
+  bool end_object() override {
+    frames_.pop_back();
+    const std::string k = path();
+    if (k == "steps[].transfers[]") {
+      const Transfer& x = plan.steps.back().transfers.back();
+      if (x.src < 0 || x.dst < 0 || x.owner < 0 || x.piece < 0) return fail("needs src, dst, owner and piece (all >= 0)");
+    } else if (k == "steps[].compute[]") {
+      const Compute& c = plan.steps.back().compute.back();
+      if (c.rank < 0 || c.owner < 0 || c.piece < 0) return fail("needs rank, owner and piece (all >= 0)");
+    }
+    advance();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    const std::string k = path();
+    if (k == "rings[]") plan.rings.emplace_back();
+    else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute") return fail("unexpected list");
+    frames_.push_back({true, "", 0});
+    return true;
+  }
+  bool end_array() override {
+    frames_.pop_back();
+    advance();
+    return true;
+  }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    static const char* top[] = {"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings", "steps",
+                                "schedule", "step_count", "topology", "note"};
+    static const char* tr[] = {"src", "dst", "owner", "piece"};
+    static const char* co[] = {"rank", "owner", "piece"};
+    static const char* st[] = {"transfers", "compute"};
+    const std::string parent = parent_path();
+    auto in = [&](const char* const* b, size_t n) {
+      for (size_t i = 0; i < n; ++i)
+        if (k == b[i]) return true;
+      return false;
+    };
+    bool ok = parent.empty() ? in(top, 12)
+              : parent == "steps[]" ? in(st, 2)
+              : parent == "steps[].transfers[]" ? in(tr, 4)
+              : parent == "steps[].compute[]" ? in(co, 3) : false;
+    return ok ? true : fail("unknown key");
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) override {
+    error = name_ + ": byte " + std::to_string(pos) + ": " + ex.what();
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    std::string key;
+    long index;
+  };
+  std::string name_;
+  std::vector<Frame> frames_;
+
+  void advance() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  // Schematic path ("steps[].transfers[].src") to dispatch on, and the concrete one for messages.
+  std::string path(bool concrete = false) const {
+    std::string s;
+    for (const Frame& f : frames_) {
+      if (f.array) s += concrete ? "[" + std::to_string(f.index) + "]" : "[]";
+      else if (!f.key.empty()) s += (s.empty() ? "" : ".") + f.key;
+    }
+    return s;
+  }
+  std::string parent_path() const {
+    std::string s;
+    for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.array) s += "[]";
+      else s += (s.empty() ? "" : ".") + f.key;
+    }
+    return s;
+  }
+  bool fail(const std::string& msg) {
+    std::string where = path(true);
+    error = name_ + ": " + (where.empty() ? "(top level)" : where) + ": " + msg;
+    return false;
+  }
+  bool integer(long v) {
+    const std::string k = path();
+    auto set = [&](int& f) {
+      if (v < 0 || v > (1 << 30)) return fail("expected a non-negative integer");
+      f = int(v);
+      advance();
+      return true;
+    };
+    if (k == "ranks") return set(plan.ranks);
+    if (k == "pieces_per_rank") return set(plan.pieces_per_rank);
+    if (k == "step_count") return set(plan.step_count);
+    if (k == "rings[][]") {
+      if (v < 0 || v > (1 << 30)) return fail("expected a rank");
+      plan.rings.back().push_back(int(v));
+      advance();
+      return true;
+    }
+    if (k.rfind("steps[].transfers[].", 0) == 0) {
+      Transfer& x = plan.steps.back().transfers.back();
+      const std::string f = k.substr(20);
+      return set(f == "src" ? x.src : f == "dst" ? x.dst : f == "owner" ? x.owner : x.piece);
+    }
+    if (k.rfind("steps[].compute[].", 0) == 0) {
+      Compute& c = plan.steps.back().compute.back();
+      const std::string f = k.substr(18);
+      return set(f == "rank" ? c.rank : f == "owner" ? c.owner : c.piece);
+    }
+    return fail("unexpected integer");
+  }
+};
+
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json j = nlohmann::json::object();
+      for (auto it = n.begin(); it != n.end(); ++it) j[it->first.as<std::string>()] = yaml_to_json(it->second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& e : n) j.push_back(yaml_to_json(e));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = n.Scalar();
+      if (n.Tag() != "!") {  // unquoted: integers and booleans keep their type
+        try { size_t used = 0; long v = std::stol(s, &used); if (used == s.size()) return v; } catch (...) {}
+        if (s == "true") return true;
+        if (s == "false") return false;
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Plan read_plan_json(std::istream& in, const std::string& name) {
+  PlanSax sax(name);
+  bool ok = nlohmann::json::sax_parse(in, &sax);
+  if (!ok) throw InputError(sax.error.empty() ? name + ": malformed JSON" : sax.error);
+  if (!sax.saw_format) throw InputError(name + ": format: missing (expected tasp-plan/1)");
+  if (sax.plan.format != "tasp-plan/1") throw InputError(name + ": format: '" + sax.plan.format + "' is not tasp-plan/1");
+  Plan& p = sax.plan;
+  if (p.ranks < 1) throw InputError(name + ": ranks: missing or < 1");
+  if (!p.schedule.empty() && !p.steps.empty()) throw InputError(name + ": schedule: give either steps or a schedule, not both");
+  if (!p.schedule.empty() && p.step_count < 1) throw InputError(name + ": step_count: missing for a compact plan");
+  if (p.schedule == "ring-flow" && p.rings.empty()) throw InputError(name + ": rings: a ring-flow schedule needs rings");
+  return std::move(sax.plan);
+}
+
+Plan read_plan_file(const std::string& path) {
+  const bool yaml = path.size() > 5 && (path.substr(path.size() - 5) == ".yaml" || path.substr(path.size() - 4) == ".yml");
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open plan file");
+  if (!yaml) return read_plan_json(in, path);
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": (syntax): " + e.msg);
+  }
+  std::istringstream js(yaml_to_json(root).dump());
+  return read_plan_json(js, path);
+}
+
+}  // namespace tasp::planner

@@ -1,0 +1,33 @@
+// Llama3-style: every rank gathers every shard in step 0 (overlapped with its own block), computes the
+// rest in step 1.
+#include "planner/schemes/schemes.hpp"
+
+namespace tasp::planner {
+
+Step allgather_step(const Plan& p, int t) {
+  Step s;
+  const int n = p.ranks, P = p.pieces_per_rank;
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < n; ++o)
+      for (int c = 0; c < P; ++c) {
+        if (t == 0 && o == r) s.compute.push_back({r, o, c});
+        if (t == 1 && o != r) s.compute.push_back({r, o, c});
+        if (t == 0 && o != r) s.transfers.push_back({o, r, o, c});
+      }
+  return s;
+}
+
+Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps) {
+  Plan p;
+  p.scheme = "allgather";
+  p.ranks = n;
+  p.causal = causal;
+  p.layout = layout;
+  p.pieces_per_rank = 1;
+  p.schedule = "allgather";
+  p.step_count = n > 1 ? 2 : 1;
+  if (expand_steps) expand(p);
+  return p;
+}
+
+}  // namespace tasp::planner

@@ -1,0 +1,33 @@
+#pragma once
+// One builder per scheme; all of them produce plain tasp-plan/1 plans.
+#include <string>
+#include <vector>
+
+#include "planner/decomposition.hpp"
+#include "planner/plan.hpp"
+#include "planner/topology.hpp"
+
+namespace tasp::planner {
+
+struct PlanOptions {
+  bool causal = false;
+  bool layout_given = false;  // otherwise zigzag when causal, contiguous when not
+  Layout layout = Layout::Contiguous;
+  int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
+};
+
+Plan build_ring(int n, bool causal, Layout layout, bool expand_steps);
+Plan build_zigzag(int n, bool expand_steps);
+Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps);
+Step allgather_step(const Plan& p, int t);
+// Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).
+Plan build_hamilton(const Topology& t, bool causal, Layout layout, bool expand_steps, Decomposition* used = nullptr);
+// Two-level: cluster rings (paths inside nodes, rails between them).
+Plan build_two_level(const Topology& t, bool causal, Layout layout, bool expand_steps, ClusterRings* used = nullptr);
+
+const std::vector<std::string>& scheme_names();  // ring, zigzag, allgather, hamilton, two-level
+bool scheme_applies(const std::string& scheme, const Topology& t, bool causal, std::string* why);
+// Any scheme by name; throws InputError naming the problem when the scheme does not fit.
+Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions& o);
+
+}  // namespace tasp::planner

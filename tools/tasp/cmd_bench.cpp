@@ -1,0 +1,70 @@
+// tasp bench planner: the planner's speed targets, measured on this machine.
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "planner/plan_io.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/verify_decomposition.hpp"
+#include "planner/verify_plan.hpp"
+#include "tools/tasp/cli.hpp"
+
+namespace tasp::cli {
+namespace {
+
+using namespace tasp::planner;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void bench_planner(const std::vector<int>& sizes, int plan_n) {
+  std::cout << "# tasp bench planner: K_n* decomposition + independent verification; expanded plan + replay\n";
+  std::cout << std::setw(8) << "n" << std::setw(8) << "rings" << std::setw(14) << "construct_s" << std::setw(12)
+            << "verify_s" << std::setw(10) << "total_s" << "  method\n";
+  for (int n : sizes) {
+    auto t0 = Clock::now();
+    Decomposition d = decompose_complete(n);
+    double tc = since(t0);
+    auto t1 = Clock::now();
+    std::string err = check_cycles(Digraph::complete(n), d.cycles);
+    double tv = since(t1);
+    std::cout << std::setw(8) << n << std::setw(8) << d.cycles.size() << std::setw(14) << std::fixed << std::setprecision(4) << tc
+              << std::setw(12) << tv << std::setw(10) << tc + tv << "  " << d.method << (err.empty() ? "" : "  INVALID: " + err)
+              << "\n";
+  }
+  std::cout << "\n" << std::setw(8) << "n" << std::setw(12) << "scheme" << std::setw(12) << "build_s" << std::setw(12)
+            << "verify_s" << std::setw(12) << "write_s" << std::setw(12) << "MB" << std::setw(12) << "total_s\n";
+  Topology t = load_topology("complete:" + std::to_string(plan_n));
+  for (const char* scheme : {"hamilton", "ring"}) {
+    auto t0 = Clock::now();
+    PlanOptions o;
+    Plan p = build_plan(t, scheme, o);
+    double tb = since(t0);
+    auto t1 = Clock::now();
+    std::string err = verify_plan(p);
+    double tv = since(t1);
+    auto t2 = Clock::now();
+    std::ostringstream os;
+    write_plan_json(os, p);
+    double tw = since(t2);
+    std::cout << std::setw(8) << plan_n << std::setw(12) << scheme << std::setw(12) << tb << std::setw(12) << tv << std::setw(12)
+              << tw << std::setw(12) << std::setprecision(1) << os.str().size() / 1e6 << std::setw(12) << std::setprecision(3)
+              << tb + tv + tw << (err.empty() ? "" : "  INVALID: " + err) << "\n";
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Benchmarks: planner (CPU), kernel (GPU)");
+  cmd->require_subcommand(1);
+  auto* pl = cmd->add_subcommand("planner", "Decomposition + verification times; expanded plan + replay time");
+  auto sizes = std::make_shared<std::vector<int>>(std::vector<int>{8, 64, 126, 128, 256, 512, 1024});
+  auto plan_n = std::make_shared<int>(128);
+  pl->add_option("--sizes", *sizes, "Complete digraph orders to decompose")->capture_default_str();
+  pl->add_option("--plan-ranks", *plan_n, "Ranks for the expanded-plan benchmark")->capture_default_str();
+  pl->callback([sizes, plan_n] { bench_planner(*sizes, *plan_n); });
+}
+
+}  // namespace tasp::cli

@@ -1,0 +1,121 @@
+// tasp plan / tasp verify
+#include <iomanip>
+#include <iostream>
+#include <set>
+
+#include "planner/plan_io.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/verify_plan.hpp"
+#include "tools/tasp/cli.hpp"
+#include "tools/tasp/plan_auto.hpp"
+
+namespace tasp::cli {
+namespace {
+
+using namespace tasp::planner;
+
+void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
+  Digraph g = rank_digraph(t);
+  const long topo_arcs = g.arc_count();
+  o << "plan: " << p.scheme << " on " << t.name << " (" << p.ranks << " ranks, " << (p.causal ? "causal" : "full")
+    << ", layout " << layout_name(p.layout) << ", " << p.pieces_per_rank << " piece(s) per rank, " << p.num_steps()
+    << " steps" << (p.compact() ? ", compact" : "") << ")\n";
+  if (!p.note.empty()) o << "  how: " << p.note << "\n";
+  o << "  rings: " << p.rings.size() << "\n";
+  const size_t show = std::min<size_t>(p.rings.size(), 8);
+  for (size_t i = 0; i < show; ++i) {
+    o << "    ring " << i << ":";
+    const auto& r = p.rings[i];
+    for (size_t k = 0; k < std::min<size_t>(r.size(), 24); ++k) o << " " << r[k];
+    if (r.size() > 24) o << " ...";
+    o << "\n";
+  }
+  if (p.rings.size() > show) o << "    ... " << p.rings.size() - show << " more\n";
+  // Per-step arc usage: distinct directed pairs carrying data, against the topology's arcs.
+  o << "  step   transfers   arcs used   of topology arcs\n";
+  const int steps = p.num_steps();
+  for (int s = 0; s < steps; ++s) {
+    if (steps > 12 && s == 5) {
+      o << "  ...\n";
+      s = steps - 4;
+    }
+    Step st = plan_step(p, s);
+    std::set<std::pair<int, int>> arcs;
+    for (auto& x : st.transfers) arcs.insert({x.src, x.dst});
+    o << "  " << std::setw(4) << s << std::setw(12) << st.transfers.size() << std::setw(12) << arcs.size() << std::setw(14)
+      << std::fixed << std::setprecision(1) << (topo_arcs ? 100.0 * double(arcs.size()) / double(topo_arcs) : 0.0) << " %\n";
+  }
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
+  struct Args {
+    std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, profile;
+    bool causal = false, quiet = false, compact = false;
+    int expand_max = 128;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("-t,--topology", a->topology, "Topology: YAML file or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
+  cmd->add_option("-s,--scheme", a->scheme, "ring | zigzag | allgather | hamilton | two-level | auto (ask the simulator)")->capture_default_str();
+  cmd->add_flag("--causal", a->causal, "Causal attention (default layout becomes zigzag)");
+  cmd->add_option("--layout", a->layout, "contiguous | zigzag (default: zigzag when causal)");
+  cmd->add_option("-f,--format", a->format, "json | yaml")->capture_default_str();
+  cmd->add_option("-o,--output", a->out, "Write the plan here (default: stdout, summary to stderr)");
+  cmd->add_option("--expand-max-ranks", a->expand_max, "Expand steps up to this many ranks, compact above")->capture_default_str();
+  cmd->add_flag("--compact", a->compact, "Always write the compact form (rings + schedule rule)");
+  cmd->add_option("--workload", a->workload, "For --scheme auto: B=..,S=..,H=..,Hkv=..,D=..[,causal]");
+  cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
+  cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
+  cmd->callback([a] {
+    if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
+    Topology t = load_topology(a->topology);
+    PlanOptions o;
+    o.causal = a->causal;
+    o.expand_max_ranks = a->compact ? 0 : a->expand_max;
+    if (!a->layout.empty()) {
+      if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous or zigzag");
+      o.layout_given = true;
+    }
+    std::string scheme = a->scheme;
+    if (scheme == "auto") {
+      scheme = choose_scheme_auto(t, a->workload, a->profile, &o.causal, std::cerr);
+    }
+    Plan p = build_plan(t, scheme, o);
+    const std::string err = verify_plan(p, nullptr);
+    if (!err.empty()) throw std::logic_error("planner produced an invalid plan: " + err);
+    write_output(a->out, [&](std::ostream& os) {
+      if (a->format == "json") write_plan_json(os, p);
+      else write_plan_yaml(os, p);
+    });
+    if (!a->quiet) print_summary(a->out.empty() || a->out == "-" ? std::cerr : std::cout, p, t);
+  });
+}
+
+void register_verify(CLI::App& app) {
+  auto* cmd = app.add_subcommand("verify", "Replay a plan and check it: exit 0 if valid, 1 with the first violation");
+  auto plan = std::make_shared<std::string>();
+  auto topo = std::make_shared<std::string>();
+  cmd->add_option("plan", *plan, "Plan file (JSON, or YAML by extension)")->required();
+  cmd->add_option("-t,--topology", *topo, "Also check every transfer against this topology's links");
+  cmd->callback([plan, topo] {
+    Plan p = read_plan_file(*plan);
+    Digraph g;
+    const Digraph* arcs = nullptr;
+    if (!topo->empty()) {
+      g = rank_digraph(load_topology(*topo));
+      if (g.n != p.ranks)
+        throw InputError(*plan + ": ranks: the plan has " + std::to_string(p.ranks) + " ranks, topology " + *topo + " has " +
+                         std::to_string(g.n) + " GPUs");
+      arcs = &g;
+    }
+    PlanStats st;
+    const std::string err = verify_plan(p, arcs, &st);
+    if (!err.empty()) throw Exit(kCheckFailed, "verify: " + *plan + ": " + err);
+    std::cout << "ok: " << *plan << ": " << p.scheme << ", " << p.ranks << " ranks, " << st.steps << " steps, " << st.transfers
+              << " transfers, " << st.computes << " blocks, busiest step uses " << st.max_arcs_per_step << " arcs\n";
+  });
+}
+
+}  // namespace tasp::cli
