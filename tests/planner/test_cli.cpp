@@ -1,0 +1,44 @@
+// The command line's contract: exit 0 / 1 (verification failed) / 2 (bad input), no partial files.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+static int run(const std::string& args) {
+  std::string cmd = std::string(TASP_BINARY) + " " + args + " > /dev/null 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(Cli, PlanVerifyAndErrors) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/cli_plan.json";
+  fs::remove(out);
+  EXPECT_EQ(run("plan -t complete:8 -s hamilton --causal -o " + out), 0);
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_EQ(run("verify " + out + " -t complete:8"), 0);
+  EXPECT_EQ(run("verify " + out + " -t complete:7"), 2);  // plan does not match the topology
+  // Corrupt one owner: verify fails with status 1.
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto at = text.find("\"owner\":", text.find("\"transfers\""));
+  text[at + 8] = text[at + 8] == '0' ? '1' : '0';
+  const std::string bad = dir + "/cli_bad.json";
+  std::ofstream(bad) << text;
+  EXPECT_EQ(run("verify " + bad), 1);
+  // Bad input: status 2 and no output file left behind.
+  const std::string none = dir + "/cli_none.json";
+  fs::remove(none);
+  EXPECT_EQ(run("plan -t complete:0 -o " + none), 2);
+  EXPECT_EQ(run("plan -t " + std::string(TASP_SOURCE_DIR) + "/tests/data/bad_topologies/disconnected.yaml -o " + none), 2);
+  EXPECT_EQ(run("plan -t complete:8 -s nonsense -o " + none), 2);
+  EXPECT_EQ(run("plan -t complete:8 --format xml -o " + none), 2);
+  EXPECT_FALSE(fs::exists(none));
+  EXPECT_FALSE(fs::exists(none + ".tmp"));
+  EXPECT_EQ(run("verify /nonexistent.json"), 2);
+  EXPECT_EQ(run("--help"), 0);
+}

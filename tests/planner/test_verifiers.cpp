@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "planner/decomposition.hpp"
+#include "planner/plan_io.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/verify_decomposition.hpp"
+#include "planner/verify_plan.hpp"
+
+using namespace tasp::planner;
+
+TEST(VerifyCycles, CatchesBrokenDecompositions) {
+  Digraph k5 = Digraph::complete(5);
+  auto good = walecki_cycles(5);
+  ASSERT_EQ(check_cycles(k5, good), "");
+  auto dup = good;
+  dup[1] = dup[0];
+  EXPECT_NE(check_cycles(k5, dup).find("reuses arc"), std::string::npos);
+  auto rep = good;
+  rep[2][1] = rep[2][2];
+  EXPECT_NE(check_cycles(k5, rep).find("twice"), std::string::npos);
+  auto shortc = good;
+  shortc[0].pop_back();
+  EXPECT_NE(check_cycles(k5, shortc).find("vertices"), std::string::npos);
+  Digraph missing = k5;
+  missing.remove(good[3][0], good[3][1]);
+  EXPECT_NE(check_cycles(missing, good).find("lacks"), std::string::npos);
+  auto out = good;
+  out[0][0] = 7;
+  EXPECT_NE(check_cycles(k5, out).find("outside"), std::string::npos);
+  EXPECT_NE(check_paths(Digraph::complete(4), {{0, 1, 2, 3}, {0, 1, 3, 2}}).find("reuses"), std::string::npos);
+}
+
+static Plan hamilton8(bool causal) { return build_plan(load_topology("complete:8"), "hamilton", PlanOptions{causal}); }
+
+TEST(VerifyPlan, AllSchemesVerifyForEveryN) {
+  for (int n = 2; n <= 128; ++n) {
+    Topology t = load_topology("complete:" + std::to_string(n));
+    Digraph g = rank_digraph(t);
+    for (const char* s : {"ring", "zigzag", "allgather"}) {
+      PlanOptions o;
+      o.causal = std::string(s) == "zigzag";
+      Plan p = build_plan(t, s, o);
+      ASSERT_EQ(verify_plan(p, &g), "") << s << " n=" << n;
+    }
+  }
+}
+
+TEST(VerifyPlan, HamiltonFullAndCausalForEveryN) {
+  for (int n = 2; n <= 128; ++n) {
+    Topology t = load_topology("complete:" + std::to_string(n));
+    Digraph g = rank_digraph(t);
+    PlanOptions o;
+    o.causal = n % 2 == 0;  // both variants across the range
+    o.expand_max_ranks = 0;  // compact: the replay generates each step, which keeps the test quick
+    Plan p = build_plan(t, "hamilton", o);
+    EXPECT_EQ(p.pieces_per_rank, n == 4 ? 2 : n == 6 ? int(p.rings.size()) : n - 1);
+    ASSERT_EQ(verify_plan(p, &g), "") << "n=" << n;
+  }
+}
+
+TEST(VerifyPlan, ClustersAndTopologyFiles) {
+  for (const char* c : {"cluster:2x8", "cluster:4x8", "cluster:3x6", "cluster:2x5"}) {
+    Topology t = load_topology(c);
+    Digraph g = rank_digraph(t);
+    for (const char* s : {"two-level", "hamilton", "ring", "allgather"}) {
+      Plan p = build_plan(t, s, PlanOptions{});
+      EXPECT_EQ(verify_plan(p, &g), "") << c << " " << s;
+    }
+  }
+  for (const char* f : {"h100-hgx-8", "h200-hgx-8", "h200-hgx-4", "h100-cluster-2x8", "h100-cluster-4x8", "mi300x-8", "torus-4x4"}) {
+    Topology t = load_topology(std::string(TASP_SOURCE_DIR) + "/topologies/" + f + ".yaml");
+    Digraph g = rank_digraph(t);
+    for (const char* s : {"hamilton", "ring"}) {
+      PlanOptions o;
+      o.causal = true;
+      Plan p = build_plan(t, s, o);
+      EXPECT_EQ(verify_plan(p, &g), "") << f << " " << s;
+    }
+  }
+}
+
+TEST(VerifyPlan, CorruptedPlansAreRefused) {
+  Plan good = hamilton8(true);
+  ASSERT_EQ(verify_plan(good), "");
+  Plan dropped = good;
+  dropped.steps[2].transfers.erase(dropped.steps[2].transfers.begin() + 5);
+  EXPECT_NE(verify_plan(dropped), "");
+  Plan dup = good;
+  dup.steps[3].compute.push_back(dup.steps[1].compute[4]);
+  EXPECT_NE(verify_plan(dup).find("second time"), std::string::npos);
+  Plan owner = good;
+  owner.steps[1].transfers[0].owner = (owner.steps[1].transfers[0].owner + 3) % 8;
+  EXPECT_NE(verify_plan(owner).find("does not hold"), std::string::npos);
+  Plan early = good;
+  std::swap(early.steps[0].compute[0], early.steps[1].compute[0]);
+  EXPECT_NE(verify_plan(early).find("does not hold yet"), std::string::npos);
+  Plan pair = good;
+  pair.steps[0].transfers[1].dst = pair.steps[0].transfers[0].dst;
+  pair.steps[0].transfers[1].src = pair.steps[0].transfers[0].src;
+  EXPECT_NE(verify_plan(pair), "");
+  Plan missing = good;
+  missing.steps.back().compute.pop_back();
+  EXPECT_NE(verify_plan(missing).find("never computes"), std::string::npos);
+  Digraph ring_only = Digraph::empty(8);
+  for (int i = 0; i < 8; ++i) ring_only.add(i, (i + 1) % 8);
+  EXPECT_NE(verify_plan(good, &ring_only).find("not an arc"), std::string::npos);
+}
+
+TEST(PlanIo, JsonAndYamlRoundTrip) {
+  for (bool causal : {false, true}) {
+    Plan p = hamilton8(causal);
+    for (bool yaml : {false, true}) {
+      const std::string path = ::testing::TempDir() + (yaml ? "/p.yaml" : "/p.json");
+      {
+        std::ofstream o(path);
+        if (yaml) write_plan_yaml(o, p);
+        else write_plan_json(o, p);
+      }
+      Plan q = read_plan_file(path);
+      EXPECT_EQ(q.ranks, p.ranks);
+      EXPECT_EQ(q.causal, p.causal);
+      EXPECT_EQ(q.layout, p.layout);
+      EXPECT_EQ(q.rings, p.rings);
+      ASSERT_EQ(q.steps.size(), p.steps.size());
+      EXPECT_EQ(q.steps[3].transfers[7].owner, p.steps[3].transfers[7].owner);
+      EXPECT_EQ(verify_plan(q), "");
+    }
+  }
+  // Compact plans round trip too.
+  PlanOptions o;
+  o.expand_max_ranks = 0;
+  Plan c = build_plan(load_topology("complete:16"), "hamilton", o);
+  std::stringstream ss;
+  write_plan_json(ss, c);
+  Plan d = read_plan_json(ss, "mem");
+  EXPECT_TRUE(d.compact());
+  EXPECT_EQ(verify_plan(d), "");
+}
+
+TEST(PlanIo, BadPlanFilesNameTheField) {
+  auto err = [](const std::string& text) {
+    std::istringstream in(text);
+    try {
+      read_plan_json(in, "bad.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err("{").find("bad.json"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"bogus":1})").find("bogus: unknown key"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"steps":[{"transfers":[{"src":0,"dst":1,"owner":0}]}]})")
+                .find("steps[0].transfers[0]"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/2","ranks":2})").find("format"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":"two"})").find("ranks"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"layout":"spiral"})").find("layout"), std::string::npos);
+}
