@@ -42,3 +42,25 @@ TEST(Cli, PlanVerifyAndErrors) {
   EXPECT_EQ(run("verify /nonexistent.json"), 2);
   EXPECT_EQ(run("--help"), 0);
 }
+
+TEST(Cli, RunChecksAndWritesTimeline) {
+  const std::string dir = ::testing::TempDir();
+  const std::string plan = dir + "/cli_run_plan.json", tl = dir + "/cli_run_tl.json";
+  ASSERT_EQ(run("plan -t complete:4 -s hamilton --causal -q -o " + plan), 0);
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16,causal --check --timeline " + tl), 0);
+  EXPECT_TRUE(fs::exists(tl));
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16,causal --check --precision fp32"), 0);
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=60,H=2,D=16,causal"), 2);   // S does not split
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16"), 2);          // plan is causal
+  // A duplicated compute: refused by the verifier (2); with --no-verify the numeric check fails (1).
+  std::ifstream in(plan);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto at = text.find("\"compute\": [") + 13;
+  auto end = text.find("}", at) + 1;
+  std::string entry = text.substr(at, end - at);
+  text.insert(end, "," + entry);
+  const std::string bad = dir + "/cli_run_bad.json";
+  std::ofstream(bad) << text;
+  EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check"), 2);
+  EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check --no-verify"), 1);
+}

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   register_plan(app);
   register_verify(app);
+  register_run(app);
 
 
 

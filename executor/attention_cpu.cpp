@@ -1,0 +1,112 @@
+#include "executor/attention_cpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tasp::executor {
+
+template <class T>
+long block_attention(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos, int B,
+                     int H, int Hkv, int D, bool causal, T* out, T* lse) {
+  const long rows = long(qpos.size()), len = long(kpos.size());
+  const int group = H / Hkv;
+  const T scale = T(1) / std::sqrt(T(D));
+  const T ninf = -std::numeric_limits<T>::infinity();
+  std::vector<T> s(len);
+  long pairs = 0;
+  for (int b = 0; b < B; ++b)
+    for (long i = 0; i < rows; ++i)
+      for (int h = 0; h < H; ++h) {
+        const T* qi = q + ((size_t(b) * rows + i) * H + h) * D;
+        T* oi = out + ((size_t(b) * rows + i) * H + h) * D;
+        const int hk = h / group;
+        T m = ninf;
+        for (long j = 0; j < len; ++j) {
+          if (causal && kpos[j] > qpos[i]) {
+            s[j] = ninf;
+            continue;
+          }
+          const T* kj = k + ((size_t(b) * len + j) * Hkv + hk) * D;
+          T acc = 0;
+          for (int d = 0; d < D; ++d) acc += qi[d] * kj[d];
+          s[j] = acc * scale;
+          m = std::max(m, s[j]);
+          if (b == 0 && h == 0) ++pairs;
+        }
+        std::fill(oi, oi + D, T(0));
+        T& l = lse[(size_t(b) * rows + i) * H + h];
+        if (m == ninf) {
+          l = ninf;
+          continue;
+        }
+        T sum = 0;
+        for (long j = 0; j < len; ++j) {
+          if (s[j] == ninf) continue;
+          const T p = std::exp(s[j] - m);
+          sum += p;
+          const T* vj = v + ((size_t(b) * len + j) * Hkv + hk) * D;
+          for (int d = 0; d < D; ++d) oi[d] += p * vj[d];
+        }
+        for (int d = 0; d < D; ++d) oi[d] /= sum;
+        l = m + std::log(sum);
+      }
+  return pairs * B;
+}
+
+template <class T>
+void merge_block(T* o, T* lse, const T* ob, const T* lseb, std::size_t rows_heads, int D) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (std::size_t r = 0; r < rows_heads; ++r) {
+    const T a = lse[r], b = lseb[r];
+    if (b == ninf) continue;
+    if (a == ninf) {
+      std::copy(ob + r * D, ob + (r + 1) * D, o + r * D);
+      lse[r] = b;
+      continue;
+    }
+    const T m = std::max(a, b);
+    const T wa = std::exp(a - m), wb = std::exp(b - m);
+    const T l = m + std::log(wa + wb);
+    const T ca = std::exp(a - l), cb = std::exp(b - l);
+    for (int d = 0; d < D; ++d) o[r * D + d] = ca * o[r * D + d] + cb * ob[r * D + d];
+    lse[r] = l;
+  }
+}
+
+template long block_attention<float>(const float*, const std::vector<long>&, const float*, const float*, const std::vector<long>&,
+                                     int, int, int, int, bool, float*, float*);
+template long block_attention<double>(const double*, const std::vector<long>&, const double*, const double*,
+                                      const std::vector<long>&, int, int, int, int, bool, double*, double*);
+template void merge_block<float>(float*, float*, const float*, const float*, std::size_t, int);
+template void merge_block<double>(double*, double*, const double*, const double*, std::size_t, int);
+
+void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v, int B,
+                         long S, int H, int Hkv, int D, bool causal, std::vector<double>& out, std::vector<double>& lse) {
+  out.assign(size_t(B) * S * H * D, 0.0);
+  lse.assign(size_t(B) * S * H, 0.0);
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> p(S);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int hk = h / (H / Hkv);
+      for (long i = 0; i < S; ++i) {
+        const long last = causal ? i : S - 1;
+        double mx = -1e300;
+        for (long j = 0; j <= last; ++j) {
+          double acc = 0;
+          for (int d = 0; d < D; ++d) acc += q[((size_t(b) * S + i) * H + h) * D + d] * k[((size_t(b) * S + j) * Hkv + hk) * D + d];
+          p[j] = acc * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double z = 0;
+        for (long j = 0; j <= last; ++j) z += (p[j] = std::exp(p[j] - mx));
+        double* o = &out[((size_t(b) * S + i) * H + h) * D];
+        for (long j = 0; j <= last; ++j)
+          for (int d = 0; d < D; ++d) o[d] += p[j] / z * v[((size_t(b) * S + j) * Hkv + hk) * D + d];
+        lse[(size_t(b) * S + i) * H + h] = mx + std::log(z);
+      }
+    }
+}
+
+}  // namespace tasp::executor

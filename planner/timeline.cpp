@@ -1,0 +1,109 @@
+#include "planner/timeline.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "planner/topology.hpp"
+
+namespace tasp::planner {
+
+double Timeline::total_us() const {
+  double t = 0;
+  for (const auto& r : per_rank)
+    for (const auto& s : r) t = std::max({t, s.comm_end_us, s.compute_end_us});
+  return t;
+}
+double Timeline::comm_us() const {
+  double m = 0;
+  for (const auto& r : per_rank) {
+    double c = 0;
+    for (const auto& s : r) c += s.comm_end_us - s.comm_start_us;
+    m = std::max(m, c);
+  }
+  return m;
+}
+double Timeline::compute_us() const {
+  double m = 0;
+  for (const auto& r : per_rank) {
+    double c = 0;
+    for (const auto& s : r) c += s.compute_end_us - s.compute_start_us;
+    m = std::max(m, c);
+  }
+  return m;
+}
+double Timeline::exposed_comm_us() const { return std::max(0.0, total_us() - compute_us()); }
+
+void write_timeline_json(std::ostream& o, const Timeline& t) {
+  nlohmann::json j;
+  j["format"] = "tasp-timeline/1";
+  j["source"] = t.source;
+  j["scheme"] = t.scheme;
+  j["topology"] = t.topology;
+  j["workload"] = t.workload;
+  j["ranks"] = t.ranks;
+  j["steps"] = t.per_rank.empty() ? 0 : t.per_rank[0].size();
+  j["total_us"] = t.total_us();
+  j["comm_us"] = t.comm_us();
+  j["compute_us"] = t.compute_us();
+  j["exposed_comm_us"] = t.exposed_comm_us();
+  j["ccr"] = t.compute_us() > 0 ? t.comm_us() / t.compute_us() : 0.0;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < t.per_rank.size(); ++r) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& s : t.per_rank[r])
+      steps.push_back({{"comm_start_us", s.comm_start_us}, {"comm_end_us", s.comm_end_us},
+                       {"compute_start_us", s.compute_start_us}, {"compute_end_us", s.compute_end_us},
+                       {"bytes", s.bytes}, {"flops", s.flops}});
+    ranks.push_back({{"rank", r}, {"steps", steps}});
+  }
+  j["per_rank"] = ranks;
+  o << j.dump(1) << "\n";
+}
+
+void write_chrome_trace(std::ostream& o, const Timeline& t) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (size_t r = 0; r < t.per_rank.size(); ++r)
+    for (size_t s = 0; s < t.per_rank[r].size(); ++s) {
+      const auto& x = t.per_rank[r][s];
+      if (x.comm_end_us > x.comm_start_us)
+        ev.push_back({{"name", "comm " + std::to_string(s)}, {"ph", "X"}, {"pid", r}, {"tid", 0},
+                      {"ts", x.comm_start_us}, {"dur", x.comm_end_us - x.comm_start_us}, {"args", {{"bytes", x.bytes}}}});
+      if (x.compute_end_us > x.compute_start_us)
+        ev.push_back({{"name", "compute " + std::to_string(s)}, {"ph", "X"}, {"pid", r}, {"tid", 1},
+                      {"ts", x.compute_start_us}, {"dur", x.compute_end_us - x.compute_start_us}, {"args", {{"flops", x.flops}}}});
+    }
+  o << nlohmann::json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+}
+
+Timeline read_timeline_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open timeline");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw InputError(path + ": " + e.what());
+  }
+  try {
+    if (j.at("format") != "tasp-timeline/1") throw InputError(path + ": format: not tasp-timeline/1");
+    Timeline t;
+    t.source = j.at("source");
+    t.scheme = j.value("scheme", "");
+    t.topology = j.value("topology", "");
+    t.workload = j.value("workload", "");
+    t.ranks = j.at("ranks");
+    for (const auto& r : j.at("per_rank")) {
+      std::vector<StepTiming> steps;
+      for (const auto& s : r.at("steps"))
+        steps.push_back({s.at("comm_start_us"), s.at("comm_end_us"), s.at("compute_start_us"), s.at("compute_end_us"),
+                         s.at("bytes"), s.at("flops")});
+      t.per_rank.push_back(std::move(steps));
+    }
+    return t;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": " + e.what());
+  }
+}
+
+}  // namespace tasp::planner

@@ -1,0 +1,33 @@
+#pragma once
+// tasp-timeline/1: what a simulated or measured run did, per rank and step (DESIGN.md).
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace tasp::planner {
+
+struct StepTiming {
+  double comm_start_us = 0, comm_end_us = 0;
+  double compute_start_us = 0, compute_end_us = 0;
+  double bytes = 0;  // sent by this rank in this step
+  double flops = 0;  // attention FLOPs done by this rank in this step
+};
+
+struct Timeline {
+  std::string source;  // simulated | cpu | cuda
+  std::string scheme, topology, workload;
+  int ranks = 0;
+  std::vector<std::vector<StepTiming>> per_rank;  // [rank][step]
+
+  double total_us() const;
+  double comm_us() const;     // slowest rank's summed communication time
+  double compute_us() const;  // slowest rank's summed compute time
+  double exposed_comm_us() const;  // total minus the slowest rank's compute
+};
+
+void write_timeline_json(std::ostream& o, const Timeline& t);
+// Chrome trace (Perfetto): one process per rank, comm and compute as two threads.
+void write_chrome_trace(std::ostream& o, const Timeline& t);
+Timeline read_timeline_file(const std::string& path);
+
+}  // namespace tasp::planner

@@ -1,0 +1,163 @@
+// Every scheme computes exact attention on the CPU backend: compared with direct fp64 attention.
+#include <gtest/gtest.h>
+
+#include "executor/attention_cpu.hpp"
+#include "executor/run.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp;
+using namespace tasp::planner;
+
+namespace {
+
+struct Config {
+  std::string topology, scheme;
+  bool causal;
+};
+
+long unit_tokens(const Plan& p) {
+  return long(p.layout == Layout::Zigzag ? 2 : 1) * p.ranks * p.pieces_per_rank;
+}
+
+void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::string& prec, double tol) {
+  Topology t = load_topology(c.topology);
+  PlanOptions o;
+  o.causal = c.causal;
+  Plan p = build_plan(t, c.scheme, o);
+  Workload w;
+  w.B = mult == 1 ? 2 : 1;
+  w.S = unit_tokens(p) * mult + (p.layout == Layout::Zigzag ? 0 : 0);
+  w.H = H;
+  w.Hkv = Hkv;
+  w.D = D;
+  w.causal = c.causal;
+  auto be = executor::make_cpu_backend(prec);
+  executor::RunOptions ro;
+  ro.check = true;
+  ro.seed = unsigned(w.S * 31 + H);
+  executor::RunReport r = executor::run_plan(*be, p, w, ro);
+  EXPECT_LT(r.rel_err_out, tol) << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
+  EXPECT_LT(r.rel_err_lse, tol) << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
+  EXPECT_GT(r.rel_err_out, 0.0);  // a zero error would mean the check compared nothing
+}
+
+std::vector<Config> configs() {
+  std::vector<Config> v;
+  for (int n : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16}) {
+    const std::string t = "complete:" + std::to_string(n);
+    v.push_back({t, "ring", false});
+    v.push_back({t, "zigzag", true});
+    v.push_back({t, "allgather", false});
+    v.push_back({t, "allgather", true});
+    v.push_back({t, "hamilton", false});
+    v.push_back({t, "hamilton", true});
+  }
+  for (const char* c : {"cluster:2x4", "cluster:3x4"}) {
+    v.push_back({c, "two-level", false});
+    v.push_back({c, "two-level", true});
+    v.push_back({c, "hamilton", true});
+  }
+  return v;
+}
+
+}  // namespace
+
+class EveryScheme : public ::testing::TestWithParam<Config> {};
+
+TEST_P(EveryScheme, MhaD16AndGqaD64InFp64) {
+  run_and_check(GetParam(), 2, 2, 16, 1, "fp64", 1e-10);  // MHA, B=2
+  run_and_check(GetParam(), 4, 2, 64, 3, "fp64", 1e-10);  // GQA, S not a power of two
+}
+
+TEST_P(EveryScheme, MqaInFp32) { run_and_check(GetParam(), 4, 1, 16, 3, "fp32", 1e-5); }
+
+INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](const auto& info) {
+  std::string s = info.param.topology + "_" + info.param.scheme + (info.param.causal ? "_causal" : "_full");
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+});
+
+TEST(CpuExecutor, CorruptedPlansAreRefusedAndFailTheCheckUnverified) {
+  Topology t = load_topology("complete:8");
+  PlanOptions o;
+  o.causal = true;
+  Plan good = build_plan(t, "hamilton", o);
+  Workload w = parse_workload("B=1,S=224,H=2,D=16,causal");
+  auto be = executor::make_cpu_backend("fp64");
+  std::vector<Plan> bad(3, good);
+  bad[0].steps[1].transfers.erase(bad[0].steps[1].transfers.begin() + 3);  // dropped transfer
+  bad[1].steps[2].compute.push_back(bad[1].steps[0].compute[0]);           // duplicated compute
+  for (auto& c : bad[2].steps[0].compute)  // wrong piece: rank 0 computes its piece 1 where piece 0 was due
+    if (c.rank == 0 && c.piece == 0) c.piece = 1;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    executor::RunOptions ro;
+    ro.check = true;
+    try {
+      executor::run_plan(*be, bad[i], w, ro);
+      ADD_FAILURE() << "corrupted plan " << i << " ran";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("verifier"), std::string::npos) << e.what();
+    }
+  }
+  // Verification off: the run goes ahead where it physically can, and the numbers are wrong.
+  for (size_t i : {1u, 2u}) {
+    executor::RunOptions ro;
+    ro.check = true;
+    ro.verify = false;
+    executor::RunReport r = executor::run_plan(*be, bad[i], w, ro);
+    EXPECT_GT(r.rel_err_out, 1e-3) << i;
+  }
+  // A dropped transfer leaves the receiver without the piece: the run stops with an error naming it.
+  executor::RunOptions ro;
+  ro.verify = false;
+  try {
+    executor::run_plan(*be, bad[0], w, ro);
+    ADD_FAILURE() << "ran without a piece";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not hold"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuExecutor, UnsplittableSequenceIsAClearError) {
+  Plan p = build_plan(load_topology("complete:8"), "hamilton", PlanOptions{true});
+  auto be = executor::make_cpu_backend("fp64");
+  try {
+    executor::run_plan(*be, p, parse_workload("S=100,H=2,D=16,causal"), {});
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 16"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_workload("S=64,H=3,Hkv=2,D=16"), InputError);
+  EXPECT_THROW(parse_workload("S=64,H=2"), InputError);
+}
+
+TEST(CpuAttention, MergeOfTwoHalvesEqualsWhole) {
+  // Attention over keys split in two blocks, merged, equals attention over all keys at once.
+  const int B = 1, H = 2, Hkv = 1, D = 8;
+  std::vector<long> qpos{5, 9, 17}, kall, k1, k2;
+  for (long i = 0; i < 20; ++i) (i % 3 ? k1 : k2).push_back(i), kall.push_back(i);
+  auto rnd = [](size_t n, int s) {
+    std::vector<double> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = std::sin(double(i * 7 + s) * 0.37) * 1.5;
+    return x;
+  };
+  auto pick = [](const std::vector<double>& full, const std::vector<long>& pos, int per) {
+    std::vector<double> x;
+    for (long p : pos) x.insert(x.end(), full.begin() + p * per, full.begin() + (p + 1) * per);
+    return x;
+  };
+  std::vector<double> q = rnd(qpos.size() * H * D, 1), K = rnd(20 * Hkv * D, 2), V = rnd(20 * Hkv * D, 3);
+  for (bool causal : {false, true}) {
+    std::vector<double> o(q.size()), l(qpos.size() * H), o1(q.size()), l1(l.size()), o2(q.size()), l2(l.size());
+    executor::block_attention(q.data(), qpos, K.data(), V.data(), kall, B, H, Hkv, D, causal, o.data(), l.data());
+    auto K1 = pick(K, k1, D), V1 = pick(V, k1, D), K2 = pick(V, k2, D), V2 = pick(V, k2, D);
+    K2 = pick(K, k2, D);
+    executor::block_attention(q.data(), qpos, K1.data(), V1.data(), k1, B, H, Hkv, D, causal, o1.data(), l1.data());
+    executor::block_attention(q.data(), qpos, K2.data(), V2.data(), k2, B, H, Hkv, D, causal, o2.data(), l2.data());
+    executor::merge_block(o1.data(), l1.data(), o2.data(), l2.data(), l.size(), D);
+    for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], o1[i], 1e-12);
+    for (size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(l[i], l1[i], 1e-12);
+  }
+}

@@ -1,0 +1,71 @@
+// tasp run: execute a plan on a backend (cpu now; cuda on GPU machines), check it, write its timeline.
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+
+#include "executor/run.hpp"
+#include "planner/plan_io.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "tools/tasp/cli.hpp"
+
+namespace tasp::cli {
+
+void register_run(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
+  struct Args {
+    std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, precision = "fp64", timeline, trace;
+    bool check = false, no_verify = false;
+    unsigned seed = 1;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("-b,--backend", a->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("-p,--plan", a->plan, "Plan file (tasp-plan/1); or give --topology and --scheme");
+  cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
+  cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->required();
+  cmd->add_option("--precision", a->precision, "cpu backend arithmetic: fp64 | fp32")->capture_default_str();
+  cmd->add_flag("--check", a->check, "Compare out and LSE with direct fp64 attention (tolerance 1e-10 fp64, 1e-5 fp32)");
+  cmd->add_flag("--no-verify", a->no_verify, "Run without verifying the plan first (for testing the check itself)");
+  cmd->add_option("--seed", a->seed, "Random inputs' seed")->capture_default_str();
+  cmd->add_option("--timeline", a->timeline, "Write tasp-timeline/1 JSON here");
+  cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) here");
+  cmd->callback([a] {
+    using namespace tasp::planner;
+    Workload w = parse_workload(a->workload);
+    Plan p;
+    if (!a->plan.empty()) {
+      p = read_plan_file(a->plan);
+    } else if (!a->topology.empty()) {
+      PlanOptions o;
+      o.causal = w.causal;
+      p = build_plan(load_topology(a->topology), a->scheme, o);
+    } else {
+      throw InputError("run: give --plan FILE, or --topology and --scheme");
+    }
+    if (a->backend != "cpu")
+      throw InputError("--backend " + a->backend + ": this build has only the cpu backend");
+    auto backend = executor::make_cpu_backend(a->precision);
+    executor::RunOptions ro;
+    ro.verify = !a->no_verify;
+    ro.check = a->check;
+    ro.seed = a->seed;
+    executor::RunReport rep = executor::run_plan(*backend, p, w, ro);
+    Timeline& t = rep.result.timeline;
+    t.topology = p.topology;
+    std::cout << "run: " << p.scheme << " on " << p.ranks << " ranks, backend " << backend->name() << ", workload "
+              << to_string(w) << "\n";
+    std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
+              << " us, compute " << t.compute_us() << " us, exposed comm " << t.exposed_comm_us() << " us\n";
+    if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
+    if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, t); });
+    if (rep.checked) {
+      const double tol = a->precision == "fp64" ? 1e-10 : 1e-5;
+      const bool ok = rep.rel_err_out < tol && rep.rel_err_lse < tol;
+      std::cout << std::scientific << std::setprecision(2) << "  check: rel err out " << rep.rel_err_out << ", lse "
+                << rep.rel_err_lse << " (tolerance " << tol << "): " << (ok ? "PASS" : "FAIL") << "\n";
+      if (!ok) throw Exit(kCheckFailed, "run: numeric check failed");
+    }
+  });
+}
+
+}  // namespace tasp::cli
