@@ -9,7 +9,6 @@
 //   n = 2:        the single 2-cycle.  n = 4, 6: no decomposition; the most disjoint cycles (exhaustive).
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -114,38 +113,9 @@ std::vector<Cycle> insertion_cycles(int n) {
 }
 
 int max_disjoint_hamiltonian_cycles_exhaustive(int n, std::vector<Cycle>* best) {
-  // Every directed Hamiltonian cycle through vertex 0, then the largest arc-disjoint packing.
-  std::vector<Cycle> all;
-  Cycle perm(n);
-  for (int i = 0; i < n; ++i) perm[i] = i;
-  do {
-    all.push_back(perm);
-  } while (std::next_permutation(perm.begin() + 1, perm.end()));
-  if (n <= 2) all.resize(1);
-  std::vector<uint8_t> used(size_t(n) * n, 0);
-  std::vector<int> chosen, best_set;
-  std::function<void(size_t)> rec = [&](size_t from) {
-    if (chosen.size() > best_set.size()) best_set = chosen;
-    if (int(best_set.size()) == n - 1) return;
-    for (size_t i = from; i < all.size(); ++i) {
-      const Cycle& c = all[i];
-      bool ok = true;
-      for (int t = 0; t < n && ok; ++t) ok = !used[size_t(c[t]) * n + c[(t + 1) % n]];
-      if (!ok) continue;
-      for (int t = 0; t < n; ++t) used[size_t(c[t]) * n + c[(t + 1) % n]] = 1;
-      chosen.push_back(int(i));
-      rec(i + 1);
-      chosen.pop_back();
-      for (int t = 0; t < n; ++t) used[size_t(c[t]) * n + c[(t + 1) % n]] = 0;
-      if (int(best_set.size()) == n - 1) return;
-    }
-  };
-  rec(0);
-  if (best) {
-    best->clear();
-    for (int i : best_set) best->push_back(all[i]);
-  }
-  return int(best_set.size());
+  std::vector<Cycle> found = exhaustive_cycle_packing(Digraph::complete(n));
+  if (best) *best = found;
+  return int(found.size());
 }
 
 Decomposition decompose_complete(int n) {

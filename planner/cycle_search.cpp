@@ -61,7 +61,9 @@ bool symmetric(const Digraph& g) {
   return true;
 }
 
-std::vector<Cycle> exhaustive(const Digraph& g) {
+}  // namespace
+
+std::vector<Cycle> exhaustive_cycle_packing(const Digraph& g) {
   const int n = g.n;
   std::vector<Cycle> all;
   Cycle p(n);
@@ -93,13 +95,11 @@ std::vector<Cycle> exhaustive(const Digraph& g) {
   return out;
 }
 
-}  // namespace
-
 Decomposition search_cycles(const Digraph& g, const SearchOptions& opt) {
   Decomposition d;
   d.upper_bound = g.degree_bound();
   if (g.n <= opt.exact_max_vertices && g.n >= 2) {
-    d.cycles = exhaustive(g);
+    d.cycles = exhaustive_cycle_packing(g);
     d.method = "exhaustive search";
     d.optimal = true;
     return d;

@@ -52,5 +52,7 @@ struct SearchOptions {
   unsigned seed = 1;
 };
 Decomposition search_cycles(const Digraph& g, const SearchOptions& opt = {});
+// Every Hamiltonian cycle through vertex 0, then the largest arc-disjoint set of them (small digraphs only).
+std::vector<Cycle> exhaustive_cycle_packing(const Digraph& g);
 
 }  // namespace tasp::planner

@@ -14,23 +14,20 @@ double Timeline::total_us() const {
     for (const auto& s : r) t = std::max({t, s.comm_end_us, s.compute_end_us});
   return t;
 }
-double Timeline::comm_us() const {
+// The slowest rank's sum of one kind of interval.
+static double slowest_sum(const std::vector<std::vector<StepTiming>>& per_rank, double StepTiming::*start,
+                          double StepTiming::*end) {
   double m = 0;
   for (const auto& r : per_rank) {
     double c = 0;
-    for (const auto& s : r) c += s.comm_end_us - s.comm_start_us;
+    for (const auto& s : r) c += s.*end - s.*start;
     m = std::max(m, c);
   }
   return m;
 }
+double Timeline::comm_us() const { return slowest_sum(per_rank, &StepTiming::comm_start_us, &StepTiming::comm_end_us); }
 double Timeline::compute_us() const {
-  double m = 0;
-  for (const auto& r : per_rank) {
-    double c = 0;
-    for (const auto& s : r) c += s.compute_end_us - s.compute_start_us;
-    m = std::max(m, c);
-  }
-  return m;
+  return slowest_sum(per_rank, &StepTiming::compute_start_us, &StepTiming::compute_end_us);
 }
 double Timeline::exposed_comm_us() const { return std::max(0.0, total_us() - compute_us()); }
 
