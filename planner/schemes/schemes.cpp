@@ -1,7 +1,5 @@
 #include "planner/schemes/schemes.hpp"
 
-#include "planner/schemes/ring_flow.hpp"
-
 namespace tasp::planner {
 
 const std::vector<std::string>& scheme_names() {
@@ -23,23 +21,6 @@ bool scheme_applies(const std::string& scheme, const Topology& t, bool causal, s
   return no("unknown scheme '" + scheme + "'");
 }
 
-// The ring of ring/zigzag: 0..n-1 when the topology has those arcs, else any Hamiltonian cycle of it.
-static std::vector<int> ring_order(const Topology& t) {
-  const int n = t.ranks();
-  Digraph g = rank_digraph(t);
-  bool identity = true;
-  for (int r = 0; r < n && identity && n > 1; ++r) identity = g.has(r, (r + 1) % n);
-  std::vector<int> ring(n);
-  for (int r = 0; r < n; ++r) ring[r] = r;
-  if (identity) return ring;
-  SearchOptions o;
-  o.exact_max_vertices = 0;
-  o.seconds = 1.0;
-  Decomposition d = search_cycles(g, o);
-  if (d.cycles.empty()) throw InputError(t.source + ": the topology has no Hamiltonian cycle for a ring");
-  return d.cycles[0];
-}
-
 Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions& o) {
   const int n = t.ranks();
   const bool ex = n <= o.expand_max_ranks;
@@ -47,10 +28,8 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   std::string why;
   if (!scheme_applies(scheme, t, o.causal, &why)) throw InputError(t.source + ": " + why);
   Plan p;
-  if (scheme == "ring" || scheme == "zigzag") {
-    p = ring_flow_plan(scheme, {ring_order(t)}, scheme == "zigzag" ? true : o.causal,
-                       scheme == "zigzag" ? Layout::Zigzag : layout, ex);
-  }
+  if (scheme == "ring") p = build_ring(t, o.causal, layout, ex);
+  else if (scheme == "zigzag") p = build_zigzag(t, ex);
   else if (scheme == "allgather") p = build_allgather(n, o.causal, layout, ex);
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);

@@ -16,8 +16,8 @@ struct PlanOptions {
   int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
 };
 
-Plan build_ring(int n, bool causal, Layout layout, bool expand_steps);
-Plan build_zigzag(int n, bool expand_steps);
+Plan build_ring(const Topology& t, bool causal, Layout layout, bool expand_steps);
+Plan build_zigzag(const Topology& t, bool expand_steps);
 Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps);
 Step allgather_step(const Plan& p, int t);
 // Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).

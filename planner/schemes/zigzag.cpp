@@ -4,8 +4,8 @@
 
 namespace tasp::planner {
 
-Plan build_zigzag(int n, bool expand_steps) {
-  Plan p = build_ring(n, true, Layout::Zigzag, expand_steps);
+Plan build_zigzag(const Topology& t, bool expand_steps) {
+  Plan p = build_ring(t, true, Layout::Zigzag, expand_steps);
   p.scheme = "zigzag";
   return p;
 }
