@@ -74,7 +74,8 @@ class CpuBackend : public Backend {
     std::vector<std::map<long, int>> last_use(n);
     std::vector<planner::Step> step_list;
     for (int t = 0; t < steps; ++t) {
-      step_list.push_back(planner::plan_step(plan, t));
+      planner::Step scratch;
+      step_list.push_back(planner::step_at(plan, t, scratch));
       for (auto& c : step_list.back().compute) last_use[c.rank][key(c.owner, c.piece)] = t;
       for (auto& x : step_list.back().transfers) last_use[x.src][key(x.owner, x.piece)] = t;
     }

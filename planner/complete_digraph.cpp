@@ -8,9 +8,7 @@
 //                 tools/rainbow_search, checked here like any other), else a bounded search.
 //   n = 2:        the single 2-cycle.  n = 4, 6: no decomposition; the most disjoint cycles (exhaustive).
 #include <algorithm>
-#include <chrono>
 #include <map>
-#include <random>
 #include <stdexcept>
 
 #include "planner/decomposition.hpp"

@@ -14,6 +14,12 @@ Step plan_step(const Plan& p, int t) {
   throw std::invalid_argument("unknown schedule '" + p.schedule + "'");
 }
 
+const Step& step_at(const Plan& p, int t, Step& scratch) {
+  if (!p.compact()) return p.steps.at(t);
+  scratch = plan_step(p, t);
+  return scratch;
+}
+
 void expand(Plan& p) {
   if (!p.compact()) return;
   std::vector<Step> steps;

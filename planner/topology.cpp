@@ -1,6 +1,5 @@
 #include "planner/topology.hpp"
 
-#include <boost/graph/breadth_first_search.hpp>
 #include <deque>
 
 namespace tasp::planner {

@@ -1,6 +1,6 @@
 #include "planner/verify_plan.hpp"
 
-#include <sstream>
+#include <algorithm>
 
 namespace tasp::planner {
 namespace {
@@ -12,7 +12,6 @@ std::string piece_name(int owner, int piece) {
 }  // namespace
 
 std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats) {
-  std::ostringstream err;
   if (p.format != "tasp-plan/1") return "format: '" + p.format + "' is not tasp-plan/1";
   if (p.ranks < 1) return "ranks: must be >= 1";
   if (p.pieces_per_rank < 1) return "pieces_per_rank: must be >= 1";
@@ -37,8 +36,9 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats) {
   std::vector<Transfer> arrivals;
   PlanStats st;
   st.steps = p.num_steps();
+  Step scratch;
   for (int t = 0; t < st.steps; ++t) {
-    const Step s = plan_step(p, t);
+    const Step& s = step_at(p, t, scratch);
     const std::string where = "steps[" + std::to_string(t) + "]";
     auto bad_id = [&](int v, int lim) { return v < 0 || v >= lim; };
     for (size_t i = 0; i < s.compute.size(); ++i) {

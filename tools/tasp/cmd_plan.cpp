@@ -39,7 +39,8 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
       o << "  ...\n";
       s = steps - 4;
     }
-    Step st = plan_step(p, s);
+    Step scratch;
+    const Step& st = step_at(p, s, scratch);
     std::set<std::pair<int, int>> arcs;
     for (auto& x : st.transfers) arcs.insert({x.src, x.dst});
     o << "  " << std::setw(4) << s << std::setw(12) << st.transfers.size() << std::setw(12) << arcs.size() << std::setw(14)
