@@ -49,8 +49,10 @@ struct InputError : std::runtime_error {
 // Arc a->b when GPU b is reachable from GPU a through switches only (no other GPU on the way).
 Digraph rank_digraph(const Topology& t);
 
-// Shorthands (complete:N, mesh:N, cluster:UxM, torus:AxB) or a YAML file path.
+// Shorthands (complete:N, mesh:N, cluster:UxM, torus:AxB), a YAML file path, or the name of a
+// built-in topology (the files in topologies/, compiled in) when no such file exists.
 Topology load_topology(const std::string& spec);
+std::vector<std::string> builtin_topology_names();
 Topology topology_from_yaml_file(const std::string& path);
 Topology topology_from_yaml_text(const std::string& text, const std::string& name_for_errors);
 // Throws InputError for anything else than a shorthand; returns false when spec is not one.

@@ -7,73 +7,12 @@
 #include <sstream>
 
 #include "planner/topology.hpp"
+#include "planner/yaml_ctx.hpp"
 
 namespace tasp::planner {
 namespace {
 
-struct Ctx {
-  std::string file;
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& msg) const {
-    std::ostringstream o;
-    o << file;
-    if (n.IsDefined() && n.Mark().line >= 0) o << ":" << n.Mark().line + 1 << ":" << n.Mark().column + 1;
-    o << ": " << field << ": " << msg;
-    throw InputError(o.str());
-  }
-  void only_keys(const YAML::Node& n, const std::string& field, const std::set<std::string>& allowed) const {
-    if (!n.IsMap()) fail(n, field, "expected a mapping");
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      std::string k = it->first.as<std::string>();
-      if (!allowed.count(k)) {
-        std::string list;
-        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(it->first, field + "." + k, "unknown key (expected one of: " + list + ")");
-      }
-    }
-  }
-  std::string str(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsDefined()) fail(n, field, "missing");
-    if (!n.IsScalar()) fail(n, field, "expected a string");
-    return n.as<std::string>();
-  }
-  double num(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsScalar()) fail(n, field, "expected a number");
-    try {
-      return n.as<double>();
-    } catch (const YAML::Exception&) {
-      fail(n, field, "expected a number, got '" + n.as<std::string>() + "'");
-    }
-  }
-  long integer(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsScalar()) fail(n, field, "expected an integer");
-    try {
-      return n.as<long>();
-    } catch (const YAML::Exception&) {
-      fail(n, field, "expected an integer, got '" + n.as<std::string>() + "'");
-    }
-  }
-  bool boolean(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsScalar()) fail(n, field, "expected true or false");
-    try {
-      return n.as<bool>();
-    } catch (const YAML::Exception&) {
-      fail(n, field, "expected true or false, got '" + n.as<std::string>() + "'");
-    }
-  }
-  std::vector<std::pair<std::string, YAML::Node>> names(const YAML::Node& n, const std::string& field) const {
-    std::vector<std::pair<std::string, YAML::Node>> out;
-    if (!n.IsDefined()) fail(n, field, "missing");
-    if (n.IsSequence()) {
-      if (n.size() == 0) fail(n, field, "empty list");
-      for (size_t i = 0; i < n.size(); ++i) out.push_back({str(n[i], field + "[" + std::to_string(i) + "]"), n[i]});
-    } else {
-      out.push_back({str(n, field), n});
-    }
-    return out;
-  }
-};
-
-Topology parse(const YAML::Node& root, const Ctx& cx) {
+Topology parse(const YAML::Node& root, const YamlCtx& cx) {
   if (!root.IsDefined() || root.IsNull()) cx.fail(root, "(document)", "empty topology file");
   cx.only_keys(root, "(top level)", {"format", "name", "description", "gpus", "switches", "links"});
   if (root["format"] && cx.str(root["format"], "format") != "tasp-topology/1")
@@ -202,35 +141,39 @@ Topology parse(const YAML::Node& root, const Ctx& cx) {
 }  // namespace
 
 Topology topology_from_yaml_text(const std::string& text, const std::string& name_for_errors) {
-  Ctx cx{name_for_errors};
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    std::ostringstream o;
-    o << name_for_errors << ":" << e.mark.line + 1 << ":" << e.mark.column + 1 << ": (syntax): " << e.msg;
-    throw InputError(o.str());
-  }
-  try {
-    return parse(root, cx);
-  } catch (const YAML::Exception& e) {  // anything the checks above did not anticipate
-    std::ostringstream o;
-    o << name_for_errors << ":" << e.mark.line + 1 << ": " << e.msg;
-    throw InputError(o.str());
-  }
+  return parse_yaml_text<Topology>(text, name_for_errors, parse);
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open " + what);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 Topology topology_from_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open topology file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return topology_from_yaml_text(ss.str(), path);
+  return topology_from_yaml_text(read_text_file(path, "topology file"), path);
+}
+
+const std::vector<std::pair<std::string, std::string>>& builtin_topology_files();  // generated
+
+std::vector<std::string> builtin_topology_names() {
+  std::vector<std::string> names;
+  for (const auto& [file, text] : builtin_topology_files()) names.push_back(file.substr(0, file.size() - 5));
+  return names;
 }
 
 Topology load_topology(const std::string& spec) {
   Topology t;
   if (topology_from_shorthand(spec, &t)) return t;
+  if (!std::ifstream(spec))
+    for (const auto& [file, text] : builtin_topology_files())
+      if (file == spec || file == spec + ".yaml") {
+        t = topology_from_yaml_text(text, "(built-in) " + file);
+        t.source = spec;
+        return t;
+      }
   return topology_from_yaml_file(spec);
 }
 

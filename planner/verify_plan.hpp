@@ -15,6 +15,9 @@ struct PlanStats {
 
 // Empty string when the plan is valid; otherwise the first violation, naming step and entry.
 // With `arcs`, every transfer must also follow an arc of the topology's rank digraph.
-std::string verify_plan(const Plan& p, const Digraph* arcs = nullptr, PlanStats* stats = nullptr);
+// Compact ring-flow plans are checked by their rule's structure unless `replay_compact` asks for the
+// step-by-step replay (tests use it to cross-check the two).
+std::string verify_plan(const Plan& p, const Digraph* arcs = nullptr, PlanStats* stats = nullptr,
+                        bool replay_compact = false);
 
 }  // namespace tasp::planner

@@ -6,6 +6,20 @@
 
 namespace tasp::planner {
 
+long parse_count(const std::string& v) {
+  try {
+    size_t used = 0;
+    long mult = 1;
+    std::string num = v;
+    if (!v.empty() && (v.back() == 'k' || v.back() == 'K')) mult = 1024, num = v.substr(0, v.size() - 1);
+    if (!v.empty() && (v.back() == 'm' || v.back() == 'M')) mult = 1024 * 1024, num = v.substr(0, v.size() - 1);
+    const long x = std::stol(num, &used) * mult;
+    return used == num.size() && !num.empty() && num[0] != '-' && num[0] != '+' ? x : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 Workload parse_workload(const std::string& text) {
   Workload w;
   std::stringstream ss(text);
@@ -19,18 +33,8 @@ Workload parse_workload(const std::string& text) {
     auto eq = item.find('=');
     if (eq == std::string::npos) fail("expected KEY=VALUE, got '" + item + "'");
     std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    long x = 0;
-    try {
-      size_t used = 0;
-      double mult = 1;
-      std::string num = v;
-      if (!v.empty() && (v.back() == 'k' || v.back() == 'K')) mult = 1024, num = v.substr(0, v.size() - 1);
-      if (!v.empty() && (v.back() == 'm' || v.back() == 'M')) mult = 1024 * 1024, num = v.substr(0, v.size() - 1);
-      x = long(std::stol(num, &used) * mult);
-      if (used != num.size()) throw std::invalid_argument(v);
-    } catch (const std::exception&) {
-      fail(k + ": '" + v + "' is not an integer");
-    }
+    long x = parse_count(v);
+    if (x < 0) fail(k + ": '" + v + "' is not an integer");
     if (x <= 0) fail(k + ": must be positive");
     if (k == "B") w.B = int(x);
     else if (k == "S") w.S = x, got_s = true;

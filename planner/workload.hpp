@@ -17,5 +17,7 @@ struct Workload {
 // "B=1,S=131072,H=32,Hkv=8,D=128,causal" (Hkv defaults to H, B to 1). Throws InputError.
 Workload parse_workload(const std::string& text);
 std::string to_string(const Workload& w);
+// "131072", "128k", "1M" (binary k and M); -1 when not a non-negative integer.
+long parse_count(const std::string& text);
 
 }  // namespace tasp::planner

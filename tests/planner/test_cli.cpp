@@ -64,3 +64,36 @@ TEST(Cli, RunChecksAndWritesTimeline) {
   EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check"), 2);
   EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check --no-verify"), 1);
 }
+
+TEST(Cli, SimulateCalibrateAndAuto) {
+  const std::string dir = ::testing::TempDir();
+  const std::string src = TASP_SOURCE_DIR;
+  EXPECT_EQ(run("simulate"), 0);  // the README's main job: embedded default
+  const std::string json = dir + "/sim.json", tl = dir + "/sim_tl.json", tr = dir + "/sim_trace.json", csv = dir + "/sweep.csv";
+  EXPECT_EQ(run("simulate -t complete:8 -w B=1,S=16k,H=32,D=128 --json " + json + " --timeline " + tl + " --trace " + tr), 0);
+  EXPECT_TRUE(fs::exists(json) && fs::exists(tl) && fs::exists(tr));
+  std::ifstream j(json);
+  std::string text((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"fastest\""), std::string::npos);
+  EXPECT_EQ(run("simulate -t h200-hgx-8 -s ring,hamilton --sweep S=8k:64k -o " + csv), 0);
+  std::ifstream c(csv);
+  int lines = 0;
+  for (std::string l; std::getline(c, l);) ++lines;
+  EXPECT_EQ(lines, 1 + 4 * 2);
+  const std::string plan = dir + "/auto.json";
+  EXPECT_EQ(run("plan -t h200-hgx-8 -s auto --workload B=1,S=16k,H=32,D=128 -o " + plan), 0);
+  EXPECT_EQ(run("simulate -t h200-hgx-8 --plan " + plan + " -w B=1,S=16k,H=32,D=128"), 0);
+  const std::string prof = dir + "/fit.profile.yaml";
+  EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/h200-calibration.csv -o " + prof), 0);
+  EXPECT_EQ(run("simulate --profile " + prof), 0);
+  // Bad input: status 2, nothing written.
+  const std::string none = dir + "/none.out";
+  fs::remove(none);
+  EXPECT_EQ(run("simulate -w S=1001,H=1,D=64 --json " + none), 2);        // S does not split
+  EXPECT_EQ(run("simulate -s zigzag -w S=8k,H=1,D=64 --json " + none), 2); // zigzag needs causal
+  EXPECT_EQ(run("simulate --profile " + src + "/README.md --json " + none), 2);
+  EXPECT_EQ(run("simulate --sweep S=64k:8k -o " + none), 2);
+  EXPECT_EQ(run("calibrate --fit " + src + "/README.md -o " + none), 2);
+  EXPECT_EQ(run("plan -s auto -o " + none), 2);  // auto needs a workload
+  EXPECT_FALSE(fs::exists(none));
+}

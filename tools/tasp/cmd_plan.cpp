@@ -81,7 +81,7 @@ void register_plan(CLI::App& app) {
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->workload, a->profile, &o.causal, std::cerr);
+      scheme = choose_scheme_auto(t, a->workload, a->profile, &o, std::cerr);
     }
     Plan p = build_plan(t, scheme, o);
     const std::string err = verify_plan(p, nullptr);

@@ -39,11 +39,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   register_plan(app);
   register_verify(app);
+  register_simulate(app);
   register_run(app);
-
-
-
-
+  register_calibrate(app);
   register_bench(app);
   try {
     app.parse(argc, argv);

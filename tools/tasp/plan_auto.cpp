@@ -1,9 +1,27 @@
 #include "tools/tasp/plan_auto.hpp"
 
+#include <iomanip>
+#include <ostream>
+
+#include "tools/tasp/compare.hpp"
+
 namespace tasp::cli {
 
-std::string choose_scheme_auto(const planner::Topology&, const std::string&, const std::string&, bool*, std::ostream&) {
-  throw planner::InputError("--scheme auto needs the simulator, which this build does not have yet");
+std::string choose_scheme_auto(const planner::Topology& t, const std::string& workload, const std::string& profile,
+                               planner::PlanOptions* o, std::ostream& log) {
+  if (workload.empty()) throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal]");
+  const planner::Workload w = planner::parse_workload(workload);
+  if (o->causal && !w.causal) throw planner::InputError("--causal given but the workload is not causal");
+  const auto prof = choose_profile(profile, t, &log);
+  auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, {});
+  const auto& best = runs[fastest(runs)];
+  log << "auto: simulated with profile " << prof.name << ":";
+  for (const auto& r : runs) log << " " << r.scheme << " " << std::fixed << std::setprecision(3) << r.sim.total_us / 1e3 << " ms";
+  log << " -> " << best.scheme << "\n";
+  const planner::PlanOptions chosen = plan_options(best.scheme, w);
+  o->causal = chosen.causal;
+  if (!o->layout_given) o->layout_given = chosen.layout_given, o->layout = chosen.layout;
+  return best.scheme;
 }
 
 }  // namespace tasp::cli

@@ -3,11 +3,12 @@
 #include <iosfwd>
 #include <string>
 
-#include "planner/topology.hpp"
+#include "planner/schemes/schemes.hpp"
 
 namespace tasp::cli {
 
+// Returns the scheme and sets the options (causal and layout from the workload) it should be planned with.
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& workload, const std::string& profile,
-                               bool* causal, std::ostream& log);
+                               planner::PlanOptions* o, std::ostream& log);
 
 }  // namespace tasp::cli

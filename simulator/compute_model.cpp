@@ -1,0 +1,67 @@
+#include "simulator/compute_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/layout.hpp"
+
+namespace tasp::simulator {
+
+double causal_pairs(long a, long b, long c, long d) {
+  if (b <= a || d <= c) return 0;
+  double total = 0;
+  // q in [c, d): row q sees k in [c, q], i.e. q - c + 1 keys.
+  long lo = std::max(a, c), hi = std::min(b, d);
+  if (hi > lo) total += (double(lo - c + 1) + double(hi - c)) * double(hi - lo) / 2;
+  // q >= d: the whole key range.
+  long lo2 = std::max(a, d);
+  if (b > lo2) total += double(b - lo2) * double(d - c);
+  return total;
+}
+
+double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank) {
+  double t = 0;
+  for (const auto& r : planner::shard_ranges(p.layout, p.ranks, w.S, rank)) t += double(r.size());
+  return t;
+}
+
+double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece) {
+  double tokens = 0;
+  for (const auto& r : planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece))
+    tokens += double(r.size());
+  return tokens * w.B * w.Hkv * w.D * 2.0 * w.dtype_bytes;
+}
+
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece) {
+  BlockWork bw;
+  const double per_pair = 4.0 * w.B * w.H * w.D;
+  const auto q = planner::shard_ranges(p.layout, p.ranks, w.S, rank);
+  const auto k = planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece);
+  for (const auto& kr : k) bw.lk += double(kr.size());
+  for (const auto& qr : q) {
+    bw.lq += double(qr.size());
+    for (const auto& kr : k) {
+      const double all = double(qr.size()) * double(kr.size());
+      const double pairs = w.causal ? causal_pairs(qr.begin, qr.end, kr.begin, kr.end) : all;
+      (pairs == all ? bw.full_flops : bw.causal_flops) += pairs * per_pair;
+    }
+  }
+  return bw;
+}
+
+double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge) {
+  if (sum.flops() <= 0) return 0;
+  const ComputeRate& r = cp.rate(w.D);
+  // Tiles of tile_m query rows per (batch, head) run in waves over the SMs; a part-filled last wave idles.
+  const double ctas = double(w.B) * w.H * std::ceil(sum.lq / cp.tile_m);
+  const double waves = std::ceil(ctas / cp.sms);
+  const double fill = ctas / (waves * cp.sms);
+  const double shape = 1 + cp.half_len * (1 / std::max(1.0, sum.lq) + 1 / std::max(1.0, sum.lk));
+  const double math_us = (sum.full_flops / r.full_tflops + sum.causal_flops / r.causal_tflops) * 1e-6 * shape / fill;
+  // The merge into the running fp32 out/LSE is fused into the kernel's epilogue: it reads the running
+  // values and writes them back, hidden under the math unless the block is too small to cover it.
+  const double merge_us = merge ? 2.0 * w.B * w.H * sum.lq * (w.D + 1) * 4.0 / (cp.hbm_gbps * 1e3) : 0;
+  return cp.launch_us + std::max(math_us, merge_us);
+}
+
+}  // namespace tasp::simulator

@@ -1,0 +1,28 @@
+#pragma once
+// What a rank computes in a step and how long its kernels take. Pure.
+#include "planner/plan.hpp"
+#include "planner/workload.hpp"
+#include "simulator/profile.hpp"
+
+namespace tasp::simulator {
+
+// Rank r's queries against one KV piece: token counts and FLOPs (4*pairs*H*D*B) split by whether the
+// tile pairs are whole (no mask) or cut by the causal diagonal; fully masked pairs cost nothing.
+struct BlockWork {
+  double lq = 0, lk = 0;
+  double full_flops = 0, causal_flops = 0;
+  double flops() const { return full_flops + causal_flops; }
+};
+
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece);
+double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);  // K and V
+double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank);
+
+// (q, k) pairs with k <= q for q in [a, b), k in [c, d).
+double causal_pairs(long a, long b, long c, long d);
+
+// One launch over a rank's work list in a step (items summed into `sum`, lk = all pieces' tokens),
+// with the merge into the running out/LSE (when `merge`: not the rank's first compute) fused in.
+double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge);
+
+}  // namespace tasp::simulator

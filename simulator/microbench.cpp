@@ -1,0 +1,43 @@
+#include "simulator/microbench.hpp"
+
+#include <stdexcept>
+
+#include "simulator/comm_rules.hpp"
+#include "simulator/fluid.hpp"
+
+namespace tasp::simulator {
+
+bool is_comm_kind(const std::string& k) { return k == "ring" || k == "multi" || k == "pairs" || k == "allgather"; }
+
+double predict_comm_step_us(const Network& net, const Profile& prof, const std::string& kind, int n, double bytes) {
+  if (n < 2 || n > net.ranks) throw std::invalid_argument("microbenchmark needs 2.." + std::to_string(net.ranks) + " ranks");
+  const CommProfile& cp = prof.comm_for(n);
+  FlowList f;
+  auto add = [&](int s, int d, double b) { f.s.push_back(s), f.d.push_back(d), f.b.push_back(b); };
+  int peers = 1;
+  if (kind == "ring") {
+    for (int r = 0; r < n; ++r) add(r, (r + 1) % n, bytes);
+  } else if (kind == "pairs") {
+    for (int r = 0; r < n; ++r)
+      if ((r ^ 1) < n) add(r, r ^ 1, bytes);
+  } else if (kind == "multi" || kind == "allgather") {
+    peers = n - 1;
+    for (int r = 0; r < n; ++r)
+      for (int o = 0; o < n; ++o)
+        if (o != r) add(r, o, bytes / (n - 1));
+  } else {
+    throw std::invalid_argument("unknown microbenchmark kind '" + kind + "'");
+  }
+  for (size_t i = 0; i < f.size(); ++i) {
+    f.t0.push_back(step_latency_us(cp, peers));
+    f.c.push_back(cp.flow_cap_gbps.at(f.b[i]));
+  }
+  const double rate = rank_cap_gbps(cp, peers, bytes);
+  std::vector<double> caps(net.ranks, rate);
+  FluidResult r = run_fluid(net, f, caps, caps);
+  double end = 0;
+  for (int x = 0; x < n; ++x) end = std::max(end, r.rank_end_us[x]);
+  return end;
+}
+
+}  // namespace tasp::simulator

@@ -1,0 +1,17 @@
+#pragma once
+// The communication microbenchmarks (what calibration measures) replayed on the flow model, so fits
+// can be checked against the measurements they came from. Pure.
+#include <string>
+
+#include "simulator/network.hpp"
+#include "simulator/profile.hpp"
+
+namespace tasp::simulator {
+
+// kind: ring (B to the next rank, from the previous), multi (B/(n-1) to and from every other rank),
+// pairs (B both ways with rank^1), allgather (B/(n-1) from every rank to every other). Ranks 0..n-1
+// of the network take part. Returns the slowest rank's step time in microseconds.
+double predict_comm_step_us(const Network& net, const Profile& prof, const std::string& kind, int n, double bytes);
+bool is_comm_kind(const std::string& kind);
+
+}  // namespace tasp::simulator

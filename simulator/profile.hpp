@@ -1,0 +1,66 @@
+#pragma once
+// A machine profile: the parameters of the simulator's network and compute models (tasp-profile/1).
+// Plain data; loading and writing live in profile_yaml.cpp, fitting in calibrate.cpp.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tasp::simulator {
+
+// y(x) through measured points, linear in log2(x) between them and flat beyond the ends:
+// NCCL's rates change with the message size in steps of protocol and channel count, not smoothly.
+struct Curve {
+  std::vector<std::pair<double, double>> points;  // (x, y), x ascending and > 0
+  double at(double x) const;
+  bool empty() const { return points.empty(); }
+};
+
+// How point-to-point steps behave on one communicator size (NCCL picks channels per peer by size).
+struct CommProfile {
+  int ranks = 8;                // communicator size these figures were measured on
+  double latency_us = 20;       // from posting a step's sends to the first byte moving, one peer
+  double peer_latency_us = 0;   // added per further concurrent peer of the rank
+  Curve flow_cap_gbps;          // one peer connection's rate vs its message bytes
+  Curve rank_cap_gbps;          // a rank's total rate when it talks to >= 2 peers, vs its bytes in the step
+};
+
+// Attention forward rate of the kernels (TFLOP/s counts 4*Lq*Lk*H*D per unmasked pair... of blocks).
+struct ComputeRate {
+  int head_dim = 128;
+  double full_tflops = 340;    // no mask, large blocks
+  double causal_tflops = 310;  // blocks cut by the causal diagonal
+};
+
+struct ComputeProfile {
+  double launch_us = 6;    // one work-list launch
+  double half_len = 96;    // a block of L tokens runs at L/(L+half_len) of the peak in each of Lq, Lk
+  int sms = 132;           // CTAs run in waves of this many (wave quantization)
+  int tile_m = 128;        // query rows per CTA
+  double hbm_gbps = 3000;  // the fused out/LSE merge's traffic bounds small blocks
+  std::vector<ComputeRate> rates;  // by head dim; nearest head dim is used
+  const ComputeRate& rate(int head_dim) const;
+};
+
+struct Profile {
+  std::string format = "tasp-profile/1";
+  std::string name;
+  std::string description;
+  double link_efficiency = 1.0;      // fraction of a link's nominal bandwidth flows can use together
+  std::vector<CommProfile> comm;     // by communicator size
+  ComputeProfile compute;
+  // The figures of the largest measured communicator not larger than `ranks` (else the smallest).
+  const CommProfile& comm_for(int ranks) const;
+};
+
+// Built-in profiles (shipped files in topologies/*.profile.yaml, embedded at build time).
+std::vector<std::string> builtin_profile_names();
+// The profile for a topology name (h200-hgx-8, ...), falling back to h200-hgx-8 for anything else.
+Profile builtin_profile(const std::string& topology_name, std::string* chosen = nullptr);
+std::string builtin_profile_text(const std::string& name);  // "" if none
+
+// YAML I/O (throws planner::InputError naming file, line, field).
+Profile profile_from_yaml_text(const std::string& text, const std::string& name_for_errors);
+Profile load_profile(const std::string& path);
+void write_profile_yaml(std::ostream& o, const Profile& p);
+
+}  // namespace tasp::simulator

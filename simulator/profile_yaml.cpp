@@ -1,0 +1,136 @@
+// tasp-profile/1 YAML: read with field-naming errors, written back by calibration.
+#include <iomanip>
+#include <ostream>
+
+#include "planner/yaml_ctx.hpp"
+#include "simulator/profile.hpp"
+
+namespace tasp::simulator {
+namespace {
+
+using planner::YamlCtx;
+
+double positive(const YamlCtx& cx, const YAML::Node& n, const std::string& field, bool allow_zero = false) {
+  double v = cx.num(n, field);
+  if (!(v > 0 || (allow_zero && v == 0))) cx.fail(n, field, allow_zero ? "must be >= 0" : "must be > 0");
+  return v;
+}
+
+Curve curve(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+  if (!n.IsDefined()) cx.fail(n, field, "missing");
+  if (!n.IsSequence() || n.size() == 0) cx.fail(n, field, "expected a list of [bytes, GB/s] pairs");
+  Curve c;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    if (!n[i].IsSequence() || n[i].size() != 2) cx.fail(n[i], f, "expected [bytes, GB/s]");
+    double x = positive(cx, n[i][0], f + "[0]"), y = positive(cx, n[i][1], f + "[1]");
+    if (!c.points.empty() && x <= c.points.back().first) cx.fail(n[i], f, "bytes must increase along the list");
+    c.points.push_back({x, y});
+  }
+  return c;
+}
+
+Profile parse(const YAML::Node& root, const YamlCtx& cx) {
+  if (!root.IsDefined() || root.IsNull()) cx.fail(root, "(document)", "empty profile file");
+  cx.only_keys(root, "(top level)", {"format", "name", "description", "link_efficiency", "comm", "compute"});
+  Profile p;
+  if (root["format"] && cx.str(root["format"], "format") != "tasp-profile/1")
+    cx.fail(root["format"], "format", "unsupported format (expected tasp-profile/1)");
+  p.name = cx.str(root["name"], "name");
+  if (root["description"]) p.description = cx.str(root["description"], "description");
+  if (root["link_efficiency"]) {
+    p.link_efficiency = positive(cx, root["link_efficiency"], "link_efficiency");
+    if (p.link_efficiency > 1) cx.fail(root["link_efficiency"], "link_efficiency", "must be in (0, 1]");
+  }
+  const YAML::Node comm = root["comm"];
+  if (!comm.IsDefined()) cx.fail(root, "comm", "missing");
+  if (!comm.IsSequence() || comm.size() == 0) cx.fail(comm, "comm", "expected a non-empty list");
+  for (size_t i = 0; i < comm.size(); ++i) {
+    const std::string f = "comm[" + std::to_string(i) + "]";
+    const YAML::Node c = comm[i];
+    cx.only_keys(c, f, {"ranks", "latency_us", "peer_latency_us", "flow_cap_gbps", "rank_cap_gbps"});
+    CommProfile cp;
+    if (!c["ranks"]) cx.fail(c, f + ".ranks", "missing");
+    cp.ranks = int(cx.integer(c["ranks"], f + ".ranks"));
+    if (cp.ranks < 2) cx.fail(c["ranks"], f + ".ranks", "must be >= 2");
+    for (const auto& other : p.comm)
+      if (other.ranks == cp.ranks) cx.fail(c["ranks"], f + ".ranks", "duplicate communicator size");
+    if (!c["latency_us"]) cx.fail(c, f + ".latency_us", "missing");
+    cp.latency_us = positive(cx, c["latency_us"], f + ".latency_us", true);
+    if (c["peer_latency_us"]) cp.peer_latency_us = positive(cx, c["peer_latency_us"], f + ".peer_latency_us", true);
+    cp.flow_cap_gbps = curve(cx, c["flow_cap_gbps"], f + ".flow_cap_gbps");
+    cp.rank_cap_gbps = curve(cx, c["rank_cap_gbps"], f + ".rank_cap_gbps");
+    p.comm.push_back(cp);
+  }
+  const YAML::Node k = root["compute"];
+  if (!k.IsDefined()) cx.fail(root, "compute", "missing");
+  cx.only_keys(k, "compute", {"launch_us", "half_len", "sms", "tile_m", "hbm_gbps", "rates"});
+  ComputeProfile& cp = p.compute;
+  if (k["launch_us"]) cp.launch_us = positive(cx, k["launch_us"], "compute.launch_us", true);
+  if (k["half_len"]) cp.half_len = positive(cx, k["half_len"], "compute.half_len", true);
+  if (k["sms"]) {
+    cp.sms = int(cx.integer(k["sms"], "compute.sms"));
+    if (cp.sms < 1) cx.fail(k["sms"], "compute.sms", "must be >= 1");
+  }
+  if (k["tile_m"]) {
+    cp.tile_m = int(cx.integer(k["tile_m"], "compute.tile_m"));
+    if (cp.tile_m < 1) cx.fail(k["tile_m"], "compute.tile_m", "must be >= 1");
+  }
+  if (k["hbm_gbps"]) cp.hbm_gbps = positive(cx, k["hbm_gbps"], "compute.hbm_gbps");
+  const YAML::Node rates = k["rates"];
+  if (!rates.IsDefined()) cx.fail(k, "compute.rates", "missing");
+  if (!rates.IsSequence() || rates.size() == 0) cx.fail(rates, "compute.rates", "expected a non-empty list");
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const std::string f = "compute.rates[" + std::to_string(i) + "]";
+    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops"});
+    ComputeRate r;
+    if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
+    r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
+    if (r.head_dim < 1) cx.fail(rates[i]["head_dim"], f + ".head_dim", "must be >= 1");
+    if (!rates[i]["full_tflops"]) cx.fail(rates[i], f + ".full_tflops", "missing");
+    r.full_tflops = positive(cx, rates[i]["full_tflops"], f + ".full_tflops");
+    r.causal_tflops = rates[i]["causal_tflops"] ? positive(cx, rates[i]["causal_tflops"], f + ".causal_tflops")
+                                                : r.full_tflops;
+    cp.rates.push_back(r);
+  }
+  return p;
+}
+
+void write_curve(std::ostream& o, const char* key, const Curve& c) {
+  o << "    " << key << ": [";
+  for (size_t i = 0; i < c.points.size(); ++i)
+    o << (i ? ", " : "") << "[" << std::llround(c.points[i].first) << ", " << c.points[i].second << "]";
+  o << "]\n";
+}
+
+}  // namespace
+
+Profile profile_from_yaml_text(const std::string& text, const std::string& name_for_errors) {
+  return planner::parse_yaml_text<Profile>(text, name_for_errors, parse);
+}
+
+Profile load_profile(const std::string& path) {
+  return profile_from_yaml_text(planner::read_text_file(path, "profile file"), path);
+}
+
+void write_profile_yaml(std::ostream& o, const Profile& p) {
+  o << std::setprecision(5);
+  o << "format: tasp-profile/1\nname: " << p.name << "\n";
+  if (!p.description.empty()) o << "description: >-\n  " << p.description << "\n";
+  o << "link_efficiency: " << p.link_efficiency << "\n";
+  o << "# Curves: [message bytes, GB/s], linear in log2(bytes) between points, flat beyond the ends.\ncomm:\n";
+  for (const auto& c : p.comm) {
+    o << "  - ranks: " << c.ranks << "\n    latency_us: " << c.latency_us << "\n    peer_latency_us: "
+      << c.peer_latency_us << "\n";
+    write_curve(o, "flow_cap_gbps", c.flow_cap_gbps);
+    write_curve(o, "rank_cap_gbps", c.rank_cap_gbps);
+  }
+  const auto& k = p.compute;
+  o << "compute:\n  launch_us: " << k.launch_us << "\n  half_len: " << k.half_len << "\n  sms: " << k.sms
+    << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  rates:\n";
+  for (const auto& r : k.rates)
+    o << "    - {head_dim: " << r.head_dim << ", full_tflops: " << r.full_tflops
+      << ", causal_tflops: " << r.causal_tflops << "}\n";
+}
+
+}  // namespace tasp::simulator

@@ -1,0 +1,348 @@
+// The simulator against cases computable by hand, its two engines against each other, and the shipped
+// H200 profile against the measurements it was fitted to.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "planner/schemes/schemes.hpp"
+#include "planner/yaml_ctx.hpp"
+#include "simulator/calibrate.hpp"
+#include "simulator/compute_model.hpp"
+#include "simulator/engine.hpp"
+#include "simulator/fluid.hpp"
+#include "simulator/microbench.hpp"
+
+using namespace tasp;
+using simulator::FlowList;
+
+namespace {
+
+// GPUs g0..g{n-1} on one switch, `port` GB/s per direction, no link latency.
+planner::Topology star(int n, double port) {
+  std::ostringstream y;
+  y << "name: star\ngpus:\n  - {prefix: g, count: " << n << "}\nswitches:\n  - {id: sw}\nlinks:\n  - {from: [";
+  for (int i = 0; i < n; ++i) y << (i ? ", " : "") << "g" << i;
+  y << "], to: sw, bandwidth_gbps: " << port << ", latency_us: 0}\n";
+  return planner::topology_from_yaml_text(y.str(), "star");
+}
+
+// A profile with round numbers: fixed latency, flat caps, flat kernel rate, no size penalties.
+simulator::Profile simple_profile(double latency, double flow_cap, double rank_cap, double tflops) {
+  simulator::Profile p;
+  p.name = "simple";
+  simulator::CommProfile c;
+  c.ranks = 2;
+  c.latency_us = latency;
+  c.flow_cap_gbps.points = {{1, flow_cap}};
+  c.rank_cap_gbps.points = {{1, rank_cap}};
+  p.comm = {c};
+  p.compute.launch_us = 2;
+  p.compute.half_len = 0;
+  p.compute.sms = 1;
+  p.compute.tile_m = 1 << 30;
+  p.compute.hbm_gbps = 1e9;
+  p.compute.rates = {{128, tflops, tflops / 2}};
+  return p;
+}
+
+void add(FlowList& f, int s, int d, double bytes, double start, double cap) {
+  f.s.push_back(s), f.d.push_back(d), f.b.push_back(bytes), f.t0.push_back(start), f.c.push_back(cap);
+}
+const std::vector<double> kNoCap(3, std::numeric_limits<double>::infinity());
+
+}  // namespace
+
+TEST(Fluid, OneFlowOneLink) {
+  // 1 MB over a 100 GB/s direct link, starting at 5 us: 5 + 1e6 / 1e5 = 15 us.
+  auto t = planner::topology_from_yaml_text(
+      "name: pair\ngpus:\n  - {prefix: g, count: 2}\nlinks:\n  - {from: g0, to: g1, bandwidth_gbps: 100}\n", "pair");
+  auto net = simulator::build_network(t);
+  FlowList f;
+  add(f, 0, 1, 1e6, 5, 1e9);
+  auto r = simulator::run_fluid(net, f, {kNoCap[0], kNoCap[0]}, {kNoCap[0], kNoCap[0]});
+  EXPECT_NEAR(r.rank_end_us[0], 15, 1e-9);
+  EXPECT_NEAR(r.rank_end_us[1], 15, 1e-9);
+  // Its own cap binds below the link: 40 GB/s -> 5 + 25.
+  f.c[0] = 40;
+  r = simulator::run_fluid(net, f, {kNoCap[0], kNoCap[0]}, {kNoCap[0], kNoCap[0]});
+  EXPECT_NEAR(r.rank_end_us[1], 30, 1e-9);
+}
+
+TEST(Fluid, TwoFlowsShareALinkThenTheSurvivorSpeedsUp) {
+  // g0 sends 1 MB to g1 and 3 MB to g2 through its 100 GB/s port: both at 50 until the first ends at
+  // 20 us, then the second alone at 100 moves its last 2 MB in 20 us more.
+  auto net = simulator::build_network(star(3, 100));
+  FlowList f;
+  add(f, 0, 1, 1e6, 0, 1e9);
+  add(f, 0, 2, 3e6, 0, 1e9);
+  auto r = simulator::run_fluid(net, f, kNoCap, kNoCap);
+  EXPECT_NEAR(r.rank_end_us[1], 20, 1e-9);
+  EXPECT_NEAR(r.rank_end_us[2], 40, 1e-9);
+  EXPECT_NEAR(r.rank_end_us[0], 40, 1e-9);
+  // Max-min with a capped flow: flow 1 capped at 30 leaves 70 to flow 2.
+  f.c[0] = 30;
+  f.b[1] = 7e6;
+  r = simulator::run_fluid(net, f, kNoCap, kNoCap);
+  EXPECT_NEAR(r.rank_end_us[1], 1e6 / 30e3, 1e-9);
+  EXPECT_NEAR(r.rank_end_us[2], 1e6 / 30e3 + (7e6 - 70e3 * (1e6 / 30e3)) / 100e3, 1e-9);
+  // A late flow joins: starts at 10 us, shares from then on.
+  FlowList g;
+  add(g, 0, 1, 2e6, 0, 1e9);
+  add(g, 0, 2, 1e6, 10, 1e9);
+  r = simulator::run_fluid(net, g, kNoCap, kNoCap);
+  // 0..10: flow 1 alone moves 1 MB; 10..30: both at 50 finish together.
+  EXPECT_NEAR(r.rank_end_us[1], 30, 1e-9);
+  EXPECT_NEAR(r.rank_end_us[2], 30, 1e-9);
+}
+
+TEST(Fluid, RankAggregateCapIsShared) {
+  auto net = simulator::build_network(star(3, 1000));
+  FlowList f;
+  add(f, 0, 1, 1e6, 0, 1e9);
+  add(f, 0, 2, 1e6, 0, 1e9);
+  std::vector<double> send = kNoCap;
+  send[0] = 20;  // rank 0 may move 20 GB/s in total: 10 each, 100 us
+  auto r = simulator::run_fluid(net, f, send, kNoCap);
+  EXPECT_NEAR(r.rank_end_us[0], 100, 1e-9);
+}
+
+TEST(Compute, CausalPairsAndZigzagBlocks) {
+  EXPECT_EQ(simulator::causal_pairs(0, 4, 0, 4), 10);  // triangle with diagonal
+  EXPECT_EQ(simulator::causal_pairs(4, 8, 0, 4), 16);  // wholly below
+  EXPECT_EQ(simulator::causal_pairs(0, 4, 4, 8), 0);   // wholly above
+  EXPECT_EQ(simulator::causal_pairs(2, 6, 3, 5), 0 + 1 + 2 + 2);
+  // Zigzag on 2 ranks, S = 8: rank 0 holds tokens {0,1,6,7}, rank 1 {2,3,4,5}.
+  auto t = star(2, 100);
+  planner::Plan p = planner::build_plan(t, "zigzag", [] {
+    planner::PlanOptions o;
+    o.causal = true;
+    return o;
+  }());
+  planner::Workload w = planner::parse_workload("B=1,S=8,H=1,D=128,causal");
+  const double per_pair = 4.0 * 128;
+  auto off = simulator::block_work(p, w, 0, 1, 0);  // {6,7} see all of {2..5}; {0,1} see none
+  EXPECT_EQ(off.full_flops, 8 * per_pair);
+  EXPECT_EQ(off.causal_flops, 0);
+  auto diag = simulator::block_work(p, w, 0, 0, 0);  // 3 + 3 on the two diagonals, 4 below
+  EXPECT_EQ(diag.full_flops, 4 * per_pair);
+  EXPECT_EQ(diag.causal_flops, 6 * per_pair);
+  EXPECT_EQ(simulator::block_work(p, w, 1, 0, 0).flops(), 8 * per_pair);  // the other half, exactly
+  // The step's kernel time: launch + full at 100 TF/s + causal at 50 TF/s.
+  auto prof = simple_profile(0, 1e9, 1e9, 100);
+  EXPECT_NEAR(simulator::compute_us(prof.compute, w, diag, false), 2 + (4 * per_pair / 100 + 6 * per_pair / 50) * 1e-6,
+              1e-12);
+}
+
+TEST(Engine, RingOnCompleteGraphByHand) {
+  // 4 GPUs, ring, full attention, S = 4096, H = 1, D = 128: pieces of 1024 tokens * 128 * 2 (K, V) * 2 B.
+  auto t = star(4, 100);
+  auto prof = simple_profile(10, 40, 1e9, 100);
+  planner::Workload w = planner::parse_workload("B=1,S=4096,H=1,D=128");
+  const double bytes = 1024.0 * 128 * 2 * 2;
+  const double comm = 10 + bytes / 40e3;                     // latency + bytes at the flow cap
+  const double comp = 2 + 4.0 * 1024 * 1024 * 128 / 100e6;  // launch + FLOPs at 100 TF/s
+  const double expect = 3 * std::max(comm, comp) + comp;    // 3 exchanging steps, the last computes only
+  for (int expand : {128, 0}) {  // the general engine (expanded plan) and the ring-flow one (compact)
+    planner::PlanOptions o;
+    o.expand_max_ranks = expand;
+    planner::Plan p = planner::build_plan(t, "ring", o);
+    auto r = simulator::simulate(p, t, w, prof);
+    EXPECT_EQ(r.symmetric_fast_path, expand == 0);
+    EXPECT_NEAR(r.total_us, expect, 1e-6);
+    EXPECT_NEAR(r.comm_us, 3 * comm, 1e-6);
+    EXPECT_NEAR(r.compute_us, 4 * comp, 1e-6);
+    EXPECT_NEAR(r.exposed_comm_us, expect - 4 * comp, 1e-6);
+    EXPECT_NEAR(r.timeline.per_rank[2][1].comm_end_us - r.timeline.per_rank[2][1].comm_start_us, comm, 1e-6);
+    // Bound: each rank receives 3 pieces through its 100 GB/s port.
+    EXPECT_NEAR(r.bound.comm_us, 3 * bytes / 100e3, 1e-6);
+  }
+}
+
+TEST(Engine, GeneralAndRingFlowEnginesAgree) {
+  auto prof = simulator::builtin_profile("h200-hgx-8");
+  for (const char* topo : {"h200-hgx-8", "cluster:2x4", "complete:12"})
+    for (const char* scheme : {"ring", "hamilton", "two-level"})
+      for (bool causal : {false, true}) {
+        auto t = planner::load_topology(topo);
+        if (!planner::scheme_applies(scheme, t, causal, nullptr)) continue;
+        planner::Workload w = planner::parse_workload(std::string("B=1,S=96k,H=8,D=128") + (causal ? ",causal" : ""));
+        planner::PlanOptions o;
+        o.causal = causal;
+        planner::Plan full = planner::build_plan(t, scheme, o);
+        o.expand_max_ranks = 0;
+        planner::Plan compact = planner::build_plan(t, scheme, o);
+        auto a = simulator::simulate(full, t, w, prof), b = simulator::simulate(compact, t, w, prof);
+        SCOPED_TRACE(std::string(topo) + " " + scheme + (causal ? " causal" : ""));
+        EXPECT_TRUE(b.symmetric_fast_path);
+        // The ring-flow engine moves the mean piece; the general one each piece's exact size (pieces
+        // of a shard differ by a token when they do not divide it).
+        EXPECT_NEAR(a.total_us, b.total_us, 1e-3 * a.total_us);
+        EXPECT_NEAR(a.comm_us, b.comm_us, 1e-3 * a.comm_us);
+        EXPECT_NEAR(a.bound.us(), b.bound.us(), 1e-3 * a.bound.us());
+      }
+}
+
+TEST(Engine, HamiltonBeatsRingWhenCommunicationBound) {
+  auto t = planner::load_topology("h200-hgx-8");
+  auto prof = simulator::builtin_profile("h200-hgx-8");
+  planner::Workload w = planner::parse_workload("B=1,S=16k,H=32,D=128");
+  auto ring = simulator::simulate(planner::build_plan(t, "ring", {}), t, w, prof);
+  auto ham = simulator::simulate(planner::build_plan(t, "hamilton", {}), t, w, prof);
+  EXPECT_GT(ring.comm_us, ring.compute_us);
+  EXPECT_LT(ham.total_us, ring.total_us);
+  EXPECT_GT(ham.efficiency(), 0);
+  EXPECT_LE(ham.efficiency(), 1 + 1e-9);
+}
+
+TEST(Engine, RejectsMismatchedInput) {
+  auto t = planner::load_topology("complete:4");
+  auto prof = simulator::builtin_profile("h200-hgx-8");
+  planner::Plan p = planner::build_plan(t, "ring", {});
+  EXPECT_THROW(simulator::simulate(p, planner::load_topology("complete:5"), planner::parse_workload("S=1k,H=1,D=64"), prof),
+               planner::InputError);
+  EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=1001,H=1,D=64"), prof), planner::InputError);
+  EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=1k,H=1,D=64,causal"), prof), planner::InputError);
+}
+
+// The shipped H200 profile replays the measured ring and 7-peer steps at 4..256 MiB within 15%.
+TEST(Profile, H200MatchesMeasuredSteps) {
+  std::ifstream in(std::string(TASP_SOURCE_DIR) + "/docs/measurements/h200-calibration.csv");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto samples = simulator::read_samples_csv(ss.str(), "h200-calibration.csv");
+  auto prof = simulator::builtin_profile("h200-hgx-8");
+  auto net = simulator::build_network(planner::load_topology("h200-hgx-8"), prof.link_efficiency);
+  int checked = 0;
+  for (const auto& c : samples.comm) {
+    if (c.ranks != 8 || (c.kind != "ring" && c.kind != "multi") || c.bytes < 4 * 1048576.0) continue;
+    const double us = simulator::predict_comm_step_us(net, prof, c.kind, 8, c.bytes);
+    EXPECT_NEAR(us / c.us, 1.0, 0.15) << c.kind << " " << c.bytes;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+TEST(Calibrate, RecoversAKnownProfile) {
+  auto net = simulator::build_network(star(8, 450));
+  simulator::Profile truth = simple_profile(0, 1, 1, 1);
+  simulator::CommProfile c;
+  c.ranks = 8;
+  c.latency_us = 20;
+  c.peer_latency_us = 3;
+  c.flow_cap_gbps.points = {{1 << 20, 40}, {1 << 26, 90}, {1 << 28, 300}};
+  c.rank_cap_gbps.points = {{1 << 20, 60}, {1 << 28, 170}};
+  truth.comm = {c};
+  truth.compute.launch_us = 5;
+  truth.compute.half_len = 80;
+  truth.compute.sms = 132;
+  truth.compute.tile_m = 128;
+  truth.compute.rates = {{128, 350, 320}};
+  simulator::Samples s;
+  for (double mib : {1, 4, 16, 64, 256})
+    for (const char* kind : {"ring", "multi"})
+      s.comm.push_back({kind, 8, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 8, mib * 1048576)});
+  for (int S : {1024, 2048, 4096, 8192, 16384})
+    for (bool causal : {false, true}) {
+      simulator::KernelSample k;
+      k.B = 1, k.H = 16, k.D = 128, k.lq = k.lk = S, k.causal = causal;
+      planner::Workload w;
+      w.B = 1, w.H = 16, w.Hkv = 16, w.D = 128;
+      simulator::BlockWork b;
+      b.lq = b.lk = S;
+      (causal ? b.causal_flops : b.full_flops) =
+          (causal ? simulator::causal_pairs(0, S, 0, S) : double(S) * S) * 4 * 16 * 128;
+      k.us = simulator::compute_us(truth.compute, w, b, false);
+      s.kernel.push_back(k);
+    }
+  std::vector<simulator::FitCheck> checks;
+  simulator::Profile base = simple_profile(1, 1, 1, 1);
+  base.compute.sms = 132, base.compute.tile_m = 128;  // hardware facts the fit takes from its base
+  auto fit = simulator::fit_profile(s, base, net, &checks);
+  ASSERT_EQ(fit.comm_for(8).ranks, 8);
+  EXPECT_NEAR(fit.compute.rate(128).full_tflops, 350, 0.5);
+  EXPECT_NEAR(fit.compute.rate(128).causal_tflops, 320, 0.5);
+  EXPECT_NEAR(fit.compute.launch_us, 5, 0.05);
+  EXPECT_NEAR(fit.compute.half_len, 80, 0.5);
+  for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.01) << ch.what;
+}
+
+TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
+  auto p = simulator::builtin_profile("h200-hgx-8");
+  std::ostringstream o;
+  simulator::write_profile_yaml(o, p);
+  auto q = simulator::profile_from_yaml_text(o.str(), "rt.yaml");
+  ASSERT_EQ(q.comm.size(), p.comm.size());
+  EXPECT_NEAR(q.comm.back().flow_cap_gbps.at(3e7), p.comm.back().flow_cap_gbps.at(3e7), 1e-3 * p.comm.back().flow_cap_gbps.at(3e7));
+  struct Case { std::string text, expect; };
+  const std::vector<Case> bad = {
+      {"", "empty profile"},
+      {"name: x\ncomm: []\ncompute: {rates: [{head_dim: 128, full_tflops: 1}]}\n", "comm"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: -1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 128, full_tflops: 1}]}\n",
+       ":3:"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[4, 2], [2, 3]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 128, full_tflops: 1}]}\n",
+       "flow_cap_gbps[1]"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 128}]}\n",
+       "full_tflops"},
+      {"name: x\nbogus: 1\n", "bogus"},
+      {"name: [x\n", "syntax"},
+  };
+  for (const auto& c : bad) {
+    try {
+      simulator::profile_from_yaml_text(c.text, "bad.yaml");
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const planner::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Mutations of a valid profile: each is accepted or rejected with InputError, never a crash.
+TEST(ProfileYaml, Fuzz) {
+  const std::string good = simulator::builtin_profile_text("h200-hgx-8");
+  ASSERT_FALSE(good.empty());
+  const std::string alphabet = "[]{}:,-#'\" \n0123456789.eaxz";
+  uint64_t seed = 12345;
+  auto rnd = [&] { return seed = seed * 6364136223846793005ULL + 1442695040888963407ULL, seed >> 33; };
+  int rejected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string t = good;
+    for (int k = 0, m = 1 + int(rnd() % 4); k < m; ++k) {
+      size_t at = rnd() % t.size();
+      switch (rnd() % 3) {
+        case 0: t[at] = alphabet[rnd() % alphabet.size()]; break;
+        case 1: t.erase(at, 1 + rnd() % 8); break;
+        default: t.insert(at, 1, alphabet[rnd() % alphabet.size()]);
+      }
+    }
+    try {
+      auto p = simulator::profile_from_yaml_text(t, "fuzz.yaml");
+      for (const auto& c : p.comm) EXPECT_GT(c.flow_cap_gbps.at(1e6), 0);
+    } catch (const planner::InputError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 100);
+}
+
+TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
+  EXPECT_NO_THROW(simulator::read_samples_csv("kind,ranks,bytes,ms\nring,8,1048576,0.07\n", "a.csv"));
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"kind,ranks,bytes,ms\nring,8,abc,0.07\n", "a.csv:2: bytes"},
+      {"kind,ranks,bytes,ms\nring,8,1024\n", "a.csv:2: (row)"},
+      {"kind,ranks,bytes\nring,8,1024\n", "missing column 'ms'"},
+      {"kind,ranks,bytes,ms\nwarp,8,1024,1\n", "a.csv:2: kind"},
+      {"kind,ranks,bytes,ms\n", "no measurement rows"},
+      {"kind,B,H,S,D,causal,ms\nattention,1,8,1024,128,maybe,1\n", "a.csv:2: causal"},
+  };
+  for (const auto& [text, expect] : bad) {
+    try {
+      simulator::read_samples_csv(text, "a.csv");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const planner::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+}

@@ -1,0 +1,168 @@
+// tasp simulate: predicted time, communication, computation and exposed communication per scheme.
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "planner/plan_io.hpp"
+#include "planner/timeline.hpp"
+#include "planner/verify_plan.hpp"
+#include "tools/tasp/cli.hpp"
+#include "tools/tasp/compare.hpp"
+
+namespace tasp::cli {
+namespace {
+
+using namespace tasp::planner;
+using simulator::SimResult;
+
+struct Args {
+  std::string topology = "h200-hgx-8", workload = "B=1,S=128k,H=32,Hkv=8,D=128,causal", schemes = "all";
+  std::string plan, profile, timeline, trace, json, sweep, out;
+  bool quiet = false;
+};
+
+std::string ms(double us, int prec = 3) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << us / 1e3;
+  return o.str();
+}
+
+std::string ratio(double x) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2) << x << "x";
+  return o.str();
+}
+
+void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
+                 const simulator::Profile& prof) {
+  o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w) << ", profile " << prof.name
+    << "\n#\n";
+  const SchemeRun* ring = nullptr;
+  for (const auto& r : runs)
+    if (r.scheme == "ring") ring = &r;
+  o << "#  " << std::left << std::setw(11) << "scheme" << std::right << std::setw(12) << "total ms" << std::setw(12)
+    << "comm ms" << std::setw(12) << "compute ms" << std::setw(12) << "exposed ms" << std::setw(8) << "CCR"
+    << std::setw(9) << "vs ring" << std::setw(12) << "bound ms" << std::setw(7) << "eff" << "\n";
+  for (const auto& r : runs) {
+    const SimResult& s = r.sim;
+    o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(12) << ms(s.total_us)
+      << std::setw(12) << ms(s.comm_us) << std::setw(12) << ms(s.compute_us) << std::setw(12)
+      << ms(s.exposed_comm_us) << std::setw(8) << std::fixed << std::setprecision(2) << s.ccr() << std::setw(8)
+      << (ring ? ratio(ring->sim.total_us / s.total_us) : std::string("-"))
+      << std::setw(12) << ms(s.bound.us()) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%"
+      << "\n";
+  }
+  const auto& best = runs[fastest(runs)];
+  o << "# fastest: " << best.scheme;
+  if (ring) o << " (" << std::fixed << std::setprecision(2) << ring->sim.total_us / best.sim.total_us << "x over ring)";
+  o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; bound = max(bytes over the busiest\n"
+       "# port or node cut, FLOPs at peak); eff = bound / total.\n";
+}
+
+nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
+                       const simulator::Profile& prof) {
+  nlohmann::json j;
+  j["format"] = "tasp-simulate/1";
+  j["topology"] = t.name;
+  j["ranks"] = t.ranks();
+  j["workload"] = to_string(w);
+  j["profile"] = prof.name;
+  j["fastest"] = runs[fastest(runs)].scheme;
+  for (const auto& r : runs) {
+    const SimResult& s = r.sim;
+    j["schemes"].push_back({{"scheme", r.scheme}, {"total_us", s.total_us}, {"comm_us", s.comm_us},
+                            {"compute_us", s.compute_us}, {"exposed_comm_us", s.exposed_comm_us}, {"ccr", s.ccr()},
+                            {"bound_us", s.bound.us()}, {"bound_comm_us", s.bound.comm_us},
+                            {"bound_compute_us", s.bound.compute_us}, {"efficiency", s.efficiency()},
+                            {"max_rank_bytes", s.max_rank_bytes}, {"max_rank_flops", s.max_rank_flops},
+                            {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()}});
+  }
+  return j;
+}
+
+// "S=8k:1M": sequence lengths doubling from 8k to 1M.
+std::vector<long> sweep_lengths(const std::string& spec) {
+  auto bad = [&](const std::string& why) { return InputError("--sweep '" + spec + "': " + why + " (expected S=FROM:TO, e.g. S=8k:1M)"); };
+  if (spec.rfind("S=", 0) != 0) throw bad("only S can be swept");
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) throw bad("missing ':'");
+  const long a = parse_count(spec.substr(2, colon - 2)), b = parse_count(spec.substr(colon + 1));
+  if (a <= 0 || b <= 0) throw bad("lengths must be positive integers");
+  if (b < a) throw bad("TO is below FROM");
+  std::vector<long> out;
+  for (long s = a; s <= b; s *= 2) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
+void register_simulate(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Predict per-step communication, computation and their overlap for each scheme on a topology\n"
+      "(flow-level network model + calibrated kernel rates). With no arguments: 8x H200, a Llama-3-8B-like\n"
+      "layer at 128K tokens, causal, every scheme.");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("-t,--topology", a->topology, "YAML file, built-in name or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->capture_default_str();
+  cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level")->capture_default_str();
+  cmd->add_option("--plan", a->plan, "Simulate this plan file instead of planning schemes");
+  cmd->add_option("--profile", a->profile, "Machine profile YAML (default: the built-in one for the topology)");
+  cmd->add_option("--timeline", a->timeline, "Write the tasp-timeline/1 of the fastest scheme (or --plan) here");
+  cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) of the same run here");
+  cmd->add_option("--json", a->json, "Write the results as JSON here");
+  cmd->add_option("--sweep", a->sweep, "S=FROM:TO: simulate doubling lengths, write CSV (speedup over ring, CCR)");
+  cmd->add_option("-o,--output", a->out, "Where --sweep writes its CSV (default: stdout)");
+  cmd->add_flag("-q,--quiet", a->quiet, "No table");
+  cmd->callback([a] {
+    const Topology t = load_topology(a->topology);
+    Workload w = parse_workload(a->workload);
+    const simulator::Profile prof = choose_profile(a->profile, t, &std::cerr);
+    simulator::SimOptions opt;
+    const auto t0 = std::chrono::steady_clock::now();
+    opt.progress = [&](int step, int steps) {
+      if (steps >= 512 && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2))
+        std::cerr << "\r  step " << step + 1 << " / " << steps << (step + 1 == steps ? "\n" : "") << std::flush;
+    };
+    std::vector<SchemeRun> runs;
+    if (!a->plan.empty()) {
+      SchemeRun r;
+      r.plan = read_plan_file(a->plan);
+      r.scheme = r.plan.scheme;
+      const std::string err = verify_plan(r.plan);
+      if (!err.empty()) throw InputError(a->plan + ": not a valid plan: " + err);
+      r.sim = simulator::simulate(r.plan, t, w, prof, opt);
+      runs.push_back(std::move(r));
+    } else if (!a->sweep.empty()) {
+      const auto schemes = select_schemes(a->schemes, t, w.causal);
+      const long unit = 2L * t.ranks();
+      write_output(a->out, [&](std::ostream& o) {
+        o << "S,scheme,total_us,comm_us,compute_us,exposed_comm_us,ccr,speedup_vs_ring,efficiency\n";
+        for (long S : sweep_lengths(a->sweep)) {
+          w.S = (S + unit - 1) / unit * unit;  // every layout splits a multiple of 2n
+          auto rs = run_schemes(t, w, schemes, prof, opt);
+          double ring = 0;
+          for (const auto& r : rs)
+            if (r.scheme == "ring") ring = r.sim.total_us;
+          for (const auto& r : rs)
+            o << w.S << "," << r.scheme << "," << r.sim.total_us << "," << r.sim.comm_us << "," << r.sim.compute_us << ","
+              << r.sim.exposed_comm_us << "," << r.sim.ccr() << "," << (ring > 0 ? ring / r.sim.total_us : 0.0) << ","
+              << r.sim.efficiency() << "\n";
+          if (!a->quiet) std::cerr << "S=" << w.S << " done\n";
+        }
+      });
+      return;
+    } else {
+      runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt);
+    }
+    if (!a->quiet) print_table(std::cout, runs, t, w, prof);
+    const auto& best = runs[fastest(runs)];
+    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof).dump(1) << "\n"; });
+    if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, best.sim.timeline); });
+    if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, best.sim.timeline); });
+  });
+}
+
+}  // namespace tasp::cli

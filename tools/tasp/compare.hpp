@@ -1,0 +1,35 @@
+#pragma once
+// Plans and simulates several schemes for one topology and workload (tasp simulate, plan --scheme auto).
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "planner/schemes/schemes.hpp"
+#include "planner/workload.hpp"
+#include "simulator/engine.hpp"
+
+namespace tasp::cli {
+
+struct SchemeRun {
+  std::string scheme;
+  planner::Plan plan;
+  simulator::SimResult sim;
+};
+
+// How each scheme is planned for a workload: ring is plain ring attention (contiguous shards, also when
+// causal), zigzag its causal variant, the others take zigzag shards when causal.
+planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w);
+
+// "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
+std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);
+
+// Machine profile: a file, or the built-in one for the topology (named in `log`).
+simulator::Profile choose_profile(const std::string& path, const planner::Topology& t, std::ostream* log);
+
+std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
+                                   const std::vector<std::string>& schemes, const simulator::Profile& prof,
+                                   const simulator::SimOptions& opt);
+// Index of the fastest run.
+size_t fastest(const std::vector<SchemeRun>& runs);
+
+}  // namespace tasp::cli
