@@ -28,5 +28,6 @@ void register_run(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_report(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_bench_kernel(CLI::App& bench);  // CUDA builds only
 
 }  // namespace tasp::cli

@@ -112,6 +112,13 @@ void register_bench(CLI::App& app) {
   sm->add_option("--topologies", *topos, "Topologies to time")->capture_default_str();
   sm->add_option("--schemes", *schemes, "Schemes to time")->capture_default_str();
   sm->callback([topos, schemes] { bench_simulator(*topos, *schemes); });
+#ifdef TASP_HAVE_CUDA
+  register_bench_kernel(*cmd);
+#else
+  cmd->add_subcommand("kernel", "Attention kernel timings (needs a build with CUDA)")->callback([] {
+    throw Exit(kBadInput, "bench kernel: this build has no CUDA (nvcc was not found at configure time)");
+  });
+#endif
 }
 
 }  // namespace tasp::cli

@@ -1,0 +1,73 @@
+#pragma once
+// Attention forward with log-sum-exp over a work list (plain C++ interface; the CUDA lives in .cu files).
+//
+// One launch runs many items. An item is a run of query rows (contiguous in the Q buffer and in global
+// position) against a list of KV pieces, each piece its own buffer. Received pieces are never
+// concatenated; the same list serves one rank's step in a plan, grouped queries over shared KV, and
+// packed variable-length batches. Masks use global positions: with `causal`, query at position p sees
+// keys at positions <= p, so zigzag halves and diagonal blocks are exact.
+//
+// Layouts (row-major, "BSHD"): Q [B, q_rows, H, D]; a piece's K and V [B, len, Hkv, D]; out fp32
+// [B, q_rows, H, D]; lse fp32 [B, H, q_rows], natural log. GQA/MQA: query head h reads KV head
+// h / (H / Hkv).
+#include <cstdint>
+#include <vector>
+
+namespace tasp::kernels {
+
+enum class DType { BF16, FP16 };
+
+struct KvPiece {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int len = 0;          // tokens
+  long long pos0 = 0;   // global position of token 0
+};
+
+struct WorkItem {
+  int q_row0 = 0, q_len = 0;  // rows [q_row0, q_row0 + q_len) of Q / out / lse
+  long long q_pos0 = 0;       // global position of row q_row0
+  int piece_begin = 0, piece_count = 0;  // into AttentionBatch::pieces
+  bool causal = false;
+  bool accumulate = false;  // fold into the running out/lse (in place) instead of overwriting them
+};
+
+struct AttentionBatch {
+  DType dtype = DType::BF16;
+  int B = 1, H = 1, Hkv = 1, D = 128;
+  float scale = 0;  // 0: 1/sqrt(D)
+  const void* q = nullptr;
+  int q_rows = 0;
+  float* out = nullptr;
+  float* lse = nullptr;
+  std::vector<WorkItem> items;
+  std::vector<KvPiece> pieces;
+};
+
+// Device memory for the work list; reused across launches, grown when needed.
+struct Workspace {
+  void* device = nullptr;
+  size_t bytes = 0;
+  std::vector<unsigned char> host;
+  ~Workspace();
+};
+
+bool head_dim_supported(int D);  // 64, 128
+// Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches
+// on `stream` (a cudaStream_t). Items may not overlap in rows unless they accumulate in launch order
+// across launches; within one launch every row belongs to at most one item.
+void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
+
+// Folds a block's (out, lse) into the running (acc_out, acc_lse), rows x H of width D, in place.
+void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,
+                   int D, void* stream);
+// out fp32 -> dst (bf16 or fp16), n elements.
+void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream);
+
+// Uniform random values in [-1, 1) of the given type, from a counter hash (benchmarks, examples).
+void fill_random(void* dst, DType dtype, size_t n, uint64_t seed, void* stream);
+
+// Any visible CUDA device? (Tests skip without one.)
+bool cuda_device_available();
+
+}  // namespace tasp::kernels

@@ -1,0 +1,103 @@
+// Out/LSE fold, the final cast and a random fill: elementwise, memory-bound, one thread per element.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/attention.hpp"
+#include "kernels/cuda_check.hpp"
+
+namespace tasp::kernels {
+namespace {
+
+// Rows are (b, row, h) of width D; lse is [B, H, rows].
+__global__ void merge_kernel(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int rows, int H,
+                             int D, long long n) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  const bool live = i < n;
+  long long li = 0;
+  float lse = -INFINITY;
+  if (live) {
+    const long long row = i / D;  // (b * rows + r) * H + h
+    const int h = int(row % H);
+    const long long br = row / H;
+    const int r = int(br % rows);
+    const long long b = br / rows;
+    li = (b * H + h) * rows + r;
+    const float a = acc_lse[li], c = blk_lse[li];
+    const float mx = fmaxf(a, c);
+    float wa = 0.f, wc = 0.f;
+    if (mx != -INFINITY) {
+      const float ea = __expf(a - mx), ec = __expf(c - mx);
+      wa = ea / (ea + ec), wc = ec / (ea + ec);
+      lse = mx + __logf(ea + ec);
+    }
+    acc_out[i] = wa * acc_out[i] + wc * blk_out[i];
+  }
+  // A block holds whole rows: every element has read its row's old lse before one of them writes it.
+  __syncthreads();
+  if (live && i % D == D - 1) acc_lse[li] = lse;
+}
+
+template <typename T>
+__global__ void cast_kernel(const float* in, T* out, long long n);
+template <>
+__global__ void cast_kernel<__nv_bfloat16>(const float* in, __nv_bfloat16* out, long long n) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
+}
+template <>
+__global__ void cast_kernel<__half>(const float* in, __half* out, long long n) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(in[i]);
+}
+
+template <typename T>
+__global__ void fill_kernel(T* out, long long n, unsigned long long seed) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;  // splitmix64
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  const float u = float(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  out[i] = T(u);
+}
+
+}  // namespace
+
+void fill_random(void* dst, DType dtype, size_t n, uint64_t seed, void* stream) {
+  if (n == 0) return;
+  const int threads = 256;
+  const unsigned blocks = unsigned((n + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16) fill_kernel<<<blocks, threads, 0, s>>>(static_cast<__nv_bfloat16*>(dst), (long long)n, seed);
+  else fill_kernel<<<blocks, threads, 0, s>>>(static_cast<__half*>(dst), (long long)n, seed);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,
+                   int D, void* stream) {
+  const long long n = (long long)B * rows * H * D;
+  if (n == 0) return;
+  if (D > 1024 || 1024 % D) throw std::invalid_argument("merge: D must divide 1024");
+  const int threads = 1024;
+  merge_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      acc_out, acc_lse, blk_out, blk_lse, rows, H, D, n);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream) {
+  if (n == 0) return;
+  const int threads = 256;
+  const unsigned blocks = unsigned((n + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16) cast_kernel<<<blocks, threads, 0, s>>>(out, static_cast<__nv_bfloat16*>(dst), (long long)n);
+  else cast_kernel<<<blocks, threads, 0, s>>>(out, static_cast<__half*>(dst), (long long)n);
+  TASP_CUDA(cudaGetLastError());
+}
+
+bool cuda_device_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace tasp::kernels

@@ -1,0 +1,305 @@
+// GPU tests of the attention kernels against an fp64 CPU reference on random inputs. Label: gpu.
+// They skip (GTEST_SKIP) where no CUDA device is visible, e.g. in CI.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.hpp"
+
+using namespace tasp::kernels;
+
+namespace {
+
+#define CK(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+struct PieceSpec {
+  int len;
+  long long pos0;
+};
+struct ItemSpec {
+  int q_row0, q_len;
+  long long q_pos0;
+  std::vector<int> pieces;  // indices into the case's pieces
+  bool causal;
+};
+struct Case {
+  DType dtype = DType::BF16;
+  int B = 1, H = 2, Hkv = 2, D = 128, q_rows = 0;
+  std::vector<PieceSpec> pieces;
+  std::vector<ItemSpec> items;
+};
+
+uint16_t to_bits(float x, DType t) {
+  if (t == DType::BF16) {
+    __nv_bfloat16 v = __float2bfloat16(x);
+    return *reinterpret_cast<uint16_t*>(&v);
+  }
+  __half v = __float2half(x);
+  return *reinterpret_cast<uint16_t*>(&v);
+}
+float from_bits(uint16_t b, DType t) {
+  if (t == DType::BF16) return __bfloat162float(*reinterpret_cast<__nv_bfloat16*>(&b));
+  return __half2float(*reinterpret_cast<__half*>(&b));
+}
+
+// Random values in [-2, 2), rounded to the input type; `vals` keeps what the GPU sees.
+std::vector<uint16_t> random_tensor(size_t n, DType t, std::mt19937& rng, std::vector<double>& vals) {
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<uint16_t> bits(n);
+  vals.resize(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = to_bits(u(rng), t), vals[i] = from_bits(bits[i], t);
+  return bits;
+}
+
+struct DeviceCase {
+  const Case& c;
+  std::vector<double> q;
+  std::vector<std::vector<double>> k, v;
+  std::vector<void*> allocs;
+  void* dq = nullptr;
+  float *dout = nullptr, *dlse = nullptr;
+  AttentionBatch batch;
+  ~DeviceCase() {
+    for (void* p : allocs) cudaFree(p);
+  }
+  explicit DeviceCase(const Case& cs, uint32_t seed) : c(cs) {
+    std::mt19937 rng(seed);
+    auto upload = [&](const std::vector<uint16_t>& h) {
+      void* d = nullptr;
+      if (cudaMalloc(&d, std::max<size_t>(2, h.size() * 2)) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+      cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+      allocs.push_back(d);
+      return d;
+    };
+    dq = upload(random_tensor(size_t(c.B) * c.q_rows * c.H * c.D, c.dtype, rng, q));
+    batch.dtype = c.dtype, batch.B = c.B, batch.H = c.H, batch.Hkv = c.Hkv, batch.D = c.D;
+    batch.q = dq, batch.q_rows = c.q_rows;
+    k.resize(c.pieces.size()), v.resize(c.pieces.size());
+    std::vector<KvPiece> pieces;
+    for (size_t p = 0; p < c.pieces.size(); ++p) {
+      const size_t n = size_t(c.B) * c.pieces[p].len * c.Hkv * c.D;
+      KvPiece kp;
+      kp.k = upload(random_tensor(n, c.dtype, rng, k[p]));
+      kp.v = upload(random_tensor(n, c.dtype, rng, v[p]));
+      kp.len = c.pieces[p].len, kp.pos0 = c.pieces[p].pos0;
+      pieces.push_back(kp);
+    }
+    const size_t no = size_t(c.B) * c.q_rows * c.H * c.D, nl = size_t(c.B) * c.H * c.q_rows;
+    cudaMalloc(&dout, std::max<size_t>(4, no * 4));
+    cudaMalloc(&dlse, std::max<size_t>(4, nl * 4));
+    allocs.push_back(dout), allocs.push_back(dlse);
+    poison();
+    // Each item lists its pieces consecutively in the batch's piece array.
+    for (const auto& it : c.items) {
+      WorkItem w;
+      w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
+      w.piece_begin = int(batch.pieces.size()), w.piece_count = int(it.pieces.size());
+      for (int p : it.pieces) batch.pieces.push_back(pieces[p]);
+      batch.items.push_back(w);
+    }
+    batch.out = dout, batch.lse = dlse;
+  }
+  void poison() {  // NaN everywhere: an element not written stays NaN and fails the comparison
+    cudaMemset(dout, 0xff, size_t(c.B) * c.q_rows * c.H * c.D * 4);
+    cudaMemset(dlse, 0xff, size_t(c.B) * c.H * c.q_rows * 4);
+  }
+  // fp64 reference for one item and the given pieces: out [B][rows][H][D], lse [B][H][rows].
+  void reference(const ItemSpec& it, const std::vector<int>& ps, std::vector<double>& out, std::vector<double>& lse) const {
+    const int D = c.D, H = c.H, Hkv = c.Hkv;
+    const double scale = 1 / std::sqrt(double(D));
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int r = 0; r < it.q_len; ++r) {
+          const int row = it.q_row0 + r;
+          const double* qv = &q[((size_t(b) * c.q_rows + row) * H + h) * D];
+          std::vector<double> s, acc(D, 0.0);
+          std::vector<const double*> vs;
+          for (int p : ps)
+            for (int j = 0; j < c.pieces[p].len; ++j) {
+              if (it.causal && c.pieces[p].pos0 + j > it.q_pos0 + r) continue;
+              const size_t off = ((size_t(b) * c.pieces[p].len + j) * Hkv + h / (H / Hkv)) * D;
+              double dot = 0;
+              for (int d = 0; d < D; ++d) dot += qv[d] * k[p][off + d];
+              s.push_back(dot * scale);
+              vs.push_back(&v[p][off]);
+            }
+          double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+          for (double x : s) mx = std::max(mx, x);
+          for (size_t i = 0; i < s.size(); ++i) {
+            const double e = std::exp(s[i] - mx);
+            sum += e;
+            for (int d = 0; d < D; ++d) acc[d] += e * vs[i][d];
+          }
+          for (int d = 0; d < D; ++d) out[((size_t(b) * c.q_rows + row) * H + h) * D + d] = sum > 0 ? acc[d] / sum : 0;
+          lse[(size_t(b) * H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+        }
+  }
+  // Compares the GPU's out/lse with the reference over every item's rows; rows of no item stay NaN.
+  void check(const std::vector<double>& ref_out, const std::vector<double>& ref_lse, double tol) const {
+    const size_t no = ref_out.size(), nl = ref_lse.size();
+    std::vector<float> out(no), lse(nl);
+    cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(lse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost);
+    double num = 0, den = 0, lse_err = 0;
+    size_t written_nan = 0, unwritten = 0;
+    for (size_t i = 0; i < no; ++i) {
+      if (std::isnan(ref_out[i])) {
+        unwritten += !std::isnan(out[i]);
+        continue;
+      }
+      if (!std::isfinite(out[i])) {
+        ++written_nan;
+        continue;
+      }
+      num += (out[i] - ref_out[i]) * (out[i] - ref_out[i]);
+      den += ref_out[i] * ref_out[i];
+    }
+    for (size_t i = 0; i < nl; ++i) {
+      if (std::isnan(ref_lse[i])) {
+        unwritten += !std::isnan(lse[i]);
+        continue;
+      }
+      if (std::isinf(ref_lse[i])) {
+        EXPECT_TRUE(std::isinf(lse[i]) && lse[i] < 0) << "lse " << i << " = " << lse[i];
+        continue;
+      }
+      if (!std::isfinite(lse[i])) ++written_nan;
+      else lse_err = std::max(lse_err, std::abs(lse[i] - ref_lse[i]) / std::max(1.0, std::abs(ref_lse[i])));
+    }
+    EXPECT_EQ(written_nan, 0u) << "elements not written or not finite";
+    EXPECT_EQ(unwritten, 0u) << "elements outside every item were written";
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    EXPECT_LE(rel, tol) << "relative error of out";
+    EXPECT_LE(lse_err, tol) << "relative error of lse";
+  }
+  double tol() const { return c.dtype == DType::BF16 ? 1e-2 : 2e-3; }
+  void run_and_check() {
+    std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
+    for (const auto& it : c.items) reference(it, it.pieces, ro, rl);
+    Workspace ws;
+    attention_forward(batch, ws, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    check(ro, rl, tol());
+  }
+};
+
+#define NEED_GPU() \
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+
+}  // namespace
+
+TEST(AttentionGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
+  NEED_GPU();
+  for (DType t : {DType::BF16, DType::FP16})
+    for (int D : {64, 128}) {
+      Case c;
+      c.dtype = t, c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 300;
+      c.pieces = {{100, 0}, {37, 100}, {200, 137}};
+      c.items = {{0, 300, 0, {0, 1, 2}, false}};
+      SCOPED_TRACE("D=" + std::to_string(D) + (t == DType::BF16 ? " bf16" : " fp16"));
+      DeviceCase(c, 1 + D).run_and_check();
+    }
+}
+
+TEST(AttentionGpu, CausalWithGlobalPositions) {
+  NEED_GPU();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 1, c.H = 3, c.Hkv = 1, c.D = D, c.q_rows = 192;
+    // Zigzag-like: rows 0..63 at positions 0..63, rows 64..191 at 1000..1127; pieces before, across and
+    // after the diagonal (the last is wholly masked for both items).
+    c.pieces = {{100, 0}, {90, 1000}, {70, 2000}, {64, 0}};
+    c.items = {{0, 64, 0, {3, 2}, true}, {64, 128, 1000, {0, 1, 2}, true}};
+    DeviceCase(c, 7 + D).run_and_check();
+  }
+}
+
+TEST(AttentionGpu, OneTokenEmptyItemsAndNoPieces) {
+  NEED_GPU();
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 2, c.D = 128, c.q_rows = 10;
+  c.pieces = {{1, 0}, {5, 3}};
+  c.items = {{0, 1, 0, {0}, false},      // one query, one key
+             {1, 0, 0, {1}, false},      // no rows
+             {1, 3, 10, {}, false},      // no pieces: out 0, lse -inf
+             {4, 2, 2, {1}, true},       // causal: positions 2, 3 see nothing / key 3
+             {6, 4, 100, {0, 1}, true}}; // sees all
+  DeviceCase(c, 3).run_and_check();
+}
+
+TEST(AttentionGpu, ManySmallItems) {
+  NEED_GPU();
+  std::mt19937 rng(11);
+  Case c;
+  c.dtype = DType::FP16, c.B = 1, c.H = 4, c.Hkv = 4, c.D = 64;
+  for (int p = 0; p < 40; ++p) c.pieces.push_back({1 + int(rng() % 90), long(rng() % 500)});
+  int row = 0;
+  for (int i = 0; i < 50; ++i) {
+    ItemSpec it;
+    it.q_row0 = row, it.q_len = 1 + int(rng() % 40), it.q_pos0 = rng() % 600, it.causal = rng() % 2;
+    for (int k = 0, n = 1 + int(rng() % 3); k < n; ++k) it.pieces.push_back(int(rng() % c.pieces.size()));
+    row += it.q_len + int(rng() % 3);  // gaps: rows of no item must stay untouched
+    c.items.push_back(it);
+  }
+  c.q_rows = row;
+  DeviceCase(c, 5).run_and_check();
+}
+
+TEST(AttentionGpu, AccumulateAndMergeEqualOneLaunch) {
+  NEED_GPU();
+  Case c;
+  c.B = 2, c.H = 2, c.Hkv = 1, c.D = 128, c.q_rows = 200;
+  c.pieces = {{150, 0}, {130, 150}, {77, 280}};
+  c.items = {{0, 200, 250, {0, 1, 2}, true}};
+  DeviceCase dc(c, 9);
+  std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
+  dc.reference(c.items[0], {0, 1, 2}, ro, rl);
+  Workspace ws;
+  // Launch 1: pieces 0, 1; launch 2 folds piece 2 in place.
+  AttentionBatch a = dc.batch;
+  a.items[0].piece_count = 2;
+  attention_forward(a, ws, nullptr);
+  AttentionBatch b2 = dc.batch;
+  b2.items[0].piece_begin = 2, b2.items[0].piece_count = 1, b2.items[0].accumulate = true;
+  attention_forward(b2, ws, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dc.check(ro, rl, dc.tol());
+  // The separate merge kernel: block of piece 2 alone into a running value of pieces 0, 1.
+  const size_t no = size_t(c.B) * c.q_rows * c.H * c.D, nl = size_t(c.B) * c.H * c.q_rows;
+  float *blk_out, *blk_lse;
+  CK(cudaMalloc(&blk_out, no * 4));
+  CK(cudaMalloc(&blk_lse, nl * 4));
+  dc.poison();
+  attention_forward(a, ws, nullptr);
+  AttentionBatch b3 = dc.batch;
+  b3.items[0].piece_begin = 2, b3.items[0].piece_count = 1, b3.out = blk_out, b3.lse = blk_lse;
+  attention_forward(b3, ws, nullptr);
+  merge_out_lse(dc.dout, dc.dlse, blk_out, blk_lse, c.B, c.q_rows, c.H, c.D, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dc.check(ro, rl, dc.tol());
+  // Final cast to bf16 matches the fp32 values rounded.
+  uint16_t* cast;
+  CK(cudaMalloc(&cast, no * 2));
+  cast_out(dc.dout, cast, DType::BF16, no, nullptr);
+  std::vector<uint16_t> hb(no);
+  std::vector<float> hf(no);
+  CK(cudaMemcpy(hb.data(), cast, no * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hf.data(), dc.dout, no * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < no; i += 97) EXPECT_EQ(hb[i], to_bits(hf[i], DType::BF16)) << i;
+  cudaFree(blk_out), cudaFree(blk_lse), cudaFree(cast);
+}
+
+TEST(AttentionGpu, RejectsBadBatches) {
+  AttentionBatch b;
+  Workspace ws;
+  b.D = 96;
+  EXPECT_THROW(attention_forward(b, ws, nullptr), std::invalid_argument);
+  b.D = 128, b.H = 3, b.Hkv = 2;
+  EXPECT_THROW(attention_forward(b, ws, nullptr), std::invalid_argument);
+}
