@@ -20,10 +20,12 @@
 namespace tasp::kernels {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBlockM = 128;
-constexpr int kBlockN = 64;
+// Tile shapes: WARPS warps of MT m16 tiles each (BLOCK_M = 16 * WARPS * MT query rows), BN keys per step.
+template <int WARPS, int MT, int BN, int MIN_BLOCKS>
+struct Shape {
+  static constexpr int kWarps = WARPS, kMT = MT, kBlockN = BN, kThreads = WARPS * 32, kBlockM = 16 * WARPS * MT;
+  static constexpr int kMinBlocks = MIN_BLOCKS;
+};
 
 struct Tile {
   int item, row0;
@@ -59,15 +61,25 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(addr));
+}
+
+// Shared address of the 16-byte chunk an ldmatrix lane reads: row `row` (row & 7 == lane & 7 for every
+// ldmatrix row pattern used here), chunk `chunk`, of a swizzled [rows][D] tile at `tile` (rows are 2*D
+// bytes, a multiple of 128, and tiles are 1024-aligned). Chunk indices step by 2 (16 columns) in the
+// loops; since the swizzle is an XOR, stepping by k*16 columns is `lane_base ^ (k * 32)`: one register
+// per lane and an immediate per step, instead of an address per (step, lane).
+template <int D>
+__device__ __forceinline__ uint32_t lane_base(uint32_t tile, int row, int chunk) {
+  return tile + row * (2 * D) + ((chunk ^ (row & 7)) << 4);
 }
 
 template <typename T>
@@ -103,19 +115,21 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 }
 
 // Rows x D elements from `src` (row stride `stride` elements) into a swizzled tile; rows >= valid are zero.
-template <typename T, int D, int ROWS>
+template <typename T, int D, int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, long long stride, int valid) {
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < ROWS * kChunks; i += kThreads) {
+#pragma unroll
+  for (int i = threadIdx.x; i < ROWS * kChunks; i += THREADS) {
     const int r = i / kChunks, c = i % kChunks;
     const bool ok = r < valid;
     cp_async16(dst + swz<D>(r, c * 8), ok ? src + r * stride + c * 8 : src, ok);
   }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+template <typename T, int D, class S>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_kernel(const Params p) {
+  constexpr int kThreads = S::kThreads, kBlockM = S::kBlockM, kBlockN = S::kBlockN, MT = S::kMT;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBlockM * D;        // [2][kBlockN][D]
   T* sV = sK + 2 * kBlockN * D;    // [2][kBlockN][D]
@@ -130,103 +144,113 @@ __global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params
   const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
 
   const T* q = static_cast<const T*>(p.q) + ((long long)b * p.q_rows + it.q_row0 + tile.row0) * p.H * D + (long long)h * D;
-  load_tile<T, D, kBlockM>(sQ, q, (long long)p.H * D, rows);
+  load_tile<T, D, kBlockM, kThreads>(sQ, q, (long long)p.H * D, rows);
 
-  // Walk the item's (piece, first key) tiles, skipping those wholly above the causal diagonal.
+  // Walk the item's (piece, first key) tiles, skipping those wholly above the causal diagonal. The piece
+  // being walked is kept in registers; the list is read again only when the walk moves to a new piece.
   const int pend = it.piece_begin + it.piece_count;
-  auto next_valid = [&](int& pc, int& j0) {
+  auto next_valid = [&](int& pc, int& j0, KvPiece& kp) {
     while (pc < pend) {
-      const KvPiece kp = p.pieces[pc];
       if (j0 < kp.len && !(it.causal && kp.pos0 + j0 > qpos_hi)) return true;
-      ++pc;
+      if (++pc < pend) kp = p.pieces[pc];
       j0 = 0;
     }
     return false;
   };
-  auto issue_kv = [&](int pc, int j0, int buf) {
-    const KvPiece kp = p.pieces[pc];
+  auto issue_kv = [&](const KvPiece& kp, int j0, int buf) {
     const long long off = ((long long)b * kp.len + j0) * p.Hkv * D + (long long)hk * D;
     const int valid = min(kBlockN, kp.len - j0);
-    load_tile<T, D, kBlockN>(sK + buf * kBlockN * D, static_cast<const T*>(kp.k) + off, (long long)p.Hkv * D, valid);
-    load_tile<T, D, kBlockN>(sV + buf * kBlockN * D, static_cast<const T*>(kp.v) + off, (long long)p.Hkv * D, valid);
+    load_tile<T, D, kBlockN, kThreads>(sK + buf * kBlockN * D, static_cast<const T*>(kp.k) + off, (long long)p.Hkv * D, valid);
+    load_tile<T, D, kBlockN, kThreads>(sV + buf * kBlockN * D, static_cast<const T*>(kp.v) + off, (long long)p.Hkv * D, valid);
   };
 
   int pc = it.piece_begin, j0 = 0;
-  bool have = next_valid(pc, j0);
-  if (have) issue_kv(pc, j0, 0);
+  KvPiece kp{};
+  if (pc < pend) kp = p.pieces[pc];
+  bool have = next_valid(pc, j0, kp);
+  if (have) issue_kv(kp, j0, 0);
   cp_async_commit();
 
-  float o[2][D / 8][4];
-  float m[2][2], l[2][2];
+  float o[MT][D / 8][4];
+  float m[MT][2], l[MT][2];
+  uint32_t qf[MT == 1 ? D / 16 : 1][4];  // one m-tile per warp: Q fragments stay in registers
+  bool q_loaded = false;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
     m[mt][0] = m[mt][1] = -INFINITY;
     l[mt][0] = l[mt][1] = 0.f;
   }
 
+  const uint32_t q_base = lane_base<D>(smem_addr(sQ), warp * MT * 16 + (lane % 8) + 8 * ((lane / 8) % 2), lane / 16);
   int buf = 0;
   while (have) {
     cp_async_wait_all();
     __syncthreads();
-    const KvPiece kp = p.pieces[pc];
-    const int cur_j0 = j0;
+    const int cur_j0 = j0, cur_len = kp.len;
+    const long long cur_pos0 = kp.pos0;
     // Prefetch the next tile into the other buffer while this one is used.
     int npc = pc, nj0 = j0 + kBlockN;
-    const bool more = next_valid(npc, nj0);
-    if (more) issue_kv(npc, nj0, buf ^ 1);
+    KvPiece nkp = kp;
+    const bool more = next_valid(npc, nj0, nkp);
+    if (more) issue_kv(nkp, nj0, buf ^ 1);
     cp_async_commit();
 
-    const T* K = sK + buf * kBlockN * D;
-    const T* V = sV + buf * kBlockN * D;
-    float s[2][kBlockN / 8][4];
+    const uint32_t k_base = lane_base<D>(smem_addr(sK + buf * kBlockN * D), (lane % 8) + 8 * (lane / 16), (lane / 8) % 2);
+    const uint32_t v_base = lane_base<D>(smem_addr(sV + buf * kBlockN * D), (lane % 8) + 8 * ((lane / 8) % 2), lane / 16);
+    float s[MT][kBlockN / 8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nt = 0; nt < kBlockN / 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
 
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a[2][4];
+      uint32_t a[MT][4];
+      if constexpr (MT == 1) {
+        if (!q_loaded) ldmatrix_x4(qf[ks], q_base ^ (ks * 32));
+        a[0][0] = qf[ks][0], a[0][1] = qf[ks][1], a[0][2] = qf[ks][2], a[0][3] = qf[ks][3];
+      } else {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const int r = warp * 32 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(a[mt], sQ + swz<D>(r, ks * 16 + 8 * (lane / 16)));
+        for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], (q_base + mt * 16 * 2 * D) ^ (ks * 32));
       }
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t bk[4];
-        const int n = np * 16 + (lane % 8) + 8 * (lane / 16);
-        ldmatrix_x4(bk, K + swz<D>(n, ks * 16 + 8 * ((lane / 8) % 2)));
+        ldmatrix_x4(bk, (k_base + np * 16 * 2 * D) ^ (ks * 32));
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
           mma16816<T>(s[mt][2 * np], a[mt], bk[0], bk[1]);
           mma16816<T>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
         }
       }
     }
 
+    q_loaded = true;
     // Mask only where needed: a ragged tail, or a tile crossing the causal diagonal.
-    const bool ragged = cur_j0 + kBlockN > kp.len;
-    const bool diag = it.causal && kp.pos0 + cur_j0 + kBlockN - 1 > qpos_lo;
+    const bool ragged = cur_j0 + kBlockN > cur_len;
+    const bool diag = it.causal && cur_pos0 + cur_j0 + kBlockN - 1 > qpos_lo;
     if (ragged || diag) {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kBlockN / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = cur_j0 + nt * 8 + 2 * t4 + (e & 1);
-            const long long qp = qpos_lo + warp * 32 + mt * 16 + g + 8 * (e / 2);
-            if (col >= kp.len || (it.causal && kp.pos0 + col > qp)) s[mt][nt][e] = -INFINITY;
+            const long long qp = qpos_lo + (warp * MT + mt) * 16 + g + 8 * (e / 2);
+            if (col >= cur_len || (it.causal && cur_pos0 + col > qp)) s[mt][nt][e] = -INFINITY;
           }
     }
 
-    // Online softmax (base 2) per row; each row lives in the 4 threads of a quad.
-    uint32_t pa[2][kBlockN / 16][4];
+    // Online softmax (base 2) per row; each row lives in the 4 threads of a quad. O is rescaled only when
+    // some row of the warp found a larger maximum: after the first tiles that is rare, and the 4*D/8
+    // multiplies per thread it saves are a large share of the non-MMA work.
+    float alpha[MT][2];
+    bool grew = false;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         float mx = -INFINITY;
@@ -236,7 +260,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         const float m_new = fmaxf(m[mt][hf], mx * p.scale_log2);
         const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
-        const float alpha = exp2f(m[mt][hf] - base);
+        alpha[mt][hf] = exp2f(m[mt][hf] - base);
+        grew |= m_new > m[mt][hf];
         m[mt][hf] = m_new;
         float sum = 0.f;
 #pragma unroll
@@ -247,40 +272,46 @@ __global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params
           s[mt][nt][2 * hf + 1] = p1;
           sum += p0 + p1;
         }
-        l[mt][hf] = l[mt][hf] * alpha + sum;
+        l[mt][hf] = l[mt][hf] * alpha[mt][hf] + sum;
+      }
+    if (__any_sync(0xffffffff, grew)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
-          o[mt][dt][2 * hf] *= alpha;
-          o[mt][dt][2 * hf + 1] *= alpha;
+          o[mt][dt][0] *= alpha[mt][0];
+          o[mt][dt][1] *= alpha[mt][0];
+          o[mt][dt][2] *= alpha[mt][1];
+          o[mt][dt][3] *= alpha[mt][1];
         }
+    }
+    // O += P V, converting P to the A layout one 16-key slice at a time so S's registers free up as it goes.
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = pack2<T>(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+        pa[mt][1] = pack2<T>(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+        pa[mt][2] = pack2<T>(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+        pa[mt][3] = pack2<T>(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
       }
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int kt = 0; kt < kBlockN / 16; ++kt) {
-        pa[mt][kt][0] = pack2<T>(s[mt][2 * kt][0], s[mt][2 * kt][1]);
-        pa[mt][kt][1] = pack2<T>(s[mt][2 * kt][2], s[mt][2 * kt][3]);
-        pa[mt][kt][2] = pack2<T>(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
-        pa[mt][kt][3] = pack2<T>(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
-      }
-    // O += P V
-#pragma unroll
-    for (int kt = 0; kt < kBlockN / 16; ++kt)
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
-        const int tok = kt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-        ldmatrix_x4_trans(bv, V + swz<D>(tok, dp * 16 + 8 * (lane / 16)));
+        ldmatrix_x4_trans(bv, (v_base + kt * 16 * 2 * D) ^ (dp * 32));
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          mma16816<T>(o[mt][2 * dp], pa[mt][kt], bv[0], bv[1]);
-          mma16816<T>(o[mt][2 * dp + 1], pa[mt][kt], bv[2], bv[3]);
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+          mma16816<T>(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
         }
       }
+    }
     __syncthreads();  // everyone is done with `buf` before it is refilled
     buf ^= 1;
     pc = npc;
     j0 = nj0;
+    kp = nkp;
     have = more;
   }
   cp_async_wait_all();
@@ -288,13 +319,13 @@ __global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params
   // Epilogue: normalise, optionally fold into the running values, write out and lse.
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float sum = l[mt][hf];
       sum += __shfl_xor_sync(0xffffffff, sum, 1);
       sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      const int r = warp * 32 + mt * 16 + g + 8 * hf;
+      const int r = (warp * MT + mt) * 16 + g + 8 * hf;
       if (r >= rows) continue;
       const long long row = (long long)b * p.q_rows + it.q_row0 + tile.row0 + r;
       float lse = sum > 0.f ? (m[mt][hf] + __log2f(sum)) * kLn2 : -INFINITY;
@@ -330,17 +361,27 @@ __global__ void __launch_bounds__(kThreads, 2) attention_fwd_kernel(const Params
     }
 }
 
-template <typename T, int D>
+template <typename T, int D, class S>
 void launch(const Params& p, int tiles, int H, int B, cudaStream_t s) {
-  constexpr int smem = (kBlockM + 4 * kBlockN) * D * sizeof(T);
+  constexpr int smem = (S::kBlockM + 4 * S::kBlockN) * D * sizeof(T);
   static bool configured = false;
   if (!configured) {
-    TASP_CUDA(cudaFuncSetAttribute(attention_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    TASP_CUDA(cudaFuncSetAttribute(attention_fwd_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
-  attention_fwd_kernel<T, D><<<dim3(tiles, H, B), kThreads, smem, s>>>(p);
+  attention_fwd_kernel<T, D, S><<<dim3(tiles, H, B), S::kThreads, smem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
+
+// Measured on one H200 (docs/measurements/kernels.md): 4 warps x 2 m-tiles x 64 keys beat 4x2x32, 8x1x64,
+// 8x1x32, and 3 CTAs per SM for D=64 (register-capped, it spills).
+using Tiles = Shape<4, 2, 64, 2>;
+
+template <typename T, int D>
+void launch_any(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+  launch<T, D, Tiles>(p, tiles, H, B, s);
+}
+int block_m() { return Tiles::kBlockM; }
 
 template <class T>
 size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v) {
@@ -377,9 +418,10 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
       if (kp.len < 0 || (kp.len > 0 && (!kp.k || !kp.v))) bad("pieces[" + std::to_string(pc) + "]: empty pointer or negative length");
       keys += kp.len;
     }
-    for (int r = 0; r < it.q_len; r += kBlockM) {
+    const int bm = block_m();
+    for (int r = 0; r < it.q_len; r += bm) {
       tiles.push_back({int(i), r});
-      work.push_back(it.causal ? keys * (r + kBlockM) / std::max(1, it.q_len) : keys);
+      work.push_back(it.causal ? keys * (r + bm) / std::max(1, it.q_len) : keys);
     }
   }
   if (tiles.empty()) return;
@@ -409,11 +451,11 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());
   if (b.dtype == DType::BF16) {
-    if (b.D == 64) launch<__nv_bfloat16, 64>(p, n, b.H, b.B, s);
-    else launch<__nv_bfloat16, 128>(p, n, b.H, b.B, s);
+    if (b.D == 64) launch_any<__nv_bfloat16, 64>(p, n, b.H, b.B, s);
+    else launch_any<__nv_bfloat16, 128>(p, n, b.H, b.B, s);
   } else {
-    if (b.D == 64) launch<__half, 64>(p, n, b.H, b.B, s);
-    else launch<__half, 128>(p, n, b.H, b.B, s);
+    if (b.D == 64) launch_any<__half, 64>(p, n, b.H, b.B, s);
+    else launch_any<__half, 128>(p, n, b.H, b.B, s);
   }
 }
 

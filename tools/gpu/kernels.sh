@@ -8,14 +8,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
-extra=()
-[ -d gpu-deps/include ] && extra+=(-DCMAKE_INCLUDE_PATH="$PWD/gpu-deps/include")
-t0=$(date +%s)
-if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" &&
-       cmake --build build-gpu --target tasp tasp_kernel_tests -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"; exit 1
-fi
-echo "build: $(( $(date +%s) - t0 )) s"
+tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
 grep -E "registers|spill" "$OUT/build.log" | grep -B1 -A0 "spill" | head -12
 build-gpu/tests/tasp_kernel_tests > "$OUT/tests.log" 2>&1; rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error" "$OUT/tests.log" | head -30

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Configure (sm_90) and build targets into build-gpu/ on a GPU machine; the log goes to $OUT/build.log.
+# Usage: tools/gpu/build.sh TARGET...
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+extra=()
+[ -d gpu-deps/include ] && extra+=(-DCMAKE_INCLUDE_PATH="$PWD/gpu-deps/include")  # header-only deps the image lacks
+t0=$(date +%s)
+if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" &&
+       cmake --build build-gpu --target "$@" -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
