@@ -13,12 +13,15 @@ namespace tasp::executor {
 
 struct Problem {
   planner::Workload w;
-  std::vector<double> q, k, v;  // [B][S][H|Hkv][D], double: each backend converts to its own precision
+  // [B][S][H|Hkv][D], double: each backend converts to its own precision. Empty: the backend makes
+  // random inputs where they live (timing runs of sizes the host should not hold twice; no check).
+  std::vector<double> q, k, v;
 };
 
 struct Result {
   std::vector<double> out, lse;  // [B][S][H][D], [B][S][H]
   planner::Timeline timeline;
+  std::vector<double> iteration_totals_us;  // backends that repeat the run: every timed iteration, sorted
 };
 
 class Backend {
@@ -26,9 +29,25 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Result run(const planner::Plan& plan, const Problem& problem) = 0;
+  // The whole problem on one device, for --check at sizes the fp64 CPU reference cannot reach in time;
+  // false where the backend has none (the CPU one: its check is the fp64 reference itself).
+  virtual bool single_device_reference(const Problem&, std::vector<double>& /*out*/, std::vector<double>& /*lse*/) {
+    return false;
+  }
+  // Whether run() can make its own random inputs (Problem with empty q/k/v) for unchecked timing runs.
+  virtual bool makes_own_inputs() const { return false; }
 };
 
 // precision: "fp64" or "fp32".
 std::unique_ptr<Backend> make_cpu_backend(const std::string& precision);
+
+struct CudaOptions {
+  int warmup = 5, iters = 20;  // the timeline reported is the iteration with the median total
+  int timeout_s = 120;         // a run that does not finish in time ends with an error, not a hang
+};
+// bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA
+// or NCCL is missing at build time (has_cuda_backend() says which).
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& o);
+bool has_cuda_backend();
 
 }  // namespace tasp::executor

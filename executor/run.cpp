@@ -35,13 +35,21 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
                               (plan.causal ? "causal" : "full"));
   const std::string split = planner::check_split(plan.layout, plan.ranks, plan.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
-  Problem pr = random_problem(w, o.seed);
+  Problem pr;
+  if (o.check || !backend.makes_own_inputs()) pr = random_problem(w, o.seed);
+  else pr.w = w;
   RunReport rep;
   rep.result = backend.run(plan, pr);
   rep.result.timeline.workload = planner::to_string(w);
   if (o.check) {
     std::vector<double> ro, rl;
-    reference_attention(pr.q, pr.k, pr.v, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ro, rl);
+    const double flops = 4.0 * w.B * double(w.S) * double(w.S) * w.H * w.D;
+    if (flops > o.cpu_reference_max_flops && backend.single_device_reference(pr, ro, rl)) {
+      rep.reference = "single-device " + backend.name();
+    } else {
+      reference_attention(pr.q, pr.k, pr.v, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ro, rl);
+      rep.reference = "fp64 cpu";
+    }
     auto rel = [](const std::vector<double>& a, const std::vector<double>& b) {
       double num = 0, den = 0;
       for (size_t i = 0; i < a.size(); ++i) {

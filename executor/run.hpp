@@ -10,6 +10,8 @@ struct RunOptions {
   bool verify = true;  // refuse invalid plans with the verifier's message
   bool check = false;  // compare with single-rank fp64 attention
   unsigned seed = 1;
+  // Check against the fp64 CPU reference up to this many FLOPs, above that the backend's single-device one.
+  double cpu_reference_max_flops = 2e10;
 };
 
 struct RunReport {
@@ -17,6 +19,7 @@ struct RunReport {
   bool checked = false;
   double rel_err_out = 0;  // ||out - ref|| / ||ref||
   double rel_err_lse = 0;  // ||lse - ref|| / ||ref|| over rows with keys
+  std::string reference;   // what the check compared with
 };
 
 Problem random_problem(const planner::Workload& w, unsigned seed);

@@ -7,7 +7,8 @@
 // packed variable-length batches. Masks use global positions: with `causal`, query at position p sees
 // keys at positions <= p, so zigzag halves and diagonal blocks are exact.
 //
-// Layouts (row-major, "BSHD"): Q [B, q_rows, H, D]; a piece's K and V [B, len, Hkv, D]; out fp32
+// Layouts (row-major, "BSHD"): Q [B, q_rows, H, D]; a piece's K and V [B, len, Hkv, D] (or a token range
+// of a larger buffer, with batch_stride); out fp32
 // [B, q_rows, H, D]; lse fp32 [B, H, q_rows], natural log. GQA/MQA: query head h reads KV head
 // h / (H / Hkv).
 #include <cstdint>
@@ -22,6 +23,7 @@ struct KvPiece {
   const void* v = nullptr;
   int len = 0;          // tokens
   long long pos0 = 0;   // global position of token 0
+  long long batch_stride = 0;  // elements between batches; 0: len * Hkv * D (the piece is its own buffer)
 };
 
 struct WorkItem {

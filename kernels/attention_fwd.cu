@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_kern
     return false;
   };
   auto issue_kv = [&](const KvPiece& kp, int j0, int buf) {
-    const long long off = ((long long)b * kp.len + j0) * p.Hkv * D + (long long)hk * D;
+    const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * p.Hkv * D;
+    const long long off = b * bstride + ((long long)j0 * p.Hkv + hk) * D;
     const int valid = min(kBlockN, kp.len - j0);
     load_tile<T, D, kBlockN, kThreads>(sK + buf * kBlockN * D, static_cast<const T*>(kp.k) + off, (long long)p.Hkv * D, valid);
     load_tile<T, D, kBlockN, kThreads>(sV + buf * kBlockN * D, static_cast<const T*>(kp.v) + off, (long long)p.Hkv * D, valid);

@@ -81,12 +81,13 @@ void register_bench_kernel(CLI::App& bench) {
   auto dtype = std::make_shared<std::string>("bf16");
   auto iters = std::make_shared<int>(20), warmup = std::make_shared<int>(3);
   auto shapes = std::make_shared<std::vector<std::string>>();
-  auto json = std::make_shared<std::string>();
+  auto json = std::make_shared<std::string>(), csv = std::make_shared<std::string>();
   cmd->add_option("--dtype", *dtype, "bf16 | fp16")->capture_default_str();
   cmd->add_option("--iters", *iters, "Timed launches (median reported)")->capture_default_str();
   cmd->add_option("--warmup", *warmup, "Untimed launches first")->capture_default_str();
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..,D=..[,causal][,pieces=P] (repeatable; default: the issue's set)");
   cmd->add_option("--json", *json, "Also write the rows as JSON here");
+  cmd->add_option("--csv", *csv, "Also write the rows as calibration CSV (tasp calibrate --fit) here");
   cmd->callback([=] {
     if (*dtype != "bf16" && *dtype != "fp16") throw planner::InputError("--dtype: expected bf16 or fp16");
     if (*iters < 1 || *warmup < 0) throw planner::InputError("--iters must be >= 1, --warmup >= 0");
@@ -127,6 +128,14 @@ void register_bench_kernel(CLI::App& bench) {
                       {"ms", ms}, {"tflops", tf}, {"dtype", *dtype}, {"device", prop.name}});
     }
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
+    if (!csv->empty())
+      write_output(*csv, [&](std::ostream& o) {
+        o << "kind,B,H,S,D,causal,ms\n";
+        for (const auto& r : rows)
+          if (r["pieces"] == 1)
+            o << "attention," << r["B"] << "," << r["H"] << "," << r["S"] << "," << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0)
+              << "," << r["ms"].get<double>() << "\n";
+      });
   });
 }
 

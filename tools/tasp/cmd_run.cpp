@@ -14,8 +14,9 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
   struct Args {
     std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, precision = "fp64", timeline, trace;
-    bool check = false, no_verify = false;
+    bool check = false, no_verify = false, steps = false;
     unsigned seed = 1;
+    int iters = 20, warmup = 5, timeout = 120;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-b,--backend", a->backend, "cpu | cuda")->capture_default_str();
@@ -24,9 +25,14 @@ void register_run(CLI::App& app) {
   cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->required();
   cmd->add_option("--precision", a->precision, "cpu backend arithmetic: fp64 | fp32")->capture_default_str();
-  cmd->add_flag("--check", a->check, "Compare out and LSE with direct fp64 attention (tolerance 1e-10 fp64, 1e-5 fp32)");
+  cmd->add_flag("--check", a->check, "Compare out and LSE with direct attention: fp64 on the CPU (tolerance 1e-10 fp64, 1e-5 fp32),\n"
+                                     "or for cuda above 2e10 FLOPs the whole problem on one GPU (tolerance 1e-2)");
   cmd->add_flag("--no-verify", a->no_verify, "Run without verifying the plan first (for testing the check itself)");
   cmd->add_option("--seed", a->seed, "Random inputs' seed")->capture_default_str();
+  cmd->add_option("--iters", a->iters, "cuda: timed runs (the median one is reported)")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "cuda: untimed runs first")->capture_default_str();
+  cmd->add_option("--timeout", a->timeout, "cuda: seconds before a run that does not finish is ended")->capture_default_str();
+  cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
   cmd->add_option("--timeline", a->timeline, "Write tasp-timeline/1 JSON here");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) here");
   cmd->callback([a] {
@@ -38,13 +44,22 @@ void register_run(CLI::App& app) {
     } else if (!a->topology.empty()) {
       PlanOptions o;
       o.causal = w.causal;
+      if (a->scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;  // as tasp simulate plans it
       p = build_plan(load_topology(a->topology), a->scheme, o);
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
-    if (a->backend != "cpu")
-      throw InputError("--backend " + a->backend + ": this build has only the cpu backend");
-    auto backend = executor::make_cpu_backend(a->precision);
+    std::unique_ptr<executor::Backend> backend;
+    if (a->backend == "cpu") {
+      backend = executor::make_cpu_backend(a->precision);
+    } else if (a->backend == "cuda") {
+      if (a->iters < 1 || a->warmup < 0 || a->timeout < 1) throw InputError("--iters >= 1, --warmup >= 0, --timeout >= 1");
+      executor::CudaOptions co;
+      co.iters = a->iters, co.warmup = a->warmup, co.timeout_s = a->timeout;
+      backend = executor::make_cuda_backend(co);
+    } else {
+      throw InputError("--backend: expected cpu or cuda, got '" + a->backend + "'");
+    }
     executor::RunOptions ro;
     ro.verify = !a->no_verify;
     ro.check = a->check;
@@ -56,12 +71,31 @@ void register_run(CLI::App& app) {
               << to_string(w) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
               << " us, compute " << t.compute_us() << " us, exposed comm " << t.exposed_comm_us() << " us\n";
+    if (!rep.result.iteration_totals_us.empty()) {
+      const auto& v = rep.result.iteration_totals_us;
+      std::cout << "  " << v.size() << " timed runs: min " << v.front() << " us, median " << v[v.size() / 2] << " us, max "
+                << v.back() << " us (the median run's timeline is reported)\n";
+    }
+    if (a->steps) {
+      std::cout << "  step   comm_us  compute_us  step_us  (slowest rank)\n";
+      double prev_end = 0;
+      for (size_t s = 0; s < (t.per_rank.empty() ? 0 : t.per_rank[0].size()); ++s) {
+        double cm = 0, cp = 0, end = 0;
+        for (const auto& r : t.per_rank) {
+          cm = std::max(cm, r[s].comm_end_us - r[s].comm_start_us);
+          cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us);
+          end = std::max({end, r[s].comm_end_us, r[s].compute_end_us});
+        }
+        std::cout << "  " << std::setw(4) << s << std::setw(10) << cm << std::setw(12) << cp << std::setw(9) << end - prev_end << "\n";
+        prev_end = end;
+      }
+    }
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, t); });
     if (rep.checked) {
-      const double tol = a->precision == "fp64" ? 1e-10 : 1e-5;
+      const double tol = a->backend == "cuda" ? 1e-2 : a->precision == "fp64" ? 1e-10 : 1e-5;
       const bool ok = rep.rel_err_out < tol && rep.rel_err_lse < tol;
-      std::cout << std::scientific << std::setprecision(2) << "  check: rel err out " << rep.rel_err_out << ", lse "
+      std::cout << std::scientific << std::setprecision(2) << "  check vs " << rep.reference << ": rel err out " << rep.rel_err_out << ", lse "
                 << rep.rel_err_lse << " (tolerance " << tol << "): " << (ok ? "PASS" : "FAIL") << "\n";
       if (!ok) throw Exit(kCheckFailed, "run: numeric check failed");
     }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# On a machine with N GPUs: build, check every scheme on the cuda backend, calibrate the kernel rates,
+# then measure the issue's configurations and predict each with the simulator. Results go to $OUT:
+# runs.csv (measured vs predicted), kernel.csv, profile.yaml, check.log, and a few timelines.
+# Usage: tools/gpu/executor.sh [ITERS]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+ITERS=${1:-10}
+N=$(nvidia-smi -L | wc -l)
+nvidia-smi -L | tee "$OUT/device.txt"
+tools/gpu/build.sh tasp || exit 1
+T=build-gpu/tools/tasp
+case $N in 8) TOPO=h200-hgx-8 ;; 4) TOPO=h200-hgx-4 ;; *) TOPO=complete:$N ;; esac
+
+# 1. Correctness of every scheme against the whole problem on one GPU, full and causal.
+for mask in "" ",causal"; do
+  for s in ring zigzag allgather hamilton; do
+    [ "$s" = zigzag ] && [ -z "$mask" ] && continue
+    $T run --backend cuda -t $TOPO -s $s -w B=2,S=$((N * 2 * 336)),H=8,Hkv=4,D=128$mask --check --iters 1 --warmup 0 \
+      2>&1 | grep -E "check|error" | sed "s/^/$s$mask: /" | tee -a "$OUT/check.log"
+  done
+done
+
+# 2. Kernel rates of this build -> compute part of the profile (comm: the shared NCCL table).
+$T bench kernel --iters 10 --warmup 2 --csv "$OUT/kernel.csv" \
+  --shape B=1,S=2k,H=32,D=128 --shape B=1,S=4k,H=32,D=128 --shape B=1,S=8k,H=32,D=128 --shape B=1,S=16k,H=32,D=128 \
+  --shape B=1,S=2k,H=32,D=128,causal --shape B=1,S=4k,H=32,D=128,causal --shape B=1,S=8k,H=32,D=128,causal \
+  --shape B=1,S=16k,H=32,D=128,causal --shape B=2,S=2k,H=16,D=64 --shape B=2,S=4k,H=16,D=64 --shape B=2,S=8k,H=16,D=64 \
+  --shape B=2,S=16k,H=16,D=64 --shape B=2,S=2k,H=16,D=64,causal --shape B=2,S=4k,H=16,D=64,causal \
+  --shape B=2,S=8k,H=16,D=64,causal --shape B=2,S=16k,H=16,D=64,causal | tee "$OUT/kernel.txt"
+grep -v "^kind" "$OUT/kernel.csv" | sed 's/^attention,\([^,]*\),\([^,]*\),\([^,]*\),\([^,]*\),\([^,]*\),\(.*\)$/attention,,,\1,\2,\3,\4,\5,\6/' \
+  > "$OUT/kernel-rows.csv"
+cat docs/measurements/h200-calibration.csv | grep -v "^attention" > "$OUT/fit.csv"
+cat "$OUT/kernel-rows.csv" >> "$OUT/fit.csv"
+$T calibrate --fit "$OUT/fit.csv" -t h200-hgx-8 -o "$OUT/profile.yaml" > "$OUT/calibrate.txt" 2>&1
+tail -20 "$OUT/calibrate.txt"
+
+# 3. The issue's configurations: measured (median of ITERS) and predicted.
+echo "config,scheme,measured_ms,predicted_ms,ranks" > "$OUT/runs.csv"
+for cfg in "B=1,H=32,D=128,S=13440" "B=1,H=32,D=128,S=26880" "B=1,H=32,D=128,S=53760" "B=1,H=32,D=128,S=107520" \
+           "B=4,H=8,D=128,S=13440" "B=1,H=8,D=64,S=107520"; do
+  for mask in "" ",causal"; do
+    w="$cfg$mask"
+    for s in ring zigzag allgather hamilton; do
+      [ "$s" = zigzag ] && [ -z "$mask" ] && continue
+      m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --iters "$ITERS" --warmup 3 --timeline "$OUT/tl.json" 2>&1 |
+          grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
+      p=$($T simulate -t $TOPO -s $s -w "$w" --profile "$OUT/profile.yaml" --json "$OUT/sim.json" -q 2>/dev/null &&
+          python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
+      echo "\"$w\",$s,$(python3 -c "print(${m:-0}/1e3)"),$(python3 -c "print(${p:-0}/1e3)"),$N" | tee -a "$OUT/runs.csv"
+    done
+  done
+done
