@@ -98,7 +98,7 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
   // Kernels: t = launch + x / peak + x * (1/Lq + 1/Lk) * half_len / peak, x = FLOPs / fill, per head dim and mask.
   std::map<std::pair<int, bool>, std::vector<KernelSample>> groups;
   for (const auto& k : s.kernel) groups[{k.D, k.causal}].push_back(k);
-  std::vector<double> launches, halves;
+  std::vector<double> launches;
   std::map<int, ComputeRate> rates;
   for (const auto& r : p.compute.rates) rates[r.head_dim] = r;
   for (auto& [key, rows] : groups) {
@@ -109,12 +109,12 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
       const double x = kernel_work(rows[i]).flops() * 1e-6 / kernel_fill(p.compute, rows[i]);
       X(i, 0) = 1, X(i, 1) = x, X(i, 2) = x * (1 / rows[i].lq + 1 / rows[i].lk), y[i] = rows[i].us;
     }
-    double inv_peak;
+    double inv_peak, half = -1;
     Eigen::VectorXd beta = m >= 4 ? relative_lsq(X, y) : Eigen::VectorXd();
     if (m >= 4 && beta[0] >= 0 && beta[1] > 0 && beta[2] >= 0) {
       inv_peak = beta[1];
+      half = beta[2] / beta[1];
       launches.push_back(beta[0]);
-      halves.push_back(beta[2] / beta[1]);
     } else {  // too few rows for three unknowns: keep launch and half length, fit the peak alone
       Eigen::VectorXd y2 = y.array() - p.compute.launch_us;
       Eigen::MatrixXd X2 = X.col(1) + X.col(2) * p.compute.half_len;
@@ -125,8 +125,9 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     r.head_dim = key.first;
     if (!known) r.full_tflops = r.causal_tflops = 1 / inv_peak;
     (key.second ? r.causal_tflops : r.full_tflops) = 1 / inv_peak;
+    if (half >= 0) (key.second ? r.causal_half_len : r.full_half_len) = half;
   }
-  if (!launches.empty()) p.compute.launch_us = median(launches), p.compute.half_len = median(halves);
+  if (!launches.empty()) p.compute.launch_us = median(launches);
   p.compute.rates.clear();
   for (auto& [d, r] : rates) p.compute.rates.push_back(r);
 

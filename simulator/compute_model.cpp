@@ -56,8 +56,11 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
   const double ctas = double(w.B) * w.H * std::ceil(sum.lq / cp.tile_m);
   const double waves = std::ceil(ctas / cp.sms);
   const double fill = ctas / (waves * cp.sms);
-  const double shape = 1 + cp.half_len * (1 / std::max(1.0, sum.lq) + 1 / std::max(1.0, sum.lk));
-  const double math_us = (sum.full_flops / r.full_tflops + sum.causal_flops / r.causal_tflops) * 1e-6 * shape / fill;
+  const double inv = 1 / std::max(1.0, sum.lq) + 1 / std::max(1.0, sum.lk);
+  const double hf = r.full_half_len >= 0 ? r.full_half_len : cp.half_len;
+  const double hc = r.causal_half_len >= 0 ? r.causal_half_len : cp.half_len;
+  const double math_us =
+      (sum.full_flops / r.full_tflops * (1 + hf * inv) + sum.causal_flops / r.causal_tflops * (1 + hc * inv)) * 1e-6 / fill;
   // The merge into the running fp32 out/LSE is fused into the kernel's epilogue: it reads the running
   // values and writes them back, hidden under the math unless the block is too small to cover it.
   const double merge_us = merge ? 2.0 * w.B * w.H * sum.lq * (w.D + 1) * 4.0 / (cp.hbm_gbps * 1e3) : 0;

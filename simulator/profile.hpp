@@ -29,6 +29,8 @@ struct ComputeRate {
   int head_dim = 128;
   double full_tflops = 340;    // no mask, large blocks
   double causal_tflops = 310;  // blocks cut by the causal diagonal
+  // Size curves of the two (diagonal tiles make causal kernels gain more with length); < 0: the profile's.
+  double full_half_len = -1, causal_half_len = -1;
 };
 
 struct ComputeProfile {

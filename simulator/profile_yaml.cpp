@@ -82,7 +82,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   if (!rates.IsSequence() || rates.size() == 0) cx.fail(rates, "compute.rates", "expected a non-empty list");
   for (size_t i = 0; i < rates.size(); ++i) {
     const std::string f = "compute.rates[" + std::to_string(i) + "]";
-    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops"});
+    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len"});
     ComputeRate r;
     if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
     r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
@@ -91,6 +91,9 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     r.full_tflops = positive(cx, rates[i]["full_tflops"], f + ".full_tflops");
     r.causal_tflops = rates[i]["causal_tflops"] ? positive(cx, rates[i]["causal_tflops"], f + ".causal_tflops")
                                                 : r.full_tflops;
+    if (rates[i]["full_half_len"]) r.full_half_len = positive(cx, rates[i]["full_half_len"], f + ".full_half_len", true);
+    if (rates[i]["causal_half_len"])
+      r.causal_half_len = positive(cx, rates[i]["causal_half_len"], f + ".causal_half_len", true);
     cp.rates.push_back(r);
   }
   return p;
@@ -129,8 +132,12 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
   o << "compute:\n  launch_us: " << k.launch_us << "\n  half_len: " << k.half_len << "\n  sms: " << k.sms
     << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  rates:\n";
   for (const auto& r : k.rates)
-    o << "    - {head_dim: " << r.head_dim << ", full_tflops: " << r.full_tflops
-      << ", causal_tflops: " << r.causal_tflops << "}\n";
+  {
+    o << "    - {head_dim: " << r.head_dim << ", full_tflops: " << r.full_tflops << ", causal_tflops: " << r.causal_tflops;
+    if (r.full_half_len >= 0) o << ", full_half_len: " << r.full_half_len;
+    if (r.causal_half_len >= 0) o << ", causal_half_len: " << r.causal_half_len;
+    o << "}\n";
+  }
 }
 
 }  // namespace tasp::simulator

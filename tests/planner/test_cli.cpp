@@ -84,7 +84,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("plan -t h200-hgx-8 -s auto --workload B=1,S=16k,H=32,D=128 -o " + plan), 0);
   EXPECT_EQ(run("simulate -t h200-hgx-8 --plan " + plan + " -w B=1,S=16k,H=32,D=128"), 0);
   const std::string prof = dir + "/fit.profile.yaml";
-  EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/h200-calibration.csv -o " + prof), 0);
+  EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/h200-nccl-steps.csv -o " + prof), 0);
   EXPECT_EQ(run("simulate --profile " + prof), 0);
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";

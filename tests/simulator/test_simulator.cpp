@@ -208,10 +208,10 @@ TEST(Engine, RejectsMismatchedInput) {
 
 // The shipped H200 profile replays the measured ring and 7-peer steps at 4..256 MiB within 15%.
 TEST(Profile, H200MatchesMeasuredSteps) {
-  std::ifstream in(std::string(TASP_SOURCE_DIR) + "/docs/measurements/h200-calibration.csv");
+  std::ifstream in(std::string(TASP_SOURCE_DIR) + "/docs/measurements/h200-nccl-steps.csv");
   std::stringstream ss;
   ss << in.rdbuf();
-  auto samples = simulator::read_samples_csv(ss.str(), "h200-calibration.csv");
+  auto samples = simulator::read_samples_csv(ss.str(), "h200-nccl-steps.csv");
   auto prof = simulator::builtin_profile("h200-hgx-8");
   auto net = simulator::build_network(planner::load_topology("h200-hgx-8"), prof.link_efficiency);
   int checked = 0;
@@ -264,7 +264,8 @@ TEST(Calibrate, RecoversAKnownProfile) {
   EXPECT_NEAR(fit.compute.rate(128).full_tflops, 350, 0.5);
   EXPECT_NEAR(fit.compute.rate(128).causal_tflops, 320, 0.5);
   EXPECT_NEAR(fit.compute.launch_us, 5, 0.05);
-  EXPECT_NEAR(fit.compute.half_len, 80, 0.5);
+  EXPECT_NEAR(fit.compute.rate(128).full_half_len, 80, 0.5);
+  EXPECT_NEAR(fit.compute.rate(128).causal_half_len, 80, 0.5);
   for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.01) << ch.what;
 }
 

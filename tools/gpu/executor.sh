@@ -16,11 +16,14 @@ T=build-gpu/tools/tasp
 case $N in 8) TOPO=h200-hgx-8 ;; 4) TOPO=h200-hgx-4 ;; *) TOPO=complete:$N ;; esac
 
 # 1. Correctness of every scheme against the whole problem on one GPU, full and causal.
-for mask in "" ",causal"; do
-  for s in ring zigzag allgather hamilton; do
-    [ "$s" = zigzag ] && [ -z "$mask" ] && continue
-    $T run --backend cuda -t $TOPO -s $s -w B=2,S=$((N * 2 * 336)),H=8,Hkv=4,D=128$mask --check --iters 1 --warmup 0 \
-      2>&1 | grep -E "check|error" | sed "s/^/$s$mask: /" | tee -a "$OUT/check.log"
+# Small shapes check against fp64 on the CPU; larger ones against the whole problem on one GPU.
+for shape in "B=1,S=$((N * 2 * 48)),H=4,Hkv=2,D=64" "B=2,S=$((N * 2 * 336)),H=8,Hkv=4,D=128"; do
+  for mask in "" ",causal"; do
+    for s in ring zigzag allgather hamilton; do
+      [ "$s" = zigzag ] && [ -z "$mask" ] && continue
+      $T run --backend cuda -t $TOPO -s $s -w "$shape$mask" --check --iters 1 --warmup 0 \
+        2>&1 | grep -E "check|error" | sed "s/^/$s $shape$mask: /" | tee -a "$OUT/check.log"
+    done
   done
 done
 
@@ -31,11 +34,8 @@ $T bench kernel --iters 10 --warmup 2 --csv "$OUT/kernel.csv" \
   --shape B=1,S=16k,H=32,D=128,causal --shape B=2,S=2k,H=16,D=64 --shape B=2,S=4k,H=16,D=64 --shape B=2,S=8k,H=16,D=64 \
   --shape B=2,S=16k,H=16,D=64 --shape B=2,S=2k,H=16,D=64,causal --shape B=2,S=4k,H=16,D=64,causal \
   --shape B=2,S=8k,H=16,D=64,causal --shape B=2,S=16k,H=16,D=64,causal | tee "$OUT/kernel.txt"
-grep -v "^kind" "$OUT/kernel.csv" | sed 's/^attention,\([^,]*\),\([^,]*\),\([^,]*\),\([^,]*\),\([^,]*\),\(.*\)$/attention,,,\1,\2,\3,\4,\5,\6/' \
-  > "$OUT/kernel-rows.csv"
-cat docs/measurements/h200-calibration.csv | grep -v "^attention" > "$OUT/fit.csv"
-cat "$OUT/kernel-rows.csv" >> "$OUT/fit.csv"
-$T calibrate --fit "$OUT/fit.csv" -t h200-hgx-8 -o "$OUT/profile.yaml" > "$OUT/calibrate.txt" 2>&1
+$T calibrate --fit docs/measurements/h200-nccl-steps.csv "$OUT/kernel.csv" -t h200-hgx-8 -o "$OUT/profile.yaml" \
+  > "$OUT/calibrate.txt" 2>&1
 tail -20 "$OUT/calibrate.txt"
 
 # 3. The configurations: measured (median of ITERS) and predicted.

@@ -13,7 +13,8 @@ namespace tasp::cli {
 namespace {
 
 struct Args {
-  std::string fit, out, base, topology = "h200-hgx-8", name;
+  std::vector<std::string> fit;
+  std::string out, base, topology = "h200-hgx-8", name;
   bool quiet = false;
 };
 
@@ -26,7 +27,7 @@ void register_calibrate(CLI::App& app) {
       "kernel peak, launch and size curve) to measurements, and show how well it replays them.\n"
       "CSV columns: kind,ranks,bytes,ms (kind ring|multi|pairs|allgather) and kind=attention,B,H,S|Lq,Lk,D,causal,ms.");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--fit", a->fit, "Measurements CSV (see tools/measurements-to-csv.sh)")->required();
+  cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)")->required();
   cmd->add_option("-o,--output", a->out, "Write the fitted profile YAML here (default: stdout)");
   cmd->add_option("--base", a->base, "Profile whose fields the measurements do not cover are kept (default: built-in)");
   cmd->add_option("-t,--topology", a->topology, "The measured machine: replays the samples on its links")->capture_default_str();
@@ -34,13 +35,20 @@ void register_calibrate(CLI::App& app) {
   cmd->add_flag("-q,--quiet", a->quiet, "No check table");
   cmd->callback([a] {
     const planner::Topology t = planner::load_topology(a->topology);
-    const simulator::Samples s = simulator::read_samples_csv(planner::read_text_file(a->fit, "measurement file"), a->fit);
+    simulator::Samples s;
+    std::string files;
+    for (const auto& f : a->fit) {
+      const simulator::Samples one = simulator::read_samples_csv(planner::read_text_file(f, "measurement file"), f);
+      s.comm.insert(s.comm.end(), one.comm.begin(), one.comm.end());
+      s.kernel.insert(s.kernel.end(), one.kernel.begin(), one.kernel.end());
+      files += (files.empty() ? "" : " ") + f;
+    }
     simulator::Profile base = choose_profile(a->base, t, nullptr);
     const simulator::Network net = simulator::build_network(t, base.link_efficiency);
     std::vector<simulator::FitCheck> checks;
     simulator::Profile p = simulator::fit_profile(s, base, net, &checks);
     p.name = a->name.empty() ? t.name : a->name;
-    p.description = "fitted by tasp calibrate from " + a->fit + " on " + t.name;
+    p.description = "fitted by tasp calibrate from " + files + " on " + t.name;
     write_output(a->out, [&](std::ostream& o) { simulator::write_profile_yaml(o, p); });
     if (a->quiet) return;
     std::ostream& o = a->out.empty() || a->out == "-" ? std::cerr : std::cout;
