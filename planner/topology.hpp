@@ -46,6 +46,9 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A whole text file; InputError "PATH: cannot open WHAT" when it cannot be read.
+std::string read_text_file(const std::string& path, const std::string& what);
+
 // Arc a->b when GPU b is reachable from GPU a through switches only (no other GPU on the way).
 Digraph rank_digraph(const Topology& t);
 

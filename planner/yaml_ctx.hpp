@@ -98,6 +98,4 @@ T parse_yaml_text(const std::string& text, const std::string& name_for_errors,
   }
 }
 
-std::string read_text_file(const std::string& path, const std::string& what);
-
 }  // namespace tasp::planner

@@ -36,6 +36,10 @@ $T bench kernel --iters 10 --warmup 2 --csv "$OUT/kernel.csv" \
   --shape B=2,S=8k,H=16,D=64,causal --shape B=2,S=16k,H=16,D=64,causal | tee "$OUT/kernel.txt"
 $T calibrate --fit docs/measurements/h200-nccl-steps.csv "$OUT/kernel.csv" -t h200-hgx-8 -o "$OUT/profile.yaml" \
   > "$OUT/calibrate.txt" 2>&1
+# NCCL steps on this machine's GPUs (kept for the record; n=8 figures come from the shared table).
+$T calibrate --measure --iters 20 --csv "$OUT/nccl-steps-local.csv" -t $TOPO -o "$OUT/profile-local.yaml" \
+  > "$OUT/calibrate-local.txt" 2>&1
+tail -3 "$OUT/calibrate-local.txt"
 tail -20 "$OUT/calibrate.txt"
 
 # 3. The issue's configurations: measured (median of ITERS) and predicted.
@@ -46,11 +50,16 @@ for cfg in "B=1,H=32,D=128,S=13440" "B=1,H=32,D=128,S=26880" "B=1,H=32,D=128,S=5
     w="$cfg$mask"
     for s in ring zigzag allgather hamilton; do
       [ "$s" = zigzag ] && [ -z "$mask" ] && continue
-      m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --iters "$ITERS" --warmup 3 --timeline "$OUT/tl.json" 2>&1 |
+      m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --iters "$ITERS" --warmup 3 --timeline "$OUT/tl-$s$mask-${cfg//[,=]/_}.json" 2>&1 |
           grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
-      p=$($T simulate -t $TOPO -s $s -w "$w" --profile "$OUT/profile.yaml" --json "$OUT/sim.json" -q 2>/dev/null &&
+      p=$($T simulate -t $TOPO -s $s -w "$w" --profile "$OUT/profile.yaml" --json "$OUT/sim.json" -q \
+          --timeline "$OUT/sim-$s$mask-${cfg//[,=]/_}.json" 2>/dev/null &&
           python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
       echo "\"$w\",$s,$(python3 -c "print(${m:-0}/1e3)"),$(python3 -c "print(${p:-0}/1e3)"),$N" | tee -a "$OUT/runs.csv"
     done
   done
 done
+
+$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$OUT/profile.yaml" -o "$OUT/report" > /dev/null
+$T report --simulated "$OUT/sim-hamilton,causal-B_1_H_32_D_128_S_26880.json" \
+  --measured "$OUT/tl-hamilton,causal-B_1_H_32_D_128_S_26880.json" -o "$OUT/report-gantt" > /dev/null

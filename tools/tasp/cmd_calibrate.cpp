@@ -4,7 +4,8 @@
 #include <iomanip>
 #include <iostream>
 
-#include "planner/yaml_ctx.hpp"
+#include "executor/nccl_bench.hpp"
+#include "planner/topology.hpp"
 #include "simulator/calibrate.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
@@ -14,6 +15,9 @@ namespace {
 
 struct Args {
   std::vector<std::string> fit;
+  bool measure = false;
+  int ranks = 0, iters = 20, warmup = 5;
+  std::string csv;
   std::string out, base, topology = "h200-hgx-8", name;
   bool quiet = false;
 };
@@ -27,7 +31,12 @@ void register_calibrate(CLI::App& app) {
       "kernel peak, launch and size curve) to measurements, and show how well it replays them.\n"
       "CSV columns: kind,ranks,bytes,ms (kind ring|multi|pairs|allgather) and kind=attention,B,H,S|Lq,Lk,D,causal,ms.");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)")->required();
+  cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)");
+  cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather; 256 KiB..512 MiB) on the local GPUs first");
+  cmd->add_option("--ranks", a->ranks, "--measure: GPUs to use (default: all)");
+  cmd->add_option("--iters", a->iters, "--measure: timed repetitions per size")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "--measure: untimed repetitions first")->capture_default_str();
+  cmd->add_option("--csv", a->csv, "--measure: also write the measurements as CSV here");
   cmd->add_option("-o,--output", a->out, "Write the fitted profile YAML here (default: stdout)");
   cmd->add_option("--base", a->base, "Profile whose fields the measurements do not cover are kept (default: built-in)");
   cmd->add_option("-t,--topology", a->topology, "The measured machine: replays the samples on its links")->capture_default_str();
@@ -37,6 +46,22 @@ void register_calibrate(CLI::App& app) {
     const planner::Topology t = planner::load_topology(a->topology);
     simulator::Samples s;
     std::string files;
+    if (a->fit.empty() && !a->measure) throw planner::InputError("calibrate: give --fit CSV..., --measure, or both");
+    if (a->measure) {
+      int n = a->ranks;
+      if (n == 0) n = executor::local_gpu_count();
+      std::vector<double> sizes;
+      for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
+      std::cerr << "calibrate: measuring NCCL steps on " << n << " GPUs\n";
+      auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true);
+      for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
+      if (!a->csv.empty())
+        write_output(a->csv, [&](std::ostream& o) {
+          o << "kind,ranks,bytes,ms\n";
+          for (const auto& x : m) o << x.kind << "," << x.ranks << "," << std::llround(x.bytes) << "," << x.us / 1e3 << "\n";
+        });
+      files = "NCCL steps measured on " + std::to_string(n) + " GPUs";
+    }
     for (const auto& f : a->fit) {
       const simulator::Samples one = simulator::read_samples_csv(planner::read_text_file(f, "measurement file"), f);
       s.comm.insert(s.comm.end(), one.comm.begin(), one.comm.end());

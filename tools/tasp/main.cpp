@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   register_simulate(app);
   register_run(app);
   register_calibrate(app);
+  register_report(app);
   register_bench(app);
   try {
     app.parse(argc, argv);

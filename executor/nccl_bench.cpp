@@ -1,0 +1,122 @@
+#include "executor/nccl_bench.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "kernels/cuda_check.hpp"
+
+namespace tasp::executor {
+
+#define TASP_NCCL_B(call)                                                                               \
+  do {                                                                                                  \
+    ncclResult_t r_ = (call);                                                                           \
+    if (r_ != ncclSuccess) throw std::runtime_error(std::string("NCCL: ") + ncclGetErrorString(r_)); \
+  } while (0)
+
+int local_gpu_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>& sizes, int warmup, int iters,
+                                                bool verbose) {
+  int devices = 0;
+  TASP_CUDA(cudaGetDeviceCount(&devices));
+  if (n < 2 || n > devices)
+    throw std::invalid_argument("calibrate: need 2.." + std::to_string(devices) + " ranks on this machine, got " + std::to_string(n));
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devs(n);
+  for (int r = 0; r < n; ++r) devs[r] = r;
+  TASP_NCCL_B(ncclCommInitAll(comms.data(), n, devs.data()));
+  const double max_bytes = *std::max_element(sizes.begin(), sizes.end());
+  const std::vector<std::string> kinds = {"ring", "multi", "pairs", "allgather"};
+  std::vector<std::vector<double>> ms(kinds.size() * sizes.size(), std::vector<double>(n));
+  std::barrier sync(n);
+  std::exception_ptr failure;
+  std::mutex lock;
+  auto rank_main = [&](int r) {
+    try {
+      TASP_CUDA(cudaSetDevice(r));
+      cudaStream_t s;
+      TASP_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      char *send, *recv;
+      TASP_CUDA(cudaMalloc(&send, size_t(max_bytes)));
+      TASP_CUDA(cudaMalloc(&recv, size_t(max_bytes) * 2));
+      TASP_CUDA(cudaMemset(send, 1, size_t(max_bytes)));
+      cudaEvent_t e0, e1;
+      TASP_CUDA(cudaEventCreate(&e0));
+      TASP_CUDA(cudaEventCreate(&e1));
+      for (size_t k = 0; k < kinds.size(); ++k)
+        for (size_t z = 0; z < sizes.size(); ++z) {
+          const size_t B = size_t(sizes[z]), part = B / (n - 1);
+          auto step = [&] {
+            const std::string& kind = kinds[k];
+            if (kind == "allgather") {
+              TASP_NCCL_B(ncclAllGather(send, recv, part, ncclChar, comms[r], s));
+              return;
+            }
+            TASP_NCCL_B(ncclGroupStart());
+            if (kind == "ring") {
+              TASP_NCCL_B(ncclSend(send, B, ncclChar, (r + 1) % n, comms[r], s));
+              TASP_NCCL_B(ncclRecv(recv, B, ncclChar, (r + n - 1) % n, comms[r], s));
+            } else if (kind == "pairs") {
+              if ((r ^ 1) < n) {
+                TASP_NCCL_B(ncclSend(send, B, ncclChar, r ^ 1, comms[r], s));
+                TASP_NCCL_B(ncclRecv(recv, B, ncclChar, r ^ 1, comms[r], s));
+              }
+            } else {
+              for (int o = 0; o < n; ++o)
+                if (o != r) {
+                  TASP_NCCL_B(ncclSend(send + (o < r ? o : o - 1) * part, part, ncclChar, o, comms[r], s));
+                  TASP_NCCL_B(ncclRecv(recv + (o < r ? o : o - 1) * part, part, ncclChar, o, comms[r], s));
+                }
+            }
+            TASP_NCCL_B(ncclGroupEnd());
+          };
+          for (int i = 0; i < warmup; ++i) step();
+          TASP_CUDA(cudaStreamSynchronize(s));
+          sync.arrive_and_wait();
+          TASP_CUDA(cudaEventRecord(e0, s));
+          for (int i = 0; i < iters; ++i) step();
+          TASP_CUDA(cudaEventRecord(e1, s));
+          TASP_CUDA(cudaEventSynchronize(e1));
+          float t = 0;
+          TASP_CUDA(cudaEventElapsedTime(&t, e0, e1));
+          ms[k * sizes.size() + z][r] = t / iters;
+          sync.arrive_and_wait();
+        }
+      cudaFree(send), cudaFree(recv);
+      cudaStreamDestroy(s);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(lock);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r) th.emplace_back(rank_main, r);
+  for (auto& t : th) t.join();
+  for (auto& c : comms) ncclCommDestroy(c);
+  if (failure) std::rethrow_exception(failure);
+  std::vector<CommMeasurement> out;
+  for (size_t k = 0; k < kinds.size(); ++k)
+    for (size_t z = 0; z < sizes.size(); ++z) {
+      const auto& v = ms[k * sizes.size() + z];
+      CommMeasurement m{kinds[k], n, sizes[z], 1e3 * *std::max_element(v.begin(), v.end())};
+      if (verbose)
+        std::cerr << "  " << m.kind << " n=" << n << " " << m.bytes / 1048576 << " MiB: " << m.us << " us, "
+                  << m.bytes / (m.us * 1e3) << " GB/s\n";
+      out.push_back(m);
+    }
+  return out;
+}
+
+}  // namespace tasp::executor

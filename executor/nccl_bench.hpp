@@ -1,0 +1,22 @@
+#pragma once
+// NCCL step microbenchmarks on the local GPUs: what `tasp calibrate --measure` fits a profile to.
+#include <string>
+#include <vector>
+
+namespace tasp::executor {
+
+struct CommMeasurement {
+  std::string kind;  // ring | multi | pairs | allgather (see simulator/microbench.hpp)
+  int ranks = 0;
+  double bytes = 0;  // per rank
+  double us = 0;     // slowest rank's mean
+};
+
+int local_gpu_count();  // 0 without CUDA
+
+// One process, a thread per GPU 0..ranks-1; each (kind, size) timed `iters` times after `warmup`.
+// Throws where this build has no NCCL.
+std::vector<CommMeasurement> measure_nccl_steps(int ranks, const std::vector<double>& sizes, int warmup, int iters,
+                                                bool verbose);
+
+}  // namespace tasp::executor

@@ -1,0 +1,13 @@
+#include <stdexcept>
+
+#include "executor/nccl_bench.hpp"
+
+namespace tasp::executor {
+
+int local_gpu_count() { return 0; }
+
+std::vector<CommMeasurement> measure_nccl_steps(int, const std::vector<double>&, int, int, bool) {
+  throw std::invalid_argument("calibrate --measure: this build has no CUDA/NCCL");
+}
+
+}  // namespace tasp::executor
