@@ -51,6 +51,7 @@ for cfg in "B=1,H=32,D=128,S=13440" "B=1,H=32,D=128,S=26880" "B=1,H=32,D=128,S=5
     for s in ring zigzag allgather hamilton; do
       [ "$s" = zigzag ] && [ -z "$mask" ] && continue
       m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --iters "$ITERS" --warmup 3 --timeline "$OUT/tl-$s$mask-${cfg//[,=]/_}.json" 2>&1 |
+          tee -a "$OUT/runs.log" |
           grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
       p=$($T simulate -t $TOPO -s $s -w "$w" --profile "$OUT/profile.yaml" --json "$OUT/sim.json" -q \
           --timeline "$OUT/sim-$s$mask-${cfg//[,=]/_}.json" 2>/dev/null &&
