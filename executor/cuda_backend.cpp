@@ -73,7 +73,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
   const auto& w = pr.w;
   const int n = plan.ranks, P = plan.pieces_per_rank, steps = plan.num_steps();
   int devices = 0;
-  TASP_CUDA(cudaGetDeviceCount(&devices));
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw std::invalid_argument("cuda backend: no CUDA device visible");
   if (n > devices)
     throw std::invalid_argument("cuda backend: the plan has " + std::to_string(n) + " ranks but this machine has " +
                                 std::to_string(devices) + " GPU(s) (one process drives the local GPUs)");

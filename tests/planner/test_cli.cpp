@@ -97,3 +97,11 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("plan -s auto -o " + none), 2);  // auto needs a workload
   EXPECT_FALSE(fs::exists(none));
 }
+
+// Without a GPU (CI) the GPU commands end with a clear error and status 2, never a crash.
+TEST(Cli, GpuCommandsWithoutGpu) {
+  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU is visible";
+  EXPECT_EQ(run("run --backend cuda -t complete:2 -s ring -w B=1,S=64,H=2,D=64"), 2);
+  EXPECT_EQ(run("bench kernel"), 2);
+  EXPECT_EQ(run("calibrate --measure --ranks 2"), 2);
+}
