@@ -22,6 +22,7 @@ struct Result {
   std::vector<double> out, lse;  // [B][S][H][D], [B][S][H]
   planner::Timeline timeline;
   std::vector<double> iteration_totals_us;  // backends that repeat the run: every timed iteration, sorted
+  bool reporter = true;  // false on the processes of a multi-process run that are not rank 0 (nothing to report)
 };
 
 class Backend {

@@ -17,8 +17,12 @@
 #include <map>
 #include <stdexcept>
 #include <thread>
+#ifdef TASP_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #include "executor/backend.hpp"
+#include "executor/launch_env.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
 #include "planner/layout.hpp"
@@ -57,6 +61,64 @@ struct SlotPlan {
   int slots = 0;
 };
 
+// MPI for the one thing NCCL cannot do itself: getting the unique id from rank 0 to the others (and
+// collecting results on rank 0). Without MPI in the build, multi-process launches are refused.
+class Mpi {
+ public:
+  void start() {
+#ifdef TASP_HAVE_MPI
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      owned_ = true;
+    }
+#else
+    throw std::invalid_argument("cuda backend: launched as several processes, but this build has no MPI");
+#endif
+  }
+  ~Mpi() {
+#ifdef TASP_HAVE_MPI
+    if (owned_) MPI_Finalize();
+#endif
+  }
+#ifdef TASP_HAVE_MPI
+  void broadcast(void* p, size_t bytes) { MPI_Bcast(p, int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD); }
+  void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+  std::vector<double> gather(const std::vector<double>& mine) {
+    int size = 0, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::vector<double> all(rank == 0 ? mine.size() * size : 0);
+    MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return all;
+  }
+  void send(const void* p, size_t bytes, int to) { MPI_Send(p, int(bytes), MPI_BYTE, to, 7, MPI_COMM_WORLD); }
+  void recv(void* p, size_t bytes, int from) { MPI_Recv(p, int(bytes), MPI_BYTE, from, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
+#else
+  void broadcast(void*, size_t) {}
+  void barrier() {}
+  std::vector<double> gather(const std::vector<double>& mine) { return mine; }
+  void send(const void*, size_t, int) {}
+  void recv(void*, size_t, int) {}
+#endif
+
+ private:
+  bool owned_ = false;
+};
+
+template <class RankState>
+void release(std::vector<RankState>& R, const std::vector<int>& local, std::vector<ncclComm_t>& comms) {
+  for (int r : local) {
+    cudaSetDevice(R[r].dev);
+    for (auto& e : R[r].ev) cudaEventDestroy(e);
+    cudaStreamDestroy(R[r].comm), cudaStreamDestroy(R[r].compute);
+    cudaFree(R[r].q), cudaFree(R[r].kv), cudaFree(R[r].out), cudaFree(R[r].lse);
+    ncclCommDestroy(comms[r]);
+  }
+}
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(CudaOptions o) : opt_(o) {}
@@ -67,6 +129,7 @@ class CudaBackend : public Backend {
 
  private:
   CudaOptions opt_;
+  Mpi mpi_;
 };
 
 Result CudaBackend::run(const Plan& plan, const Problem& pr) {
@@ -75,9 +138,6 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw std::invalid_argument("cuda backend: no CUDA device visible");
-  if (n > devices)
-    throw std::invalid_argument("cuda backend: the plan has " + std::to_string(n) + " ranks but this machine has " +
-                                std::to_string(devices) + " GPU(s) (one process drives the local GPUs)");
   if (!kernels::head_dim_supported(w.D)) throw std::invalid_argument("cuda backend: D must be 64 or 128");
   if (w.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
   const bool host_inputs = !pr.q.empty();
@@ -152,16 +212,36 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
   };
   std::vector<Rank> R(n);
   const size_t slot_elems = size_t(w.B) * max_piece * row_elems * 2;
-  std::vector<int> devs(n);
-  for (int r = 0; r < n; ++r) devs[r] = r;
-  std::vector<ncclComm_t> comms(n);
+  // Which ranks this process drives: all of them, or under a launcher the one it was given.
+  const LaunchEnv env = launch_env_from_process();
+  std::vector<int> local;
+  std::vector<ncclComm_t> comms(n, nullptr);
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on shared machines unless set otherwise
-  TASP_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
-  for (int r = 0; r < n; ++r) {
+  if (env.multi_process()) {
+    if (env.size != n)
+      throw std::invalid_argument("cuda backend: launched as " + std::to_string(env.size) + " processes (" + env.launcher +
+                                  ") for a plan of " + std::to_string(n) + " ranks");
+    local = {env.rank};
+    mpi_.start();
+    ncclUniqueId id;
+    if (env.rank == 0) TASP_NCCL(ncclGetUniqueId(&id));
+    mpi_.broadcast(&id, sizeof id);
+    TASP_CUDA(cudaSetDevice(env.local_rank % devices));
+    TASP_NCCL(ncclCommInitRank(&comms[env.rank], n, id, env.rank));
+  } else {
+    if (n > devices)
+      throw std::invalid_argument("cuda backend: the plan has " + std::to_string(n) + " ranks but this machine has " +
+                                  std::to_string(devices) + " GPU(s) (one process drives the local GPUs; use mpirun or srun "
+                                  "for more)");
+    std::vector<int> devs(n);
+    for (int r = 0; r < n; ++r) devs[r] = r, local.push_back(r);
+    TASP_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
+  }
+  for (int r : local) {
     Rank& x = R[r];
-    x.dev = r;
+    x.dev = env.multi_process() ? env.local_rank % devices : r;
     x.nccl = comms[r];
-    TASP_CUDA(cudaSetDevice(r));
+    TASP_CUDA(cudaSetDevice(x.dev));
     TASP_CUDA(cudaStreamCreateWithFlags(&x.comm, cudaStreamNonBlocking));
     TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
     TASP_CUDA(cudaMalloc(&x.q, size_t(w.B) * qrows[r] * w.H * w.D * 2));
@@ -249,7 +329,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
     }
   }
   std::vector<std::vector<kernels::AttentionBatch>> batches(n, std::vector<kernels::AttentionBatch>(steps));
-  for (int r = 0; r < n; ++r) {
+  for (int r : local) {
     bool first = true;
     for (int t = 0; t < steps; ++t) {
       batches[r][t] = work_list(r, t, held_at[r][t], !first);
@@ -259,7 +339,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
 
   const int iters = std::max(1, opt_.iters), warmup = std::max(0, opt_.warmup);
   std::vector<std::vector<std::vector<planner::StepTiming>>> runs;  // [iter][rank][step]
-  std::barrier sync(n);
+  std::barrier sync(int(local.size()));
   std::exception_ptr failure;
   std::mutex failure_lock;
   std::atomic<bool> abort{false};
@@ -270,6 +350,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
       for (int it = 0; it < warmup + iters; ++it) {
         TASP_CUDA(cudaDeviceSynchronize());
         sync.arrive_and_wait();
+        if (env.multi_process()) mpi_.barrier();
         cudaEvent_t origin = x.ev[4 * steps], done = x.ev[4 * steps + 1];
         TASP_CUDA(cudaEventRecord(origin, x.compute));
         TASP_CUDA(cudaStreamWaitEvent(x.comm, origin));
@@ -347,12 +428,45 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
       if (!failure) failure = std::current_exception();
     }
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
-  for (auto& th : threads) th.join();
+  if (env.multi_process()) {
+    rank_main(env.rank);  // MPI is called from this thread only
+  } else {
+    std::vector<std::thread> threads;
+    for (int r : local) threads.emplace_back(rank_main, r);
+    for (auto& th : threads) th.join();
+  }
   if (failure) {
-    for (auto& c : comms) ncclCommAbort(c);
+    for (int r : local) ncclCommAbort(comms[r]);
     std::rethrow_exception(failure);
+  }
+  if (env.multi_process()) {
+    // Rank 0 collects every rank's timings (6 numbers per step and iteration) and, for --check, outputs.
+    std::vector<double> mine;
+    for (const auto& it : runs)
+      for (const auto& st : it[env.rank])
+        for (double v : {st.comm_start_us, st.comm_end_us, st.compute_start_us, st.compute_end_us, st.bytes, st.flops})
+          mine.push_back(v);
+    std::vector<double> all = mpi_.gather(mine);
+    if (env.rank != 0) {
+      if (host_inputs)
+        for (float* p : {R[env.rank].out, R[env.rank].lse}) {
+          const size_t cnt = p == R[env.rank].out ? size_t(w.B) * qrows[env.rank] * w.H * w.D : size_t(w.B) * w.H * qrows[env.rank];
+          std::vector<float> h(cnt);
+          TASP_CUDA(cudaMemcpy(h.data(), p, cnt * 4, cudaMemcpyDeviceToHost));
+          mpi_.send(h.data(), cnt * 4, 0);
+        }
+      Result none;
+      none.reporter = false;
+      release(R, local, comms);
+      return none;
+    }
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < runs.size(); ++i)
+        for (int t = 0; t < steps; ++t) {
+          const double* v = &all[((size_t(r) * runs.size() + i) * steps + t) * 6];
+          runs[i][r].resize(steps);
+          runs[i][r][t] = {v[0], v[1], v[2], v[3], v[4], v[5]};
+        }
   }
   // Report the iteration with the median total.
   std::vector<std::pair<double, size_t>> totals;
@@ -373,10 +487,15 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
     res.out.assign(size_t(w.B) * w.S * w.H * w.D, 0.0);
     res.lse.assign(size_t(w.B) * w.S * w.H, 0.0);
     for (int r = 0; r < n; ++r) {
-      TASP_CUDA(cudaSetDevice(r));
+      if (!env.multi_process()) TASP_CUDA(cudaSetDevice(r));
       std::vector<float> o(size_t(w.B) * qrows[r] * w.H * w.D), l(size_t(w.B) * w.H * qrows[r]);
-      TASP_CUDA(cudaMemcpy(o.data(), R[r].out, o.size() * 4, cudaMemcpyDeviceToHost));
-      TASP_CUDA(cudaMemcpy(l.data(), R[r].lse, l.size() * 4, cudaMemcpyDeviceToHost));
+      if (std::find(local.begin(), local.end(), r) != local.end()) {
+        TASP_CUDA(cudaMemcpy(o.data(), R[r].out, o.size() * 4, cudaMemcpyDeviceToHost));
+        TASP_CUDA(cudaMemcpy(l.data(), R[r].lse, l.size() * 4, cudaMemcpyDeviceToHost));
+      } else {
+        mpi_.recv(o.data(), o.size() * 4, r);
+        mpi_.recv(l.data(), l.size() * 4, r);
+      }
       for (int b = 0; b < w.B; ++b) {
         long row = 0;
         for (auto& rg : qranges[r])
@@ -389,13 +508,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
       }
     }
   }
-  for (int r = 0; r < n; ++r) {
-    TASP_CUDA(cudaSetDevice(r));
-    for (auto& e : R[r].ev) cudaEventDestroy(e);
-    cudaStreamDestroy(R[r].comm), cudaStreamDestroy(R[r].compute);
-    cudaFree(R[r].q), cudaFree(R[r].kv), cudaFree(R[r].out), cudaFree(R[r].lse);
-    ncclCommDestroy(comms[r]);
-  }
+  release(R, local, comms);
   return res;
 }
 

@@ -41,7 +41,7 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
   RunReport rep;
   rep.result = backend.run(plan, pr);
   rep.result.timeline.workload = planner::to_string(w);
-  if (o.check) {
+  if (o.check && rep.result.reporter) {
     std::vector<double> ro, rl;
     const double flops = 4.0 * w.B * double(w.S) * double(w.S) * w.H * w.D;
     if (flops > o.cpu_reference_max_flops && backend.single_device_reference(pr, ro, rl)) {

@@ -1,7 +1,10 @@
 // Every scheme computes exact attention on the CPU backend: compared with direct fp64 attention.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "executor/attention_cpu.hpp"
+#include "executor/launch_env.hpp"
 #include "executor/run.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
@@ -160,4 +163,28 @@ TEST(CpuAttention, MergeOfTwoHalvesEqualsWhole) {
     for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], o1[i], 1e-12);
     for (size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(l[i], l1[i], 1e-12);
   }
+}
+
+
+TEST(LaunchEnv, ReadsLaunchersAndRejectsNonsense) {
+  using tasp::executor::launch_env;
+  auto from = [](std::map<std::string, std::string> m) {
+    return [m](const char* n) -> const char* {
+      auto it = m.find(n);
+      return it == m.end() ? nullptr : it->second.c_str();
+    };
+  };
+  auto none = launch_env(from({}));
+  EXPECT_FALSE(none.multi_process());
+  auto o = launch_env(from({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}}));
+  EXPECT_TRUE(o.multi_process());
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(o.size, 8);
+  EXPECT_EQ(o.launcher, "mpirun");
+  auto s = launch_env(from({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}}));
+  EXPECT_EQ(s.rank, 9);
+  EXPECT_EQ(s.local_rank, 1);
+  EXPECT_EQ(s.launcher, "slurm");
+  EXPECT_THROW(launch_env(from({{"PMI_RANK", "4"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
+  EXPECT_THROW(launch_env(from({{"PMI_RANK", "x"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
 }

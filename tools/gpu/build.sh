@@ -7,6 +7,8 @@ OUT=${OUT:-/tmp/tasp-out}
 mkdir -p "$OUT"
 extra=()
 [ -d gpu-deps/include ] && extra+=(-DCMAKE_INCLUDE_PATH="$PWD/gpu-deps/include")  # header-only deps the image lacks
+# MPI (one process per GPU): point CMake's FindMPI at the compiler wrapper where there is one.
+command -v mpicxx > /dev/null && extra+=(-DMPI_CXX_COMPILER="$(command -v mpicxx)")
 t0=$(date +%s)
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" &&
        cmake --build build-gpu --target "$@" -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then

@@ -65,6 +65,7 @@ void register_run(CLI::App& app) {
     ro.check = a->check;
     ro.seed = a->seed;
     executor::RunReport rep = executor::run_plan(*backend, p, w, ro);
+    if (!rep.result.reporter) return;  // a multi-process run reports on rank 0
     Timeline& t = rep.result.timeline;
     t.topology = p.topology;
     std::cout << "run: " << p.scheme << " on " << p.ranks << " ranks, backend " << backend->name() << ", workload "
