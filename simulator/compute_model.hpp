@@ -12,6 +12,10 @@ struct BlockWork {
   double lq = 0, lk = 0;
   double full_flops = 0, causal_flops = 0;
   double flops() const { return full_flops + causal_flops; }
+  // Another piece for the same queries in the same launch: keys and FLOPs add up.
+  void add(const BlockWork& b) {
+    lq = b.lq, lk += b.lk, full_flops += b.full_flops, causal_flops += b.causal_flops;
+  }
 };
 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece);

@@ -23,14 +23,6 @@ int kept_ranks(int n, int steps, size_t max_cells) {
   return int(std::max<size_t>(1, max_cells / size_t(std::max(1, steps))));
 }
 
-void finish(SimResult& r) {
-  const auto& tl = r.timeline;
-  r.total_us = std::max(r.total_us, tl.total_us());
-  r.comm_us = std::max(r.comm_us, tl.comm_us());
-  r.compute_us = std::max(r.compute_us, tl.compute_us());
-  r.exposed_comm_us = std::max(0.0, r.total_us - r.compute_us);
-}
-
 // The ring flow of a compact plan as flows, without listing them: flow i is ring i / n, position i % n.
 struct RingFlows {
   const planner::Plan& p;
@@ -66,8 +58,8 @@ SimResult simulate_symmetric_ring_flow(const planner::Plan& p, const Network& ne
   BlockWork diag, off;
   for (int c = 0; c < k; ++c) {
     BlockWork a = block_work(p, w, 0, 0, c), o = block_work(p, w, 0, n > 1 ? 1 : 0, c);
-    diag.lq = a.lq, diag.lk += a.lk, diag.full_flops += a.full_flops, diag.causal_flops += a.causal_flops;
-    off.lq = o.lq, off.lk += o.lk, off.full_flops += o.full_flops, off.causal_flops += o.causal_flops;
+    diag.add(a);
+    off.add(o);
   }
   const double comp0 = compute_us(prof.compute, w, diag, false), comp1 = compute_us(prof.compute, w, off, true);
   const double max_comm = n > 1 ? *std::max_element(comm.begin(), comm.end()) : 0;
@@ -200,9 +192,7 @@ SimResult simulate_general(const planner::Plan& p, const Network& net, const pla
     }
     for (auto& bw : work) bw = BlockWork{};
     for (const auto& c : s.compute) {
-      BlockWork b = block_work(p, w, c.rank, c.owner, c.piece);
-      BlockWork& a = work[c.rank];
-      a.lq = b.lq, a.lk += b.lk, a.full_flops += b.full_flops, a.causal_flops += b.causal_flops;
+      work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece));
     }
     for (int r = 0; r < n; ++r) {
       const double comp = compute_us(prof.compute, w, work[r], computed[r]);
