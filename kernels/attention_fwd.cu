@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/wgmma.cuh"
 
 namespace tasp::kernels {
 namespace {
@@ -362,6 +364,238 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_kern
     }
 }
 
+// Hopper path (sm_90a), D = 64 or 128: two warpgroups of 64 query rows each share 128-key K/V tiles; S = Q K^T
+// and O += P V are wgmma with Q, K, V read from shared memory through 128-byte-swizzle descriptors and P
+// from registers. Tiles are stored as 64-column blocks of 128-byte rows, 16-byte chunk c of row r at
+// chunk c ^ (r % 8): the canonical SW128 layout, K-major for Q and K, MN-major (transposed) for V.
+namespace sm90w {
+constexpr int kThreads = 256, kBlockM = 128, kBlockN = 128;
+constexpr int kColBlock = 64;  // elements per 128-byte row
+}  // namespace sm90w
+
+template <typename T, int D, int ROWS>
+__device__ __forceinline__ void load_tile_sw128(T* dst, const T* src, long long stride, int valid) {
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < ROWS * kChunks; i += sm90w::kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool ok = r < valid;
+    T* d = dst + (c / 8) * ROWS * sm90w::kColBlock + r * sm90w::kColBlock + (((c % 8) ^ (r & 7)) << 3);
+    cp_async16(d, ok ? src + r * stride + c * 8 : src, ok);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(sm90w::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
+  using namespace sm90w;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kBlockM * D;      // [2][kBlockN][D]
+  T* sV = sK + 2 * kBlockN * D;  // [2][kBlockN][D]
+
+  const Tile tile = p.tiles[blockIdx.x];
+  const WorkItem it = p.items[tile.item];
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.H / p.Hkv);
+  const int wgp = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int rows = min(kBlockM, it.q_len - tile.row0);
+  const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
+
+  const T* q = static_cast<const T*>(p.q) + ((long long)b * p.q_rows + it.q_row0 + tile.row0) * p.H * D + (long long)h * D;
+  load_tile_sw128<T, D, kBlockM>(sQ, q, (long long)p.H * D, rows);
+
+  const int pend = it.piece_begin + it.piece_count;
+  auto next_valid = [&](int& pc, int& j0, KvPiece& kp) {
+    while (pc < pend) {
+      if (j0 < kp.len && !(it.causal && kp.pos0 + j0 > qpos_hi)) return true;
+      if (++pc < pend) kp = p.pieces[pc];
+      j0 = 0;
+    }
+    return false;
+  };
+  auto issue_kv = [&](const KvPiece& kp, int j0, int buf) {
+    const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * p.Hkv * D;
+    const long long off = b * bstride + ((long long)j0 * p.Hkv + hk) * D;
+    const int valid = min(kBlockN, kp.len - j0);
+    load_tile_sw128<T, D, kBlockN>(sK + buf * kBlockN * D, static_cast<const T*>(kp.k) + off, (long long)p.Hkv * D, valid);
+    load_tile_sw128<T, D, kBlockN>(sV + buf * kBlockN * D, static_cast<const T*>(kp.v) + off, (long long)p.Hkv * D, valid);
+  };
+
+  int pc = it.piece_begin, j0 = 0;
+  KvPiece kp{};
+  if (pc < pend) kp = p.pieces[pc];
+  bool have = next_valid(pc, j0, kp);
+  if (have) issue_kv(kp, j0, 0);
+  cp_async_commit();
+
+  float o[D / 2], s[64];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const uint32_t q_addr = smem_addr(sQ) + wgp * 64 * 128;  // this warpgroup's 64 rows in each column block
+  int buf = 0;
+  while (have) {
+    cp_async_wait_all();
+    sm90::fence_proxy_async();
+    __syncthreads();
+    const int cur_j0 = j0, cur_len = kp.len;
+    const long long cur_pos0 = kp.pos0;
+    int npc = pc, nj0 = j0 + kBlockN;
+    KvPiece nkp = kp;
+    const bool more = next_valid(npc, nj0, nkp);
+    if (more) issue_kv(nkp, nj0, buf ^ 1);
+    cp_async_commit();
+
+    const uint32_t k_addr = smem_addr(sK + buf * kBlockN * D), v_addr = smem_addr(sV + buf * kBlockN * D);
+    // S = Q K^T over D in 16-wide steps: 4 steps per 64-column block (32 bytes each), blocks 16 KiB apart.
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t koff = (ks / 4) * (kBlockM * 128) + (ks % 4) * 32;
+      const uint64_t da = sm90::sw128_desc(q_addr + koff, 16, 1024);
+      const uint64_t db = sm90::sw128_desc(k_addr + (ks / 4) * (kBlockN * 128) + (ks % 4) * 32, 16, 1024);
+      sm90::wgmma_ss<T>(s, da, db, ks > 0 ? 1 : 0);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait0();
+
+    const bool ragged = cur_j0 + kBlockN > cur_len;
+    const bool diag = it.causal && cur_pos0 + cur_j0 + kBlockN - 1 > qpos_lo;
+    if (ragged || diag) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = cur_j0 + nt * 8 + 2 * t4 + (e & 1);
+          const long long qp = qpos_lo + wgp * 64 + warp * 16 + g + 8 * (e / 2);
+          if (col >= cur_len || (it.causal && cur_pos0 + col > qp)) s[nt * 4 + e] = -INFINITY;
+        }
+    }
+    float alpha[2];
+    bool grew = false;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hf], s[nt * 4 + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      const float m_new = fmaxf(m[hf], mx * p.scale_log2);
+      const float base = m_new == -INFINITY ? 0.f : m_new;
+      alpha[hf] = exp2f(m[hf] - base);
+      grew |= m_new > m[hf];
+      m[hf] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        const float p0 = exp2f(s[nt * 4 + 2 * hf] * p.scale_log2 - base);
+        const float p1 = exp2f(s[nt * 4 + 2 * hf + 1] * p.scale_log2 - base);
+        s[nt * 4 + 2 * hf] = p0;
+        s[nt * 4 + 2 * hf + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[hf] = l[hf] * alpha[hf] + sum;
+    }
+    if (__any_sync(0xffffffff, grew)) {
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt * 4 + 0] *= alpha[0], o[dt * 4 + 1] *= alpha[0];
+        o[dt * 4 + 2] *= alpha[1], o[dt * 4 + 3] *= alpha[1];
+      }
+    }
+    // O += P V: P from registers (the mma A layout), V MN-major: 64-column blocks 16 KiB apart (LBO),
+    // 8-key groups 1 KiB apart (SBO), 16 keys per step.
+    uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) {
+      pa[kt][0] = pack2<T>(s[(2 * kt) * 4 + 0], s[(2 * kt) * 4 + 1]);
+      pa[kt][1] = pack2<T>(s[(2 * kt) * 4 + 2], s[(2 * kt) * 4 + 3]);
+      pa[kt][2] = pack2<T>(s[(2 * kt + 1) * 4 + 0], s[(2 * kt + 1) * 4 + 1]);
+      pa[kt][3] = pack2<T>(s[(2 * kt + 1) * 4 + 2], s[(2 * kt + 1) * 4 + 3]);
+    }
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) {
+      const uint64_t dv = sm90::sw128_desc(v_addr + kt * 2048, kBlockN * 128, 1024);
+      if constexpr (D == 128) sm90::wgmma_rs<T>(o, pa[kt], dv, 1);
+      else sm90::wgmma_rs64<T>(o, pa[kt], dv, 1);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait0();
+    // No barrier here: the one at the top of the next iteration already orders every thread's use of
+    // this buffer before anyone refills it.
+    buf ^= 1;
+    pc = npc;
+    j0 = nj0;
+    kp = nkp;
+    have = more;
+  }
+  cp_async_wait_all();
+
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float sum = l[hf];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const int r = wgp * 64 + warp * 16 + g + 8 * hf;
+    if (r >= rows) continue;
+    const long long row = (long long)b * p.q_rows + it.q_row0 + tile.row0 + r;
+    float lse = sum > 0.f ? (m[hf] + __log2f(sum)) * kLn2 : -INFINITY;
+    float w_new = sum > 0.f ? 1.f / sum : 0.f, w_old = 0.f;
+    float* lse_ptr = p.lse + ((long long)b * p.H + h) * p.q_rows + it.q_row0 + tile.row0 + r;
+    float* out_row = p.out + (row * p.H + h) * D;
+    if (it.accumulate) {
+      const float old = *lse_ptr;
+      const float mx = fmaxf(old, lse);
+      if (mx == -INFINITY) {
+        w_new = 0.f;
+      } else {
+        const float eo = __expf(old - mx), en = __expf(lse - mx);
+        const float tot = eo + en;
+        w_old = eo / tot;
+        w_new *= en / tot;
+        lse = mx + __logf(tot);
+      }
+    }
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      float2* dst = reinterpret_cast<float2*>(out_row + dt * 8 + 2 * t4);
+      float2 v = make_float2(o[dt * 4 + 2 * hf] * w_new, o[dt * 4 + 2 * hf + 1] * w_new);
+      if (it.accumulate) {
+        const float2 prev = *dst;
+        v.x += w_old * prev.x;
+        v.y += w_old * prev.y;
+      }
+      *dst = v;
+    }
+    __syncwarp(0xfu << (4 * g));
+    if (t4 == 0) *lse_ptr = lse;
+  }
+}
+
+template <typename T, int D>
+void launch_sm90(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+  constexpr int smem = (sm90w::kBlockM + 4 * sm90w::kBlockN) * D * sizeof(T);
+  static bool configured = false;
+  if (!configured) {
+    TASP_CUDA(cudaFuncSetAttribute(attention_fwd_sm90_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    configured = true;
+  }
+  attention_fwd_sm90_kernel<T, D><<<dim3(tiles, H, B), sm90w::kThreads, smem, s>>>(p);
+  TASP_CUDA(cudaGetLastError());
+}
+
+// The Hopper path unless TASP_ATTN_SM90=0 asks for the mma.sync one (kept as the reference path).
+bool use_sm90() {
+  static const bool on = [] {
+    const char* e = std::getenv("TASP_ATTN_SM90");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
 template <typename T, int D, class S>
 void launch(const Params& p, int tiles, int H, int B, cudaStream_t s) {
   constexpr int smem = (S::kBlockM + 4 * S::kBlockN) * D * sizeof(T);
@@ -380,9 +614,11 @@ using Tiles = Shape<4, 2, 64, 2>;
 
 template <typename T, int D>
 void launch_any(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+  // D=64 stays on mma.sync: measured faster there (273 vs 255 TFLOP/s on an H200, docs/measurements/kernels.md).
+  if (D == 128 && use_sm90()) return launch_sm90<T, D>(p, tiles, H, B, s);
   launch<T, D, Tiles>(p, tiles, H, B, s);
 }
-int block_m() { return Tiles::kBlockM; }
+int block_m() { return Tiles::kBlockM; }  // both paths take 128 query rows per CTA
 
 template <class T>
 size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v) {
