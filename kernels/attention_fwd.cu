@@ -25,7 +25,7 @@ namespace {
 // Tile shapes: WARPS warps of MT m16 tiles each (BLOCK_M = 16 * WARPS * MT query rows), BN keys per step.
 template <int WARPS, int MT, int BN, int MIN_BLOCKS>
 struct Shape {
-  static constexpr int kWarps = WARPS, kMT = MT, kBlockN = BN, kThreads = WARPS * 32, kBlockM = 16 * WARPS * MT;
+  static constexpr int kMT = MT, kBlockN = BN, kThreads = WARPS * 32, kBlockM = 16 * WARPS * MT;
   static constexpr int kMinBlocks = MIN_BLOCKS;
 };
 

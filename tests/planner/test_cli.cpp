@@ -105,3 +105,27 @@ TEST(Cli, GpuCommandsWithoutGpu) {
   EXPECT_EQ(run("bench kernel"), 2);
   EXPECT_EQ(run("calibrate --measure --ranks 2"), 2);
 }
+
+TEST(Cli, ReportFromRunsAndTimelines) {
+  const std::string dir = ::testing::TempDir();
+  const std::string runs = dir + "/runs.csv", out = dir + "/rep";
+  std::ofstream(runs) << "config,scheme,measured_ms\n\"B=1,H=8,D=128,S=8192\",ring,1.5\n\"B=1,H=8,D=128,S=8192\",hamilton,1.2\n";
+  fs::remove_all(out);
+  EXPECT_EQ(run("report --runs " + runs + " -t h200-hgx-8 -o " + out), 0);
+  EXPECT_TRUE(fs::exists(out + "/report.md") && fs::exists(out + "/report.html"));
+  std::ifstream html(out + "/report.html");
+  std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  // Timelines: a simulated one against a CPU run of the same plan.
+  const std::string sim = dir + "/sim_tl.json", cpu = dir + "/cpu_tl.json", out2 = dir + "/rep2";
+  EXPECT_EQ(run("simulate -t complete:4 -s ring -w B=1,S=64,H=2,D=16 --timeline " + sim), 0);
+  EXPECT_EQ(run("run --backend cpu -t complete:4 -s ring -w B=1,S=64,H=2,D=16 --timeline " + cpu), 0);
+  EXPECT_EQ(run("report --simulated " + sim + " --measured " + cpu + " -o " + out2), 0);
+  EXPECT_TRUE(fs::exists(out2 + "/report.html"));
+  // Bad input: a run without a quoted workload, a missing file, nothing to report.
+  const std::string bad = dir + "/bad_runs.csv";
+  std::ofstream(bad) << "config,scheme,measured_ms\nB=1,ring,1.0\n";
+  EXPECT_EQ(run("report --runs " + bad + " -o " + dir + "/rep3"), 2);
+  EXPECT_EQ(run("report --runs " + dir + "/missing.csv -o " + dir + "/rep3"), 2);
+  EXPECT_EQ(run("report -o " + dir + "/rep3"), 2);
+}
