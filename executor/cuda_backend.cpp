@@ -337,6 +337,17 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
     }
   }
 
+  // What each rank sends and computes per step, for the timeline (the same in every iteration).
+  std::vector<std::vector<double>> step_bytes(n, std::vector<double>(steps, 0)), step_flops = step_bytes;
+  for (int t = 0; t < steps; ++t) {
+    for (const auto& tr : step_list[t].transfers)
+      step_bytes[tr.src][t] += double(geom[key(tr.owner, tr.piece)].tokens) * w.B * row_elems * 2 * 2;
+    for (const auto& c : step_list[t].compute)
+      for (const auto& q : qranges[c.rank])
+        for (const auto& k : geom[key(c.owner, c.piece)].ranges)
+          step_flops[c.rank][t] += 4.0 * planner::visible_pairs(q, k, w.causal) * w.B * w.H * w.D;
+  }
+
   const int iters = std::max(1, opt_.iters), warmup = std::max(0, opt_.warmup);
   std::vector<std::vector<std::vector<planner::StepTiming>>> runs;  // [iter][rank][step]
   std::barrier sync(int(local.size()));
@@ -403,19 +414,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
             for (int k = 0; k < 4; ++k) TASP_CUDA(cudaEventElapsedTime(&v[k], origin, x.ev[4 * t + k]));
             tl[t].comm_start_us = v[0] * 1e3, tl[t].comm_end_us = v[1] * 1e3;
             tl[t].compute_start_us = v[2] * 1e3, tl[t].compute_end_us = v[3] * 1e3;
-            for (const auto& tr : step_list[t].transfers)
-              if (tr.src == r) tl[t].bytes += double(geom[key(tr.owner, tr.piece)].tokens) * w.B * row_elems * 2 * 2;
-            for (const auto& c : step_list[t].compute)
-              if (c.rank == r) {
-                // Unmasked pairs of the rank's queries with the piece, as the kernel computes them.
-                double pairs = 0;
-                for (auto& q : qranges[r])
-                  for (auto& k : geom[key(c.owner, c.piece)].ranges) {
-                    if (!w.causal) { pairs += double(q.size()) * double(k.size()); continue; }
-                    for (long qq = q.begin; qq < q.end; ++qq) pairs += std::clamp<long>(qq - k.begin + 1, 0, k.size());
-                  }
-                tl[t].flops += 4.0 * pairs * w.B * w.H * w.D;
-              }
+            tl[t].bytes = step_bytes[r][t], tl[t].flops = step_flops[r][t];
           }
           std::lock_guard<std::mutex> g(failure_lock);
           if (int(runs.size()) <= it - warmup) runs.resize(it - warmup + 1, std::vector<std::vector<planner::StepTiming>>(n));

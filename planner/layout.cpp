@@ -1,5 +1,7 @@
 #include "planner/layout.hpp"
 
+#include <algorithm>
+
 namespace tasp::planner {
 
 const char* layout_name(Layout l) { return l == Layout::Zigzag ? "zigzag" : "contiguous"; }
@@ -37,6 +39,19 @@ std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int r, int 
     out.push_back({h.begin + len * p / pieces, h.begin + len * (p + 1) / pieces});
   }
   return out;
+}
+
+double visible_pairs(const Range& q, const Range& k, bool causal) {
+  if (q.size() <= 0 || k.size() <= 0) return 0;
+  if (!causal) return double(q.size()) * double(k.size());
+  double total = 0;
+  // Rows inside the key range see keys [k.begin, row]: row - k.begin + 1 of them.
+  const long lo = std::max(q.begin, k.begin), hi = std::min(q.end, k.end);
+  if (hi > lo) total += (double(lo - k.begin + 1) + double(hi - k.begin)) * double(hi - lo) / 2;
+  // Rows past the key range see all of it.
+  const long past = std::max(q.begin, k.end);
+  if (q.end > past) total += double(q.end - past) * double(k.size());
+  return total;
 }
 
 }  // namespace tasp::planner

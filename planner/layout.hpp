@@ -18,4 +18,8 @@ std::string check_split(Layout l, int n, int pieces, long S);
 std::vector<Range> shard_ranges(Layout l, int n, long S, int rank);
 std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int rank, int piece);
 
+// (q, k) pairs of query range q and key range k that attention computes: all of them, or with causal
+// masking those with k <= q (closed form; the simulator's FLOPs and the executors' timelines use it).
+double visible_pairs(const Range& q, const Range& k, bool causal);
+
 }  // namespace tasp::planner

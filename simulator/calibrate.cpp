@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "planner/layout.hpp"
 #include "planner/topology.hpp"
 #include "planner/workload.hpp"
 #include "simulator/compute_model.hpp"
@@ -52,7 +53,7 @@ BlockWork kernel_work(const KernelSample& k) {
   BlockWork w;
   w.lq = k.lq, w.lk = k.lk;
   const double per_pair = 4.0 * k.B * k.H * k.D;
-  if (k.causal) w.causal_flops = causal_pairs(0, long(k.lq), long(k.lq - k.lk), long(k.lq)) * per_pair;
+  if (k.causal) w.causal_flops = planner::visible_pairs({0, long(k.lq)}, {long(k.lq - k.lk), long(k.lq)}, true) * per_pair;
   else w.full_flops = k.lq * k.lk * per_pair;
   return w;
 }

@@ -7,18 +7,6 @@
 
 namespace tasp::simulator {
 
-double causal_pairs(long a, long b, long c, long d) {
-  if (b <= a || d <= c) return 0;
-  double total = 0;
-  // q in [c, d): row q sees k in [c, q], i.e. q - c + 1 keys.
-  long lo = std::max(a, c), hi = std::min(b, d);
-  if (hi > lo) total += (double(lo - c + 1) + double(hi - c)) * double(hi - lo) / 2;
-  // q >= d: the whole key range.
-  long lo2 = std::max(a, d);
-  if (b > lo2) total += double(b - lo2) * double(d - c);
-  return total;
-}
-
 double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank) {
   double t = 0;
   for (const auto& r : planner::shard_ranges(p.layout, p.ranks, w.S, rank)) t += double(r.size());
@@ -42,7 +30,7 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
     bw.lq += double(qr.size());
     for (const auto& kr : k) {
       const double all = double(qr.size()) * double(kr.size());
-      const double pairs = w.causal ? causal_pairs(qr.begin, qr.end, kr.begin, kr.end) : all;
+      const double pairs = planner::visible_pairs(qr, kr, w.causal);
       (pairs == all ? bw.full_flops : bw.causal_flops) += pairs * per_pair;
     }
   }

@@ -22,9 +22,6 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
 double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);  // K and V
 double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank);
 
-// (q, k) pairs with k <= q for q in [a, b), k in [c, d).
-double causal_pairs(long a, long b, long c, long d);
-
 // One launch over a rank's work list in a step (items summed into `sum`, lk = all pieces' tokens),
 // with the merge into the running out/LSE (when `merge`: not the rank's first compute) fused in.
 double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "planner/layout.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/yaml_ctx.hpp"
 #include "simulator/calibrate.hpp"
@@ -109,10 +110,10 @@ TEST(Fluid, RankAggregateCapIsShared) {
 }
 
 TEST(Compute, CausalPairsAndZigzagBlocks) {
-  EXPECT_EQ(simulator::causal_pairs(0, 4, 0, 4), 10);  // triangle with diagonal
-  EXPECT_EQ(simulator::causal_pairs(4, 8, 0, 4), 16);  // wholly below
-  EXPECT_EQ(simulator::causal_pairs(0, 4, 4, 8), 0);   // wholly above
-  EXPECT_EQ(simulator::causal_pairs(2, 6, 3, 5), 0 + 1 + 2 + 2);
+  EXPECT_EQ(planner::visible_pairs({0, 4}, {0, 4}, true), 10);  // triangle with diagonal
+  EXPECT_EQ(planner::visible_pairs({4, 8}, {0, 4}, true), 16);  // wholly below
+  EXPECT_EQ(planner::visible_pairs({0, 4}, {4, 8}, true), 0);   // wholly above
+  EXPECT_EQ(planner::visible_pairs({2, 6}, {3, 5}, true), 0 + 1 + 2 + 2);
   // Zigzag on 2 ranks, S = 8: rank 0 holds tokens {0,1,6,7}, rank 1 {2,3,4,5}.
   auto t = star(2, 100);
   planner::Plan p = planner::build_plan(t, "zigzag", [] {
@@ -252,7 +253,7 @@ TEST(Calibrate, RecoversAKnownProfile) {
       simulator::BlockWork b;
       b.lq = b.lk = S;
       (causal ? b.causal_flops : b.full_flops) =
-          (causal ? simulator::causal_pairs(0, S, 0, S) : double(S) * S) * 4 * 16 * 128;
+          (causal ? planner::visible_pairs({0, S}, {0, S}, true) : double(S) * S) * 4 * 16 * 128;
       k.us = simulator::compute_us(truth.compute, w, b, false);
       s.kernel.push_back(k);
     }
