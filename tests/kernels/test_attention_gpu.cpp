@@ -220,6 +220,20 @@ TEST(AttentionGpu, CausalWithGlobalPositions) {
   }
 }
 
+// Many K/V tiles per CTA, across pieces, with the diagonal in the middle: the Hopper path keeps K one tile
+// ahead of V and overlaps each tile's softmax with the previous tile's P V, so long walks matter.
+TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
+  NEED_GPU();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 520;
+    c.pieces = {{300, 0}, {257, 300}, {400, 557}};
+    c.items = {{0, 520, 450, {0, 1, 2}, true}};
+    SCOPED_TRACE("D=" + std::to_string(D));
+    DeviceCase(c, 13 + D).run_and_check();
+  }
+}
+
 TEST(AttentionGpu, OneTokenEmptyItemsAndNoPieces) {
   NEED_GPU();
   Case c;

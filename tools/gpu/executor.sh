@@ -28,12 +28,7 @@ for shape in "B=1,S=$((N * 2 * 48)),H=4,Hkv=2,D=64" "B=2,S=$((N * 2 * 336)),H=8,
 done
 
 # 2. Kernel rates of this build -> compute part of the profile (comm: the shared NCCL table).
-$T bench kernel --iters 10 --warmup 2 --csv "$OUT/kernel.csv" \
-  --shape B=1,S=2k,H=32,D=128 --shape B=1,S=4k,H=32,D=128 --shape B=1,S=8k,H=32,D=128 --shape B=1,S=16k,H=32,D=128 \
-  --shape B=1,S=2k,H=32,D=128,causal --shape B=1,S=4k,H=32,D=128,causal --shape B=1,S=8k,H=32,D=128,causal \
-  --shape B=1,S=16k,H=32,D=128,causal --shape B=2,S=2k,H=16,D=64 --shape B=2,S=4k,H=16,D=64 --shape B=2,S=8k,H=16,D=64 \
-  --shape B=2,S=16k,H=16,D=64 --shape B=2,S=2k,H=16,D=64,causal --shape B=2,S=4k,H=16,D=64,causal \
-  --shape B=2,S=8k,H=16,D=64,causal --shape B=2,S=16k,H=16,D=64,causal | tee "$OUT/kernel.txt"
+tools/gpu/kernel-rates.sh "$OUT/kernel.csv" | tee "$OUT/kernel.txt"
 $T calibrate --fit docs/measurements/h200-nccl-steps.csv "$OUT/kernel.csv" -t h200-hgx-8 -o "$OUT/profile.yaml" \
   > "$OUT/calibrate.txt" 2>&1
 # NCCL steps on this machine's GPUs (kept for the record; n=8 figures come from the shared table).

@@ -1,0 +1,193 @@
+#pragma once
+// What both forward kernels (mma.sync and Hopper wgmma) share: the launch parameters, the walk over an
+// item's KV pieces, the causal/ragged mask, the online softmax on the mma C layout, and the epilogue that
+// normalises, optionally folds into the running (out, lse), and stores.
+//
+// Register layout both kernels use for a 16 x N score or output block (the mma.sync/wgmma C layout):
+// thread (g = lane / 4, t4 = lane % 4) holds, for each n8 chunk c, x[4c + e] = element
+// (row g + 8 * (e / 2), column 8c + 2 * t4 + e % 2). So half hf of a thread's values is one row.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+
+namespace tasp::kernels::fwd {
+
+struct Tile {
+  int item, row0;
+};
+
+struct Params {
+  const void* q;
+  float* out;
+  float* lse;
+  const WorkItem* items;
+  const KvPiece* pieces;
+  const Tile* tiles;
+  int q_rows, H, Hkv;
+  float scale_log2;
+  // TMA tensor maps (128 bytes each, Hopper path only): [0] Q, [1 + 2i] K and [2 + 2i] V of piece i.
+  const unsigned char* tmaps;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// P (a 16 x 16 slice of the C layout, chunks 2kt and 2kt+1) as the A operand of the next MMA.
+template <typename T>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float* s, int kt) {
+  const float* c = s + 8 * kt;
+  a[0] = pack2<T>(c[0], c[1]);
+  a[1] = pack2<T>(c[2], c[3]);
+  a[2] = pack2<T>(c[4], c[5]);
+  a[3] = pack2<T>(c[6], c[7]);
+}
+
+// The item's (piece, first key) tiles in order, skipping tiles wholly above the causal diagonal of the
+// CTA's query rows. The piece being walked stays in registers; the list is read again only on a new piece.
+struct KvWalk {
+  int pc, pend, j0;
+  KvPiece kp;
+
+  __device__ __forceinline__ KvWalk(const Params& p, const WorkItem& it) : pc(it.piece_begin), pend(it.piece_begin + it.piece_count), j0(0), kp{} {
+    if (pc < pend) kp = p.pieces[pc];
+  }
+  // Moves to the first visible tile at or after the current one; false at the end.
+  __device__ __forceinline__ bool settle(const Params& p, bool causal, long long qpos_hi) {
+    while (pc < pend) {
+      if (j0 < kp.len && !(causal && kp.pos0 + j0 > qpos_hi)) return true;
+      if (++pc < pend) kp = p.pieces[pc];
+      j0 = 0;
+    }
+    return false;
+  }
+  // Element offset of key j0 of batch b, KV head hk, in the piece's K (and V) buffer.
+  template <int D>
+  __device__ __forceinline__ long long offset(int b, int hk, int Hkv) const {
+    const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * Hkv * D;
+    return b * bstride + ((long long)j0 * Hkv + hk) * D;
+  }
+};
+
+// -inf where a key is past the piece's end or (causal) after the query. `s` holds N columns of the
+// thread's two rows, starting at key j0 of a piece at global position pos0; qpos is the global position
+// of the thread's row g (row g + 8 is qpos + 8).
+template <int N>
+__device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long pos0, bool causal, long long qpos, int t4) {
+#pragma unroll
+  for (int c = 0; c < N / 8; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = j0 + c * 8 + 2 * t4 + (e & 1);
+      if (col >= len || (causal && pos0 + col > qpos + 8 * (e / 2))) s[4 * c + e] = -INFINITY;
+    }
+}
+
+// One online-softmax step (base 2) over N columns: turns scores into P against the new running maxima,
+// updates m and l, and returns in alpha the factors the old O must be scaled by. Returns whether any row
+// maximum of the warp grew (O needs rescaling only then, which after the first tiles is rare).
+template <int N>
+__device__ __forceinline__ bool online_softmax(float* s, float (&m)[2], float (&l)[2], float (&alpha)[2], float scale_log2) {
+  bool grew = false;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * hf], s[4 * c + 2 * hf + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+    const float m_new = fmaxf(m[hf], mx * scale_log2);
+    const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
+    alpha[hf] = exp2f(m[hf] - base);
+    grew |= m_new > m[hf];
+    m[hf] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) {
+      const float p0 = exp2f(s[4 * c + 2 * hf] * scale_log2 - base);
+      const float p1 = exp2f(s[4 * c + 2 * hf + 1] * scale_log2 - base);
+      s[4 * c + 2 * hf] = p0;
+      s[4 * c + 2 * hf + 1] = p1;
+      sum += p0 + p1;
+    }
+    l[hf] = l[hf] * alpha[hf] + sum;
+  }
+  return __any_sync(0xffffffff, grew);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale(float* o, const float (&alpha)[2]) {
+#pragma unroll
+  for (int c = 0; c < D / 8; ++c) {
+    o[4 * c + 0] *= alpha[0], o[4 * c + 1] *= alpha[0];
+    o[4 * c + 2] *= alpha[1], o[4 * c + 3] *= alpha[1];
+  }
+}
+
+// Epilogue for the thread's two rows r0 and r0 + 8 (of the CTA's tile): normalise O, fold into the running
+// (out, lse) when the item accumulates, store. Rows at or past `rows` belong to no query and are skipped.
+template <int D>
+__device__ __forceinline__ void store_rows(const Params& p, const WorkItem& it, const Tile& tile, int b, int h, int r0,
+                                           int rows, const float* o, const float (&m)[2], const float (&l)[2], int lane) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float sum = l[hf];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const int r = r0 + 8 * hf;
+    if (r >= rows) continue;  // the whole quad shares the row, so it skips together
+    const long long row = (long long)b * p.q_rows + it.q_row0 + tile.row0 + r;
+    float lse = sum > 0.f ? (m[hf] + __log2f(sum)) * kLn2 : -INFINITY;
+    float w_new = sum > 0.f ? 1.f / sum : 0.f, w_old = 0.f;
+    float* lse_ptr = p.lse + ((long long)b * p.H + h) * p.q_rows + it.q_row0 + tile.row0 + r;
+    float* out_row = p.out + (row * p.H + h) * D;
+    if (it.accumulate) {
+      const float old = *lse_ptr;
+      const float mx = fmaxf(old, lse);
+      if (mx == -INFINITY) {
+        w_new = 0.f;
+      } else {
+        const float eo = __expf(old - mx), en = __expf(lse - mx);
+        const float tot = eo + en;
+        w_old = eo / tot;
+        w_new *= en / tot;
+        lse = mx + __logf(tot);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float2* dst = reinterpret_cast<float2*>(out_row + c * 8 + 2 * t4);
+      float2 v = make_float2(o[4 * c + 2 * hf] * w_new, o[4 * c + 2 * hf + 1] * w_new);
+      if (it.accumulate) {
+        const float2 prev = *dst;
+        v.x += w_old * prev.x;
+        v.y += w_old * prev.y;
+      }
+      *dst = v;
+    }
+    __syncwarp(0xfu << (4 * g));  // the quad has read the old lse before one lane replaces it
+    if (t4 == 0) *lse_ptr = lse;
+  }
+}
+
+}  // namespace tasp::kernels::fwd

@@ -1,0 +1,196 @@
+#pragma once
+// Hopper forward (sm_90a), warp-specialised. A CTA owns 64 * WG query rows of one (batch, head) of one item:
+// WG consumer warpgroups of 64 rows each, plus one producer warp. One producer lane streams Q and the K/V
+// tiles of the item's walk into a STAGES-deep ring of shared-memory buffers with TMA (the tensor maps give
+// the 128-byte swizzle and zero-fill ragged tails) and signals "full" mbarriers; consumers wait on those and
+// release buffers through "empty" ones, never on a CTA-wide barrier. Consumers take turns issuing
+// S = Q K^T (named barriers in a ring), so one warpgroup's softmax runs while another's products occupy
+// the tensor cores. S = Q K^T and O += P V are wgmma with Q, K, V read from shared memory through
+// 128-byte-swizzle descriptors (64-column blocks of 128-byte rows, 16-byte chunk c of row r at c ^ (r % 8):
+// K-major for Q and K, MN-major for V) and P from registers.
+//
+// What was measured and dropped (docs/measurements/kernels.md): cp.async loads by all threads with a CTA
+// barrier per tile (345 TFLOP/s at D=128); overlapping each warpgroup's softmax with its own previous P V
+// (FA3's intra-warpgroup pipelining) - it holds S, P and O at once, which does not fit the 168 registers a
+// thread that 3 warps per scheduler leave at D=128 (ptxas kept the consumers at the entry budget even
+// after setmaxnreg), and at D=64 it ran slower than a third warpgroup. The producer is a warp, not a
+// warpgroup: without register reallocation a producer warpgroup only costs registers.
+#include <cstdint>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/fwd_common.cuh"
+#include "kernels/tma.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace tasp::kernels::fwd {
+
+// D=128: 2 consumer warpgroups (3 would leave 128 registers a thread); D=64: 3 (measured faster than 2).
+template <int D>
+struct Sm90Shape {
+  static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;
+  static constexpr int kConsumers = 128 * WG, kThreads = 128 * WG + 32, kBlockM = 64 * WG, kBlockN = 128;
+  static constexpr int kTileBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2;
+  static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
+  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers;
+};
+
+// Keeps the compiler from moving accesses to wgmma accumulators across the asm that waits for them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float* x) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
+}
+
+// S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
+// each); Q's column blocks are ROWS_Q * 128 bytes apart, K's kBlockN * 128. Issued and committed, not waited.
+template <typename T, int D, int ROWS_Q, int BN>
+__device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_addr) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint64_t da = sm90::sw128_desc(q_addr + (ks / 4) * (ROWS_Q * 128) + (ks % 4) * 32, 16, 1024);
+    const uint64_t db = sm90::sw128_desc(k_addr + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
+    sm90::wgmma_ss<T>(*reinterpret_cast<float(*)[64]>(s), da, db, ks > 0 ? 1 : 0);
+  }
+  sm90::wgmma_commit();
+}
+
+// O = alpha * O + P V (alpha only when some row maximum grew). V MN-major: 64-column blocks BN * 128 bytes
+// apart (LBO), 8-key groups 1 KiB apart (SBO), 16 keys per step. Issued and committed, not waited.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16][4], uint32_t v_addr, bool grew,
+                                         const float (&alpha)[2]) {
+  if (grew) rescale<D>(o, alpha);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kt = 0; kt < BN / 16; ++kt) {
+    const uint64_t dv = sm90::sw128_desc(v_addr + kt * 2048, BN * 128, 1024);
+    if constexpr (D == 128) sm90::wgmma_rs<T>(*reinterpret_cast<float(*)[64]>(o), pa[kt], dv, 1);
+    else sm90::wgmma_rs64<T>(*reinterpret_cast<float(*)[32]>(o), pa[kt], dv, 1);
+  }
+  sm90::wgmma_commit();
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
+  using S = Sm90Shape<D>;
+  constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kBlockM * D;            // [STAGES][kBlockN][D]
+  T* sV = sK + STAGES * kBlockN * D;   // [STAGES][kBlockN][D]
+  const uint32_t bars = smem_addr(sV + STAGES * kBlockN * D);
+  const uint32_t q_full = bars;
+  auto k_full = [&](int st) { return bars + 8 * (1 + st); };
+  auto v_full = [&](int st) { return bars + 8 * (1 + STAGES + st); };
+  auto k_empty = [&](int st) { return bars + 8 * (1 + 2 * STAGES + st); };
+  auto v_empty = [&](int st) { return bars + 8 * (1 + 3 * STAGES + st); };
+
+  const Tile tile = p.tiles[blockIdx.x];
+  const WorkItem it = p.items[tile.item];
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.H / p.Hkv);
+  const int rows = min(kBlockM, it.q_len - tile.row0);
+  const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
+
+  if (threadIdx.x == 0) {
+    sm90::mbar_init(q_full, 1);
+    for (int st = 0; st < STAGES; ++st) {
+      sm90::mbar_init(k_full(st), 1);
+      sm90::mbar_init(v_full(st), 1);
+      sm90::mbar_init(k_empty(st), S::kConsumers);
+      sm90::mbar_init(v_empty(st), S::kConsumers);
+    }
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= S::kConsumers) {  // the producer warp; one lane issues every copy
+    if (threadIdx.x != S::kConsumers) return;
+    const unsigned char* maps = p.tmaps;
+    sm90::fence_tensormap(maps);
+    sm90::mbar_arrive_tx(q_full, S::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb)
+      sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, h, it.q_row0 + tile.row0, b);
+    KvWalk walk(p, it);
+    int fenced = -1;
+    for (int t = 0; walk.settle(p, it.causal, qpos_hi); ++t, walk.j0 += kBlockN) {
+      const unsigned char* km = maps + 128 * (1 + 2 * walk.pc);
+      const unsigned char* vm = km + 128;
+      if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
+      const int st = t % STAGES;
+      const uint32_t ph = (t / STAGES) & 1;
+      sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
+      sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        sm90::tma_load_4d(smem_addr(sK + st * kBlockN * D + cb * kBlockN * 64), km, k_full(st), cb * 64, hk, walk.j0, b);
+      sm90::mbar_wait(v_empty(st), ph ^ 1);
+      sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        sm90::tma_load_4d(smem_addr(sV + st * kBlockN * D + cb * kBlockN * 64), vm, v_full(st), cb * 64, hk, walk.j0, b);
+    }
+    return;
+  }
+
+  const int cw = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int t4 = lane % 4;
+  const int row0 = cw * 64 + warp * 16 + lane / 4;  // the thread's first row in the tile
+  float o[D / 2], s[kBlockN / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+  uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
+  const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;  // this warpgroup's 64 rows in each column block
+  // Named barrier 1 + i: warpgroup i's turn to issue. The last one hands the first turn to warpgroup 0.
+  constexpr int kTurnThreads = 256;
+  if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
+  sm90::mbar_wait(q_full, 0);
+
+  KvWalk walk(p, it);
+  bool have = walk.settle(p, it.causal, qpos_hi);
+  for (int t = 0; have; ++t) {
+    const KvWalk cur = walk;
+    walk.j0 += kBlockN;
+    have = walk.settle(p, it.causal, qpos_hi);
+    const int st = t % STAGES;
+    const uint32_t ph = (t / STAGES) & 1;
+    sm90::mbar_wait(k_full(st), ph);
+    sm90::bar_sync(1 + cw, kTurnThreads);
+    issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
+    sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+    sm90::wgmma_wait<0>();
+    fence_regs<kBlockN / 2>(s);
+    sm90::mbar_arrive(k_empty(st));
+
+    if (cur.j0 + kBlockN > cur.kp.len || (it.causal && cur.kp.pos0 + cur.j0 + kBlockN - 1 > qpos_lo))
+      mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, it.causal, qpos_lo + row0, t4);
+    const bool grew = online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
+    sm90::mbar_wait(v_full(st), ph);
+    issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * D), grew, alpha);
+    sm90::wgmma_wait<0>();
+    fence_regs<D / 2>(o);
+    sm90::mbar_arrive(v_empty(st));
+  }
+  if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
+  store_rows<D>(p, it, tile, b, h, row0, rows, o, m, l, lane);
+}
+
+template <typename T, int D>
+void launch_sm90(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+  using S = Sm90Shape<D>;
+  auto* kernel = attention_fwd_sm90_kernel<T, D>;
+  static bool configured = false;
+  if (!configured) {
+    TASP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
+    configured = true;
+  }
+  kernel<<<dim3(tiles, H, B), S::kThreads, S::kSmem, s>>>(p);
+  TASP_CUDA(cudaGetLastError());
+}
+
+}  // namespace tasp::kernels::fwd

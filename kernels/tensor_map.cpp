@@ -1,0 +1,51 @@
+// cuTensorMapEncodeTiled through the runtime's driver entry point: linking libcuda directly would make
+// every binary fail to start on machines without a driver (CI), where the GPU tests must skip instead.
+#include "kernels/tensor_map.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace tasp::kernels {
+namespace {
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeFn encode_fn() {
+  static EncodeFn fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<EncodeFn>(p);
+  });
+  if (!fn) throw std::runtime_error("attention: the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12+)");
+  return fn;
+}
+
+}  // namespace
+
+void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long rows, int heads, int D,
+                     long long batch_stride, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap size");
+  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(rows), cuuint64_t(B)};
+  const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, cuuint64_t(batch_stride) * 2};
+  const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode_fn()(static_cast<CUtensorMap*>(dst), bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                 4, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("attention: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ") for a [" +
+                             std::to_string(B) + ", " + std::to_string(rows) + ", " + std::to_string(heads) + ", " +
+                             std::to_string(D) + "] tensor");
+}
+
+}  // namespace tasp::kernels

@@ -1,0 +1,70 @@
+#pragma once
+// Hopper (sm_90a) asynchronous-copy primitives for the warp-specialised forward: mbarriers, TMA tile loads
+// from a tensor map, and named barriers between warpgroups.
+#include <cstdint>
+
+namespace tasp::kernels::sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes barrier initialisation visible to the async proxy (TMA) before any copy signals it.
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of transactions the copies signalling this barrier will make.
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+// Waits for the phase of parity `parity` to complete. A pipeline bug would otherwise hang the GPU: after
+// about 2 s of waiting the kernel traps, and the launch fails with an error instead.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!mbar_try_wait(bar, parity))
+    if (clock64() - t0 > 4000000000LL) __trap();
+}
+
+// Orders this thread's later TMA reads of a tensor map in global memory after writes to it (the host
+// copies the maps into a reused workspace before each launch).
+__device__ __forceinline__ void fence_tensormap(const void* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
+}
+// One box of a 4-d tensor map (coordinates innermost first) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads: sync waits, arrive does not.
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
+#else
+// Host pass and other architectures: the warp-specialised kernel is only launched on sm_90a.
+__device__ __forceinline__ void mbar_init(uint32_t, int) {}
+__device__ __forceinline__ void fence_mbar_init() {}
+__device__ __forceinline__ void mbar_arrive(uint32_t) {}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
+__device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void fence_tensormap(const void*) {}
+__device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
+__device__ __forceinline__ void bar_sync(int, int) {}
+__device__ __forceinline__ void bar_arrive(int, int) {}
+#endif
+
+}  // namespace tasp::kernels::sm90
