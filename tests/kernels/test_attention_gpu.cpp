@@ -234,6 +234,44 @@ TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   }
 }
 
+// Pieces as token ranges of one larger buffer per batch (batch_stride), as the executor's receive slots hold
+// them: the gaps hold NaN, so a read outside a piece's range shows up in the result.
+TEST(AttentionGpu, PiecesAsViewsWithBatchStride) {
+  NEED_GPU();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 230;
+    c.pieces = {{100, 0}, {157, 100}};
+    c.items = {{0, 130, 200, {0, 1}, true}, {130, 100, 0, {1, 0}, false}};
+    DeviceCase dc(c, 21 + D);
+    const int gap = 19, total = 100 + gap + 157 + gap;  // tokens per batch in the big buffers
+    const size_t row = size_t(c.Hkv) * D;
+    std::vector<uint16_t> hk(size_t(c.B) * total * row, 0x7fc0), hv(hk.size(), 0x7fc0);  // bf16 NaN
+    const int start[2] = {0, 100 + gap};
+    for (int p = 0; p < 2; ++p)
+      for (int b = 0; b < c.B; ++b)
+        for (int j = 0; j < c.pieces[p].len; ++j)
+          for (size_t e = 0; e < row; ++e) {
+            const size_t src = (size_t(b) * c.pieces[p].len + j) * row + e, dst = (size_t(b) * total + start[p] + j) * row + e;
+            hk[dst] = to_bits(float(dc.k[p][src]), c.dtype), hv[dst] = to_bits(float(dc.v[p][src]), c.dtype);
+          }
+    void *dk, *dv;
+    CK(cudaMalloc(&dk, hk.size() * 2));
+    CK(cudaMalloc(&dv, hv.size() * 2));
+    dc.allocs.push_back(dk), dc.allocs.push_back(dv);
+    CK(cudaMemcpy(dk, hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dv, hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
+    for (auto& kp : dc.batch.pieces) {  // items list pieces by spec index: piece 0 has len 100
+      const int p = kp.len == 100 ? 0 : 1;
+      kp.k = static_cast<uint16_t*>(dk) + start[p] * row;
+      kp.v = static_cast<uint16_t*>(dv) + start[p] * row;
+      kp.batch_stride = total * (long long)row;
+    }
+    SCOPED_TRACE("D=" + std::to_string(D));
+    dc.run_and_check();
+  }
+}
+
 TEST(AttentionGpu, OneTokenEmptyItemsAndNoPieces) {
   NEED_GPU();
   Case c;

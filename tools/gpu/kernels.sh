@@ -24,6 +24,9 @@ timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests 
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
 echo "== default path"
 timeout 300 $T bench kernel --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"
+echo "== 7 pieces of 2048 keys (what hamilton on 8 GPUs receives at S=16384) vs the same keys in one buffer"
+timeout 300 $T bench kernel --shape B=1,H=32,S=14336,D=128 --shape B=1,H=32,S=14336,D=128,pieces=7 \
+  --shape B=1,H=32,S=14336,D=128,causal --shape B=1,H=32,S=14336,D=128,causal,pieces=7 2>&1 | tee "$OUT/bench-pieces.txt" | grep -v "^#"
 echo "== TASP_ATTN_PATH=mma"
 TASP_ATTN_PATH=mma timeout 300 $T bench kernel --json "$OUT/bench-mma.json" --shape B=1,H=32,S=16384,D=128 \
   --shape B=1,H=32,S=16384,D=128,causal --shape B=2,H=16,S=16384,D=64 --shape B=2,H=16,S=16384,D=64,causal 2>&1 |
