@@ -220,8 +220,8 @@ TEST(AttentionGpu, CausalWithGlobalPositions) {
   }
 }
 
-// Many K/V tiles per CTA, across pieces, with the diagonal in the middle: the Hopper path keeps K one tile
-// ahead of V and overlaps each tile's softmax with the previous tile's P V, so long walks matter.
+// Many K/V tiles per CTA, across pieces, with the diagonal in the middle: the Hopper path's 2-deep ring of
+// K/V buffers (and its mbarrier phases) wraps several times, and tensor maps change between pieces.
 TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   NEED_GPU();
   for (int D : {64, 128}) {
