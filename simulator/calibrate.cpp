@@ -46,7 +46,7 @@ Curve rate_curve(const std::vector<CommSample>& rows, double latency_us, double 
 }
 
 double kernel_fill(const ComputeProfile& cp, const KernelSample& k) {
-  const double ctas = double(k.B) * k.H * std::ceil(k.lq / cp.tile_m);
+  const double ctas = double(k.B) * k.H * std::ceil(k.lq / cp.tile_rows(k.D));
   return ctas / (std::ceil(ctas / cp.sms) * cp.sms);
 }
 BlockWork kernel_work(const KernelSample& k) {

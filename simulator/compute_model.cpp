@@ -41,7 +41,7 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
   if (sum.flops() <= 0) return 0;
   const ComputeRate& r = cp.rate(w.D);
   // Tiles of tile_m query rows per (batch, head) run in waves over the SMs; a part-filled last wave idles.
-  const double ctas = double(w.B) * w.H * std::ceil(sum.lq / cp.tile_m);
+  const double ctas = double(w.B) * w.H * std::ceil(sum.lq / cp.tile_rows(w.D));
   const double waves = std::ceil(ctas / cp.sms);
   const double fill = ctas / (waves * cp.sms);
   const double inv = 1 / std::max(1.0, sum.lq) + 1 / std::max(1.0, sum.lk);

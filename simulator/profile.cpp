@@ -25,6 +25,11 @@ const ComputeRate& ComputeProfile::rate(int head_dim) const {
   });
 }
 
+int ComputeProfile::tile_rows(int head_dim) const {
+  const int t = rates.empty() ? 0 : rate(head_dim).tile_m;
+  return t > 0 ? t : tile_m;
+}
+
 const CommProfile& Profile::comm_for(int ranks) const {
   if (comm.empty()) throw std::logic_error("profile has no comm figures");
   const CommProfile* best = nullptr;

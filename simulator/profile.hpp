@@ -31,6 +31,7 @@ struct ComputeRate {
   double causal_tflops = 310;  // blocks cut by the causal diagonal
   // Size curves of the two (diagonal tiles make causal kernels gain more with length); < 0: the profile's.
   double full_half_len = -1, causal_half_len = -1;
+  int tile_m = 0;  // query rows per CTA at this head dim (tasp's kernel: 128 at D=128, 192 at D=64); 0: the profile's
 };
 
 struct ComputeProfile {
@@ -41,6 +42,7 @@ struct ComputeProfile {
   double hbm_gbps = 3000;  // the fused out/LSE merge's traffic bounds small blocks
   std::vector<ComputeRate> rates;  // by head dim; nearest head dim is used
   const ComputeRate& rate(int head_dim) const;
+  int tile_rows(int head_dim) const;  // the rate's tile_m if it has one, else tile_m
 };
 
 struct Profile {

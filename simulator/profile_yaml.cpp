@@ -82,7 +82,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   if (!rates.IsSequence() || rates.size() == 0) cx.fail(rates, "compute.rates", "expected a non-empty list");
   for (size_t i = 0; i < rates.size(); ++i) {
     const std::string f = "compute.rates[" + std::to_string(i) + "]";
-    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len"});
+    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len", "tile_m"});
     ComputeRate r;
     if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
     r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
@@ -94,6 +94,10 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     if (rates[i]["full_half_len"]) r.full_half_len = positive(cx, rates[i]["full_half_len"], f + ".full_half_len", true);
     if (rates[i]["causal_half_len"])
       r.causal_half_len = positive(cx, rates[i]["causal_half_len"], f + ".causal_half_len", true);
+    if (rates[i]["tile_m"]) {
+      r.tile_m = int(cx.integer(rates[i]["tile_m"], f + ".tile_m"));
+      if (r.tile_m < 1) cx.fail(rates[i]["tile_m"], f + ".tile_m", "must be >= 1");
+    }
     cp.rates.push_back(r);
   }
   return p;
@@ -136,6 +140,7 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
     o << "    - {head_dim: " << r.head_dim << ", full_tflops: " << r.full_tflops << ", causal_tflops: " << r.causal_tflops;
     if (r.full_half_len >= 0) o << ", full_half_len: " << r.full_half_len;
     if (r.causal_half_len >= 0) o << ", causal_half_len: " << r.causal_half_len;
+    if (r.tile_m > 0) o << ", tile_m: " << r.tile_m;
     o << "}\n";
   }
 }

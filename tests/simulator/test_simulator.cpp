@@ -136,6 +136,22 @@ TEST(Compute, CausalPairsAndZigzagBlocks) {
               1e-12);
 }
 
+TEST(Compute, TileRowsPerHeadDim) {
+  // 66 heads x 192 rows on 132 SMs: 192-row tiles fill half a wave, 128-row tiles (two per head) a whole
+  // one, so the same work takes twice the math time when the head dim's tiles are 192 rows.
+  auto prof = simple_profile(0, 1e9, 1e9, 100);
+  prof.compute.sms = 132, prof.compute.tile_m = 128;
+  prof.compute.rates = {{64, 100, 50}};
+  planner::Workload w = planner::parse_workload("B=1,S=192,H=66,D=64");
+  simulator::BlockWork b;
+  b.lq = b.lk = 192, b.full_flops = 4.0 * 192 * 192 * 66 * 64;
+  const double t128 = simulator::compute_us(prof.compute, w, b, false) - prof.compute.launch_us;
+  prof.compute.rates[0].tile_m = 192;
+  const double t192 = simulator::compute_us(prof.compute, w, b, false) - prof.compute.launch_us;
+  EXPECT_NEAR(t128, b.full_flops / 100 * 1e-6, 1e-9);
+  EXPECT_NEAR(t192, 2 * t128, 1e-9);
+}
+
 TEST(Engine, RingOnCompleteGraphByHand) {
   // 4 GPUs, ring, full attention, S = 4096, H = 1, D = 128: pieces of 1024 tokens * 128 * 2 (K, V) * 2 B.
   auto t = star(4, 100);
@@ -276,6 +292,8 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   simulator::write_profile_yaml(o, p);
   auto q = simulator::profile_from_yaml_text(o.str(), "rt.yaml");
   ASSERT_EQ(q.comm.size(), p.comm.size());
+  EXPECT_EQ(q.compute.tile_rows(64), 192);  // the kernel's D=64 tiles, per head dim
+  EXPECT_EQ(q.compute.tile_rows(128), 128);
   EXPECT_NEAR(q.comm.back().flow_cap_gbps.at(3e7), p.comm.back().flow_cap_gbps.at(3e7), 1e-3 * p.comm.back().flow_cap_gbps.at(3e7));
   struct Case { std::string text, expect; };
   const std::vector<Case> bad = {
@@ -287,6 +305,8 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
        "flow_cap_gbps[1]"},
       {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 128}]}\n",
        "full_tflops"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, tile_m: 0}]}\n",
+       "rates[0].tile_m"},
       {"name: x\nbogus: 1\n", "bogus"},
       {"name: [x\n", "syntax"},
   };
