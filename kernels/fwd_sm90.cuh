@@ -19,6 +19,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/fwd_common.cuh"
+#include "kernels/tensor_map.hpp"
 #include "kernels/tma.cuh"
 #include "kernels/wgmma.cuh"
 
@@ -116,8 +117,8 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
     KvWalk walk(p, it);
     int fenced = -1;
     for (int t = 0; walk.settle(p, it.causal, qpos_hi); ++t, walk.j0 += kBlockN) {
-      const unsigned char* km = maps + 128 * (1 + 2 * walk.pc);
-      const unsigned char* vm = km + 128;
+      const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * walk.pc);
+      const unsigned char* vm = km + kTensorMapBytes;
       if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
       const int st = t % STAGES;
       const uint32_t ph = (t / STAGES) & 1;
