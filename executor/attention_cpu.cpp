@@ -74,10 +74,60 @@ void merge_block(T* o, T* lse, const T* ob, const T* lseb, std::size_t rows_head
   }
 }
 
+template <class T>
+void block_attention_backward(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos,
+                              const T* lse, const T* dout, const T* dsum, int B, int H, int Hkv, int D, bool causal, T* dq,
+                              T* dk, T* dv) {
+  const long rows = long(qpos.size()), len = long(kpos.size());
+  const int group = H / Hkv;
+  const T scale = T(1) / std::sqrt(T(D));
+  for (int b = 0; b < B; ++b)
+    for (long i = 0; i < rows; ++i)
+      for (int h = 0; h < H; ++h) {
+        const size_t qi = (size_t(b) * rows + i) * H + h;
+        const T l = lse[qi];
+        if (l == -std::numeric_limits<T>::infinity()) continue;  // a row that saw no key has no gradient
+        const T* qr = q + qi * D;
+        const T* dor = dout + qi * D;
+        T* dqr = dq + qi * D;
+        const int hk = h / group;
+        for (long j = 0; j < len; ++j) {
+          if (causal && kpos[j] > qpos[i]) continue;
+          const size_t kj = ((size_t(b) * len + j) * Hkv + hk) * D;
+          T s = 0, dp = 0;
+          for (int d = 0; d < D; ++d) s += qr[d] * k[kj + d], dp += dor[d] * v[kj + d];
+          const T pr = std::exp(s * scale - l);
+          const T ds = pr * (dp - dsum[qi]) * scale;
+          for (int d = 0; d < D; ++d) {
+            dv[kj + d] += pr * dor[d];
+            dqr[d] += ds * k[kj + d];
+            dk[kj + d] += ds * qr[d];
+          }
+        }
+      }
+}
+
+template <class T>
+void row_dot(const T* dout, const T* o, std::size_t rows_heads, int D, T* dsum) {
+  for (std::size_t r = 0; r < rows_heads; ++r) {
+    T acc = 0;
+    for (int d = 0; d < D; ++d) acc += dout[r * D + d] * o[r * D + d];
+    dsum[r] = acc;
+  }
+}
+
 template long block_attention<float>(const float*, const std::vector<long>&, const float*, const float*, const std::vector<long>&,
                                      int, int, int, int, bool, float*, float*);
 template long block_attention<double>(const double*, const std::vector<long>&, const double*, const double*,
                                       const std::vector<long>&, int, int, int, int, bool, double*, double*);
+template void block_attention_backward<float>(const float*, const std::vector<long>&, const float*, const float*,
+                                              const std::vector<long>&, const float*, const float*, const float*, int, int,
+                                              int, int, bool, float*, float*, float*);
+template void block_attention_backward<double>(const double*, const std::vector<long>&, const double*, const double*,
+                                               const std::vector<long>&, const double*, const double*, const double*, int, int,
+                                               int, int, bool, double*, double*, double*);
+template void row_dot<float>(const float*, const float*, std::size_t, int, float*);
+template void row_dot<double>(const double*, const double*, std::size_t, int, double*);
 template void merge_block<float>(float*, float*, const float*, const float*, std::size_t, int);
 template void merge_block<double>(double*, double*, const double*, const double*, std::size_t, int);
 
@@ -105,6 +155,60 @@ void reference_attention(const std::vector<double>& q, const std::vector<double>
         for (long j = 0; j <= last; ++j)
           for (int d = 0; d < D; ++d) o[d] += p[j] / z * v[((size_t(b) * S + j) * Hkv + hk) * D + d];
         lse[(size_t(b) * S + i) * H + h] = mx + std::log(z);
+      }
+    }
+}
+
+void reference_attention_backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                                  const std::vector<double>& dout, int B, long S, int H, int Hkv, int D, bool causal,
+                                  std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
+  dq.assign(size_t(B) * S * H * D, 0.0);
+  dk.assign(size_t(B) * S * Hkv * D, 0.0);
+  dv.assign(dk.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(D));
+  auto Q = [&](int b, long i, int h) { return &q[((size_t(b) * S + i) * H + h) * D]; };
+  auto KV = [&](const std::vector<double>& x, int b, long j, int hk) { return &x[((size_t(b) * S + j) * Hkv + hk) * D]; };
+  std::vector<double> P(size_t(S) * S), dP(size_t(S) * S);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int hk = h / (H / Hkv);
+      // Full probability matrix row by row (masked entries 0), then dP = dO V^T.
+      for (long i = 0; i < S; ++i) {
+        double mx = -1e300;
+        for (long j = 0; j < S; ++j) {
+          double acc = 0;
+          for (int d = 0; d < D; ++d) acc += Q(b, i, h)[d] * KV(k, b, j, hk)[d];
+          P[i * S + j] = (causal && j > i) ? -1e300 : acc * scale;
+          mx = std::max(mx, P[i * S + j]);
+        }
+        double z = 0;
+        for (long j = 0; j < S; ++j) z += (P[i * S + j] = (causal && j > i) ? 0.0 : std::exp(P[i * S + j] - mx));
+        for (long j = 0; j < S; ++j) P[i * S + j] /= z;
+        const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
+        for (long j = 0; j < S; ++j) {
+          double acc = 0;
+          for (int d = 0; d < D; ++d) acc += go[d] * KV(v, b, j, hk)[d];
+          dP[i * S + j] = acc;
+        }
+      }
+      for (long i = 0; i < S; ++i) {
+        // Softmax Jacobian: dS_ij = P_ij (dP_ij - sum_l P_il dP_il).
+        double c = 0;
+        for (long j = 0; j < S; ++j) c += P[i * S + j] * dP[i * S + j];
+        const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
+        double* gq = &dq[((size_t(b) * S + i) * H + h) * D];
+        for (long j = 0; j < S; ++j) {
+          const double pij = P[i * S + j];
+          if (pij == 0) continue;
+          const double ds = pij * (dP[i * S + j] - c) * scale;
+          double* gk = &dk[((size_t(b) * S + j) * Hkv + hk) * D];
+          double* gv = &dv[((size_t(b) * S + j) * Hkv + hk) * D];
+          for (int d = 0; d < D; ++d) {
+            gq[d] += ds * KV(k, b, j, hk)[d];
+            gk[d] += ds * Q(b, i, h)[d];
+            gv[d] += pij * go[d];
+          }
+        }
       }
     }
 }

@@ -16,10 +16,12 @@ struct Problem {
   // [B][S][H|Hkv][D], double: each backend converts to its own precision. Empty: the backend makes
   // random inputs where they live (timing runs of sizes the host should not hold twice; no check).
   std::vector<double> q, k, v;
+  std::vector<double> dout;  // the backward's incoming gradient dO, [B][S][H][D] (same rule when empty)
 };
 
 struct Result {
-  std::vector<double> out, lse;  // [B][S][H][D], [B][S][H]
+  std::vector<double> out, lse;  // [B][S][H][D], [B][S][H] (also when only the backward was asked: its input)
+  std::vector<double> dq, dk, dv;  // backward: [B][S][H][D], [B][S][Hkv][D], [B][S][Hkv][D]
   planner::Timeline timeline;
   std::vector<double> iteration_totals_us;  // backends that repeat the run: every timed iteration, sorted
   bool reporter = true;  // false on the processes of a multi-process run that are not rank 0 (nothing to report)
@@ -29,12 +31,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  virtual Result run(const planner::Plan& plan, const Problem& problem) = 0;
-  // The whole problem on one device, for --check at sizes the fp64 CPU reference cannot reach in time;
-  // false where the backend has none (the CPU one: its check is the fp64 reference itself).
-  virtual bool single_device_reference(const Problem&, std::vector<double>& /*out*/, std::vector<double>& /*lse*/) {
-    return false;
-  }
+  // The passes asked for; the backward runs after the forward (whose out and LSE it takes as FlashAttention
+  // does), and with passes {bwd} only the backward's steps are timed. The plan must have a backward part then.
+  virtual Result run(const planner::Plan& plan, const Problem& problem, planner::Passes passes) = 0;
+  // The whole problem on one device, for --check at sizes the fp64 CPU reference cannot reach in time (out
+  // and lse, and dq/dk/dv when the passes include the backward); false where the backend has none (the CPU
+  // one: its check is the fp64 reference itself).
+  virtual bool single_device_reference(const Problem&, planner::Passes, Result& /*ref*/) { return false; }
   // Whether run() can make its own random inputs (Problem with empty q/k/v) for unchecked timing runs.
   virtual bool makes_own_inputs() const { return false; }
 };

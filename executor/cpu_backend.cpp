@@ -1,8 +1,12 @@
 // CPU backend: each rank is a thread. Transfers go through per-rank receive buffers that become usable
 // at the next step (the double buffering the GPU backend has); pieces are freed after their last use.
+// The backward runs the plan's backward steps after the forward: K/V pieces travel again, and dK/dV
+// accumulators move as the plan says (one leaves its sender and is added to the receiver's own at the end
+// of the step; a rank's contributions go into its own accumulator of the piece, made on first use).
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -16,6 +20,7 @@
 namespace tasp::executor {
 namespace {
 
+using planner::Pass;
 using planner::Plan;
 using planner::Range;
 using Clock = std::chrono::steady_clock;
@@ -29,135 +34,281 @@ std::vector<long> positions(const std::vector<Range>& rs) {
 
 template <class T>
 struct KvPiece {
-  std::vector<long> pos;
   std::vector<T> k, v;  // [B][len][Hkv][D]
 };
+
+// A rank's dK/dV accumulator of one piece.
+template <class T>
+struct Grad {
+  std::vector<T> dk, dv;
+  void add(const Grad& o) {
+    for (size_t i = 0; i < dk.size(); ++i) dk[i] += o.dk[i], dv[i] += o.dv[i];
+  }
+};
+
+// A thread per rank runs `steps` steps: `body(r, t)`, a barrier, `boundary(r, t)` (what ends the step:
+// frees and arrivals), a barrier. The first exception of any rank is rethrown after all have joined.
+void run_ranks(int n, int steps, const std::function<void(int, int)>& body, const std::function<void(int, int)>& boundary) {
+  std::barrier sync(n);
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto rank_main = [&](int r) {
+    for (int t = 0; t < steps; ++t) {
+      try {
+        body(r, t);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(failure_lock);
+        if (!failure) failure = std::current_exception();
+      }
+      sync.arrive_and_wait();
+      boundary(r, t);
+      sync.arrive_and_wait();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
+  for (auto& th : threads) th.join();
+  if (failure) std::rethrow_exception(failure);
+}
 
 template <class T>
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(std::string prec) : prec_(std::move(prec)) {}
   std::string name() const override { return "cpu-" + prec_; }
-
-  Result run(const Plan& plan, const Problem& pr) override {
-    const auto& w = pr.w;
-    const int n = plan.ranks, P = plan.pieces_per_rank, steps = plan.num_steps();
-    if (w.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
-    auto gather = [&](const std::vector<double>& src, const std::vector<long>& pos, int heads) {
-      std::vector<T> out(size_t(w.B) * pos.size() * heads * w.D);
-      for (int b = 0; b < w.B; ++b)
-        for (size_t i = 0; i < pos.size(); ++i)
-          for (int x = 0; x < heads * w.D; ++x)
-            out[(size_t(b) * pos.size() + i) * heads * w.D + x] = T(src[(size_t(b) * w.S + pos[i]) * heads * w.D + x]);
-      return out;
-    };
-    // Each rank's inputs: its queries and its own KV pieces.
-    std::vector<std::vector<long>> qpos(n);
-    std::vector<std::vector<T>> q(n), o(n), lse(n);
-    std::vector<std::map<long, KvPiece<T>>> held(n), incoming(n);
-    std::vector<std::mutex> inbox_lock(n);
-    auto key = [P](int owner, int piece) { return long(owner) * P + piece; };
-    for (int r = 0; r < n; ++r) {
-      qpos[r] = positions(planner::shard_ranges(plan.layout, n, w.S, r));
-      q[r] = gather(pr.q, qpos[r], w.H);
-      o[r].assign(q[r].size(), T(0));
-      lse[r].assign(size_t(w.B) * qpos[r].size() * w.H, -std::numeric_limits<T>::infinity());
-      for (int c = 0; c < P; ++c) {
-        KvPiece<T> kp;
-        kp.pos = positions(planner::piece_ranges(plan.layout, n, P, w.S, r, c));
-        kp.k = gather(pr.k, kp.pos, w.Hkv);
-        kp.v = gather(pr.v, kp.pos, w.Hkv);
-        held[r][key(r, c)] = std::move(kp);
-      }
-    }
-    // Last step each rank needs each piece (compute or forward), to free buffers early.
-    std::vector<std::map<long, int>> last_use(n);
-    std::vector<planner::Step> step_list;
-    for (int t = 0; t < steps; ++t) {
-      planner::Step scratch;
-      step_list.push_back(planner::step_at(plan, t, scratch));
-      for (auto& c : step_list.back().compute) last_use[c.rank][key(c.owner, c.piece)] = t;
-      for (auto& x : step_list.back().transfers) last_use[x.src][key(x.owner, x.piece)] = t;
-    }
-    Result res;
-    res.timeline.source = name();
-    res.timeline.scheme = plan.scheme;
-    res.timeline.ranks = n;
-    res.timeline.per_rank.assign(n, std::vector<planner::StepTiming>(steps));
-    std::barrier sync(n);
-    const auto t0 = Clock::now();
-    auto us = [&] { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); };
-    auto piece = [&](int r, int owner, int pc, int t) -> const KvPiece<T>& {
-      auto it = held[r].find(key(owner, pc));
-      if (it == held[r].end())
-        throw std::runtime_error("step " + std::to_string(t) + ": rank " + std::to_string(r) + " does not hold piece (owner " +
-                                 std::to_string(owner) + ", piece " + std::to_string(pc) + "): the plan is invalid");
-      return it->second;
-    };
-    std::exception_ptr failure;
-    std::mutex failure_lock;
-    auto rank_main = [&](int r) {
-      for (int t = 0; t < steps; ++t) {
-        planner::StepTiming& tm = res.timeline.per_rank[r][t];
-        const planner::Step& s = step_list[t];
-        try {
-          tm.comm_start_us = us();
-          for (const auto& x : s.transfers) {
-            if (x.src != r) continue;
-            const KvPiece<T>& kp = piece(r, x.owner, x.piece, t);
-            tm.bytes += double(kp.k.size() + kp.v.size()) * sizeof(T);
-            std::lock_guard<std::mutex> g(inbox_lock[x.dst]);
-            incoming[x.dst][key(x.owner, x.piece)] = kp;
-          }
-          tm.comm_end_us = us();
-          tm.compute_start_us = tm.comm_end_us;
-          std::vector<T> ob(o[r].size()), lb(lse[r].size());
-          for (const auto& c : s.compute) {
-            if (c.rank != r) continue;
-            const KvPiece<T>& kp = piece(r, c.owner, c.piece, t);
-            long pairs = block_attention(q[r].data(), qpos[r], kp.k.data(), kp.v.data(), kp.pos, w.B, w.H, w.Hkv, w.D,
-                                         plan.causal, ob.data(), lb.data());
-            tm.flops += 4.0 * double(pairs) * w.H * w.D;
-            merge_block(o[r].data(), lse[r].data(), ob.data(), lb.data(), lse[r].size(), w.D);
-          }
-          tm.compute_end_us = us();
-        } catch (...) {
-          std::lock_guard<std::mutex> g(failure_lock);
-          if (!failure) failure = std::current_exception();
-        }
-        sync.arrive_and_wait();
-        // Step boundary: drop what is no longer needed, then make this step's arrivals usable.
-        for (auto it = held[r].begin(); it != held[r].end();) {
-          auto lu = last_use[r].find(it->first);
-          if (lu == last_use[r].end() || lu->second <= t) it = held[r].erase(it);
-          else ++it;
-        }
-        for (auto& [k, kp] : incoming[r]) held[r][k] = std::move(kp);
-        incoming[r].clear();
-        sync.arrive_and_wait();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
-    for (auto& th : threads) th.join();
-    if (failure) std::rethrow_exception(failure);
-    // Gather outputs into the global layout.
-    res.out.assign(size_t(w.B) * w.S * w.H * w.D, 0.0);
-    res.lse.assign(size_t(w.B) * w.S * w.H, 0.0);
-    for (int r = 0; r < n; ++r)
-      for (int b = 0; b < w.B; ++b)
-        for (size_t i = 0; i < qpos[r].size(); ++i) {
-          for (int x = 0; x < w.H * w.D; ++x)
-            res.out[(size_t(b) * w.S + qpos[r][i]) * w.H * w.D + x] = o[r][(size_t(b) * qpos[r].size() + i) * w.H * w.D + x];
-          for (int h = 0; h < w.H; ++h)
-            res.lse[(size_t(b) * w.S + qpos[r][i]) * w.H + h] = lse[r][(size_t(b) * qpos[r].size() + i) * w.H + h];
-        }
-    return res;
-  }
+  Result run(const Plan& plan, const Problem& pr, planner::Passes passes) override;
 
  private:
   std::string prec_;
 };
+
+// One run's state: every rank's queries and outputs, the pieces' token positions, the step lists.
+template <class T>
+class CpuRun {
+ public:
+  CpuRun(const Plan& plan, const Problem& pr) : plan_(plan), pr_(pr), w_(pr.w), n_(plan.ranks), P_(plan.pieces_per_rank) {
+    if (w_.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
+    qpos_.resize(n_);
+    q_.resize(n_), o_.resize(n_), lse_.resize(n_);
+    ppos_.resize(size_t(n_) * P_);
+    for (int r = 0; r < n_; ++r) {
+      qpos_[r] = positions(planner::shard_ranges(plan.layout, n_, w_.S, r));
+      q_[r] = gather(pr.q, qpos_[r], w_.H);
+      o_[r].assign(q_[r].size(), T(0));
+      lse_[r].assign(size_t(w_.B) * qpos_[r].size() * w_.H, -std::numeric_limits<T>::infinity());
+      for (int c = 0; c < P_; ++c) ppos_[key(r, c)] = positions(planner::piece_ranges(plan.layout, n_, P_, w_.S, r, c));
+    }
+  }
+
+  // Runs one pass; its per-rank step timings (relative to `t0`) go to `timing`.
+  void pass(Pass pass, Clock::time_point t0, std::vector<std::vector<planner::StepTiming>>& timing);
+
+  // Scatters per-rank rows back into the global [B][S][heads*D] layout.
+  std::vector<double> global_rows(const std::vector<std::vector<T>>& per_rank, int width) const {
+    std::vector<double> g(size_t(w_.B) * w_.S * width, 0.0);
+    for (int r = 0; r < n_; ++r)
+      for (int b = 0; b < w_.B; ++b)
+        for (size_t i = 0; i < qpos_[r].size(); ++i)
+          for (int x = 0; x < width; ++x)
+            g[(size_t(b) * w_.S + qpos_[r][i]) * width + x] = double(per_rank[r][(size_t(b) * qpos_[r].size() + i) * width + x]);
+    return g;
+  }
+  void outputs(Result& res) const {
+    res.out = global_rows(o_, w_.H * w_.D);
+    res.lse = global_rows(lse_, w_.H);
+    if (dq_.empty()) return;
+    res.dq = global_rows(dq_, w_.H * w_.D);
+    const int width = w_.Hkv * w_.D;
+    res.dk.assign(size_t(w_.B) * w_.S * width, 0.0);
+    res.dv.assign(res.dk.size(), 0.0);
+    for (const auto& [k, g] : final_grads_) {
+      const auto& pos = ppos_[k];
+      for (int b = 0; b < w_.B; ++b)
+        for (size_t i = 0; i < pos.size(); ++i)
+          for (int x = 0; x < width; ++x) {
+            const size_t src = (size_t(b) * pos.size() + i) * width + x, dst = (size_t(b) * w_.S + pos[i]) * width + x;
+            res.dk[dst] = double(g.dk[src]), res.dv[dst] = double(g.dv[src]);
+          }
+    }
+  }
+
+ private:
+  const Plan& plan_;
+  const Problem& pr_;
+  const planner::Workload& w_;
+  int n_, P_;
+  std::vector<std::vector<long>> qpos_;
+  std::vector<std::vector<T>> q_, o_, lse_;
+  std::vector<std::vector<long>> ppos_;  // token positions of piece key(owner, piece)
+  std::vector<std::vector<T>> dq_;
+  std::map<long, Grad<T>> final_grads_;  // each piece's accumulator as its owner holds it after the backward
+
+  long key(int owner, int piece) const { return long(owner) * P_ + piece; }
+  std::vector<T> gather(const std::vector<double>& src, const std::vector<long>& pos, int heads) const {
+    std::vector<T> out(size_t(w_.B) * pos.size() * heads * w_.D);
+    for (int b = 0; b < w_.B; ++b)
+      for (size_t i = 0; i < pos.size(); ++i)
+        for (int x = 0; x < heads * w_.D; ++x)
+          out[(size_t(b) * pos.size() + i) * heads * w_.D + x] = T(src[(size_t(b) * w_.S + pos[i]) * heads * w_.D + x]);
+    return out;
+  }
+  Grad<T> zero_grad(long k) const {
+    const size_t sz = size_t(w_.B) * ppos_[k].size() * w_.Hkv * w_.D;
+    return {std::vector<T>(sz, T(0)), std::vector<T>(sz, T(0))};
+  }
+};
+
+template <class T>
+void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<planner::StepTiming>>& timing) {
+  const bool bwd = pass == Pass::Bwd;
+  const int steps = plan_.num_steps(pass);
+  std::vector<std::map<long, KvPiece<T>>> held(n_), incoming(n_);
+  std::vector<std::map<long, Grad<T>>> grads(n_);  // each rank's own accumulators
+  std::vector<std::vector<std::pair<long, Grad<T>>>> grads_in(n_);
+  std::vector<std::mutex> inbox_lock(n_);
+  for (int r = 0; r < n_; ++r)
+    for (int c = 0; c < P_; ++c) {
+      const long k = key(r, c);
+      held[r][k] = {gather(pr_.k, ppos_[k], w_.Hkv), gather(pr_.v, ppos_[k], w_.Hkv)};
+    }
+  // The backward's inputs: dO of the rank's rows and D = rowsum(dO * O) from the forward's final out.
+  std::vector<std::vector<T>> dout(n_), dsum(n_);
+  if (bwd) {
+    dq_.assign(n_, {});
+    for (int r = 0; r < n_; ++r) {
+      dout[r] = gather(pr_.dout, qpos_[r], w_.H);
+      dsum[r].assign(lse_[r].size(), T(0));
+      row_dot(dout[r].data(), o_[r].data(), dsum[r].size(), w_.D, dsum[r].data());
+      dq_[r].assign(q_[r].size(), T(0));
+    }
+  }
+  // Last step each rank needs each K/V piece (compute or forward), to free buffers early.
+  std::vector<std::map<long, int>> last_use(n_);
+  std::vector<planner::Step> step_list;
+  for (int t = 0; t < steps; ++t) {
+    planner::Step scratch;
+    step_list.push_back(planner::step_at(plan_, t, scratch, pass));
+    for (auto& c : step_list.back().compute) last_use[c.rank][key(c.owner, c.piece)] = t;
+    for (auto& x : step_list.back().transfers)
+      if (!x.grad) last_use[x.src][key(x.owner, x.piece)] = t;
+  }
+  timing.assign(n_, std::vector<planner::StepTiming>(steps));
+  auto us = [&] { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); };
+  auto piece = [&](int r, int owner, int pc, int t) -> const KvPiece<T>& {
+    auto it = held[r].find(key(owner, pc));
+    if (it == held[r].end())
+      throw std::runtime_error(std::string(bwd ? "backward " : "") + "step " + std::to_string(t) + ": rank " + std::to_string(r) +
+                               " does not hold piece (owner " + std::to_string(owner) + ", piece " + std::to_string(pc) +
+                               "): the plan is invalid");
+    return it->second;
+  };
+  auto body = [&](int r, int t) {
+    planner::StepTiming& tm = timing[r][t];
+    const planner::Step& s = step_list[t];
+    tm.comm_start_us = us();
+    for (const auto& x : s.transfers) {
+      if (x.src != r) continue;
+      const long k = key(x.owner, x.piece);
+      if (x.grad) {
+        // The accumulator as it stood at the start of the step leaves the rank; none yet is a zero one.
+        auto it = grads[r].find(k);
+        Grad<T> g = it == grads[r].end() ? zero_grad(k) : std::move(it->second);
+        if (it != grads[r].end()) grads[r].erase(it);
+        tm.bytes += double(g.dk.size() + g.dv.size()) * sizeof(T);
+        std::lock_guard<std::mutex> lk(inbox_lock[x.dst]);
+        grads_in[x.dst].push_back({k, std::move(g)});
+        continue;
+      }
+      const KvPiece<T>& kp = piece(r, x.owner, x.piece, t);
+      tm.bytes += double(kp.k.size() + kp.v.size()) * sizeof(T);
+      std::lock_guard<std::mutex> lk(inbox_lock[x.dst]);
+      incoming[x.dst][k] = kp;
+    }
+    tm.comm_end_us = us();
+    tm.compute_start_us = tm.comm_end_us;
+    std::vector<T> ob, lb;
+    if (!bwd) ob.resize(o_[r].size()), lb.resize(lse_[r].size());
+    for (const auto& c : s.compute) {
+      if (c.rank != r) continue;
+      const KvPiece<T>& kp = piece(r, c.owner, c.piece, t);
+      const long k = key(c.owner, c.piece);
+      const auto& kpos = ppos_[k];
+      const double pairs = [&] {
+        double sum = 0;
+        for (const auto& qr : planner::shard_ranges(plan_.layout, n_, w_.S, r))
+          for (const auto& kr : planner::piece_ranges(plan_.layout, n_, P_, w_.S, c.owner, c.piece))
+            sum += planner::visible_pairs(qr, kr, w_.causal);
+        return sum;
+      }();
+      if (bwd) {
+        auto it = grads[r].find(k);
+        if (it == grads[r].end()) it = grads[r].emplace(k, zero_grad(k)).first;
+        block_attention_backward(q_[r].data(), qpos_[r], kp.k.data(), kp.v.data(), kpos, lse_[r].data(), dout[r].data(),
+                                 dsum[r].data(), w_.B, w_.H, w_.Hkv, w_.D, plan_.causal, dq_[r].data(), it->second.dk.data(),
+                                 it->second.dv.data());
+        tm.flops += 10.0 * pairs * w_.B * w_.H * w_.D;
+      } else {
+        block_attention(q_[r].data(), qpos_[r], kp.k.data(), kp.v.data(), kpos, w_.B, w_.H, w_.Hkv, w_.D, plan_.causal,
+                        ob.data(), lb.data());
+        merge_block(o_[r].data(), lse_[r].data(), ob.data(), lb.data(), lse_[r].size(), w_.D);
+        tm.flops += 4.0 * pairs * w_.B * w_.H * w_.D;
+      }
+    }
+    tm.compute_end_us = us();
+  };
+  // Step boundary: drop what is no longer needed, then make this step's arrivals usable.
+  auto boundary = [&](int r, int t) {
+    for (auto it = held[r].begin(); it != held[r].end();) {
+      auto lu = last_use[r].find(it->first);
+      if (lu == last_use[r].end() || lu->second <= t) it = held[r].erase(it);
+      else ++it;
+    }
+    for (auto& [k, kp] : incoming[r]) held[r][k] = std::move(kp);
+    incoming[r].clear();
+    for (auto& [k, g] : grads_in[r]) {
+      auto it = grads[r].find(k);
+      if (it == grads[r].end()) grads[r].emplace(k, std::move(g));
+      else it->second.add(g);
+    }
+    grads_in[r].clear();
+  };
+  run_ranks(n_, steps, body, boundary);
+  if (bwd) {
+    // Each piece's dK/dV is what its owner holds; contributions left elsewhere are lost (a wrong plan).
+    final_grads_.clear();
+    for (int o = 0; o < n_; ++o)
+      for (int c = 0; c < P_; ++c) {
+        auto it = grads[o].find(key(o, c));
+        final_grads_[key(o, c)] = it == grads[o].end() ? zero_grad(key(o, c)) : std::move(it->second);
+      }
+  }
+}
+
+template <class T>
+Result CpuBackend<T>::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
+  if (passes.bwd && !plan.has_backward) throw std::invalid_argument("the plan has no backward part");
+  if (passes.bwd && pr.dout.empty()) throw std::invalid_argument("the backward needs dO (Problem::dout)");
+  CpuRun<T> run(plan, pr);
+  Result res;
+  res.timeline.source = name();
+  res.timeline.scheme = plan.scheme;
+  res.timeline.ranks = plan.ranks;
+  res.timeline.pass = planner::passes_name(passes);
+  const auto t0 = Clock::now();
+  std::vector<std::vector<planner::StepTiming>> fwd, bwd;
+  run.pass(Pass::Fwd, t0, fwd);  // the backward's input even when only the backward is timed
+  if (passes.fwd) res.timeline.per_rank = std::move(fwd);
+  res.timeline.fwd_steps = passes.fwd ? plan.num_steps() : 0;
+  if (passes.bwd) {
+    const auto t1 = Clock::now();
+    run.pass(Pass::Bwd, passes.fwd ? t0 : t1, bwd);
+    if (!passes.fwd) res.timeline.per_rank.assign(plan.ranks, {});
+    for (int r = 0; r < plan.ranks; ++r)
+      res.timeline.per_rank[r].insert(res.timeline.per_rank[r].end(), bwd[r].begin(), bwd[r].end());
+  }
+  run.outputs(res);
+  return res;
+}
 
 }  // namespace
 

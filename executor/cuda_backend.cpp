@@ -123,16 +123,17 @@ class CudaBackend : public Backend {
  public:
   explicit CudaBackend(CudaOptions o) : opt_(o) {}
   std::string name() const override { return "cuda"; }
-  Result run(const Plan& plan, const Problem& pr) override;
+  Result run(const Plan& plan, const Problem& pr, planner::Passes passes) override;
   bool makes_own_inputs() const override { return true; }
-  bool single_device_reference(const Problem& pr, std::vector<double>& out, std::vector<double>& lse) override;
+  bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref) override;
 
  private:
   CudaOptions opt_;
   Mpi mpi_;
 };
 
-Result CudaBackend::run(const Plan& plan, const Problem& pr) {
+Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
+  if (passes.bwd) throw std::invalid_argument("cuda backend: the backward pass does not run on GPUs yet (use --pass fwd)");
   const auto& w = pr.w;
   const int n = plan.ranks, P = plan.pieces_per_rank, steps = plan.num_steps();
   int devices = 0;
@@ -512,7 +513,10 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr) {
 }
 
 // The whole problem on GPU 0: one item, one piece, the same kernel.
-bool CudaBackend::single_device_reference(const Problem& pr, std::vector<double>& out, std::vector<double>& lse) {
+bool CudaBackend::single_device_reference(const Problem& pr, planner::Passes passes, Result& ref) {
+  if (passes.bwd) return false;
+  std::vector<double>& out = ref.out;
+  std::vector<double>& lse = ref.lse;
   const auto& w = pr.w;
   TASP_CUDA(cudaSetDevice(0));
   auto upload = [](const std::vector<double>& x) {

@@ -1,5 +1,6 @@
 #include "executor/run.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -10,7 +11,7 @@
 
 namespace tasp::executor {
 
-Problem random_problem(const planner::Workload& w, unsigned seed) {
+Problem random_problem(const planner::Workload& w, unsigned seed, bool with_dout) {
   Problem p;
   p.w = w;
   std::mt19937_64 rng(seed);
@@ -22,12 +23,43 @@ Problem random_problem(const planner::Workload& w, unsigned seed) {
   fill(p.q, size_t(w.B) * w.S * w.H * w.D);
   fill(p.k, size_t(w.B) * w.S * w.Hkv * w.D);
   fill(p.v, size_t(w.B) * w.S * w.Hkv * w.D);
+  if (with_dout) fill(p.dout, size_t(w.B) * w.S * w.H * w.D);
   return p;
 }
 
+TensorCheck compare(const std::string& name, const std::vector<double>& x, const std::vector<double>& ref) {
+  TensorCheck c{name, 0, 0};
+  if (x.size() != ref.size()) return c.rel_err = INFINITY, c;
+  double num = 0, den = 0, xx = 0, xr = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = x[i] - ref[i];
+    num += std::isfinite(d) ? d * d : 1e300;
+    den += ref[i] * ref[i];
+    if (std::isfinite(x[i])) xx += x[i] * x[i], xr += x[i] * ref[i];
+  }
+  c.rel_err = std::sqrt(num / std::max(den, 1e-300));
+  c.cosine = xx > 0 && den > 0 ? xr / std::sqrt(xx * den) : 0;
+  return c;
+}
+
+double RunReport::rel_err(const std::string& name) const {
+  for (const auto& c : checks)
+    if (c.name == name) return c.rel_err;
+  return -1;
+}
+
+double RunReport::max_rel_err() const {
+  double m = 0;
+  for (const auto& c : checks) m = std::max(m, std::isnan(c.rel_err) ? INFINITY : c.rel_err);
+  return m;
+}
+
 RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::Workload& w, const RunOptions& o) {
+  if (!o.passes.fwd && !o.passes.bwd) throw planner::InputError("nothing to run (no pass)");
+  if (o.passes.bwd && !plan.has_backward)
+    throw planner::InputError("the plan has no backward part: plan it with `tasp plan --pass fwd+bwd`, or run --pass fwd");
   if (o.verify) {
-    const std::string err = planner::verify_plan(plan);
+    const std::string err = planner::verify_plan(plan, nullptr, nullptr, false, o.passes.bwd);
     if (!err.empty()) throw planner::InputError("plan refused by the verifier: " + err);
   }
   if (w.causal != plan.causal)
@@ -36,31 +68,31 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
   const std::string split = planner::check_split(plan.layout, plan.ranks, plan.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
   Problem pr;
-  if (o.check || !backend.makes_own_inputs()) pr = random_problem(w, o.seed);
+  if (o.check || !backend.makes_own_inputs()) pr = random_problem(w, o.seed, o.passes.bwd);
   else pr.w = w;
   RunReport rep;
-  rep.result = backend.run(plan, pr);
+  rep.result = backend.run(plan, pr, o.passes);
   rep.result.timeline.workload = planner::to_string(w);
   if (o.check && rep.result.reporter) {
-    std::vector<double> ro, rl;
-    const double flops = 4.0 * w.B * double(w.S) * double(w.S) * w.H * w.D;
-    if (flops > o.cpu_reference_max_flops && backend.single_device_reference(pr, ro, rl)) {
+    Result ref;
+    const double flops = 4.0 * w.B * double(w.S) * double(w.S) * w.H * w.D * (o.passes.bwd ? 3.5 : 1.0);
+    if (flops > o.cpu_reference_max_flops && backend.single_device_reference(pr, o.passes, ref)) {
       rep.reference = "single-device " + backend.name();
     } else {
-      reference_attention(pr.q, pr.k, pr.v, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ro, rl);
+      if (o.passes.fwd) reference_attention(pr.q, pr.k, pr.v, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ref.out, ref.lse);
+      if (o.passes.bwd)
+        reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ref.dq, ref.dk, ref.dv);
       rep.reference = "fp64 cpu";
     }
-    auto rel = [](const std::vector<double>& a, const std::vector<double>& b) {
-      double num = 0, den = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        double d = a[i] - b[i];
-        num += std::isfinite(d) ? d * d : 1e300;
-        den += b[i] * b[i];
-      }
-      return std::sqrt(num / std::max(den, 1e-300));
-    };
-    rep.rel_err_out = rel(rep.result.out, ro);
-    rep.rel_err_lse = rel(rep.result.lse, rl);
+    if (o.passes.fwd) {
+      rep.checks.push_back(compare("out", rep.result.out, ref.out));
+      rep.checks.push_back(compare("lse", rep.result.lse, ref.lse));
+    }
+    if (o.passes.bwd) {
+      rep.checks.push_back(compare("dq", rep.result.dq, ref.dq));
+      rep.checks.push_back(compare("dk", rep.result.dk, ref.dk));
+      rep.checks.push_back(compare("dv", rep.result.dv, ref.dv));
+    }
     rep.checked = true;
   }
   return rep;

@@ -7,6 +7,7 @@
 namespace tasp::executor {
 
 struct RunOptions {
+  planner::Passes passes;  // forward (default), backward, or both
   bool verify = true;  // refuse invalid plans with the verifier's message
   bool check = false;  // compare with single-rank fp64 attention
   unsigned seed = 1;
@@ -14,15 +15,25 @@ struct RunOptions {
   double cpu_reference_max_flops = 2e10;
 };
 
+// One output compared with the reference: relative L2 error ||x - ref|| / ||ref|| and cosine similarity
+// (the published TASP test scripts' accuracy metric).
+struct TensorCheck {
+  std::string name;  // out | lse | dq | dk | dv
+  double rel_err = 0, cosine = 0;
+};
+
 struct RunReport {
   Result result;
   bool checked = false;
-  double rel_err_out = 0;  // ||out - ref|| / ||ref||
-  double rel_err_lse = 0;  // ||lse - ref|| / ||ref|| over rows with keys
-  std::string reference;   // what the check compared with
+  std::vector<TensorCheck> checks;  // out and lse for the forward, dq, dk, dv for the backward
+  std::string reference;            // what the check compared with
+  double rel_err(const std::string& name) const;  // -1 when not checked
+  double max_rel_err() const;
 };
 
-Problem random_problem(const planner::Workload& w, unsigned seed);
+// Random normal q, k, v (and dO when `with_dout`).
+Problem random_problem(const planner::Workload& w, unsigned seed, bool with_dout = false);
+TensorCheck compare(const std::string& name, const std::vector<double>& x, const std::vector<double>& ref);
 // Throws planner::InputError for a plan that fails verification or a workload the layout cannot split.
 RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::Workload& w, const RunOptions& o);
 

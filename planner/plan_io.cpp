@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,12 +14,9 @@ namespace {
 
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
-template <class Entry>
-void write_entries(std::ostream& o, const std::vector<Entry>& v, bool yaml, const char* indent);
-
 void write_transfer(std::ostream& o, const Transfer& x, bool yaml) {
-  if (yaml) o << "{src: " << x.src << ", dst: " << x.dst << ", owner: " << x.owner << ", piece: " << x.piece << "}";
-  else o << "{\"src\":" << x.src << ",\"dst\":" << x.dst << ",\"owner\":" << x.owner << ",\"piece\":" << x.piece << "}";
+  if (yaml) o << "{src: " << x.src << ", dst: " << x.dst << ", owner: " << x.owner << ", piece: " << x.piece << (x.grad ? ", kind: grad}" : "}");
+  else o << "{\"src\":" << x.src << ",\"dst\":" << x.dst << ",\"owner\":" << x.owner << ",\"piece\":" << x.piece << (x.grad ? ",\"kind\":\"grad\"}" : "}");
 }
 void write_compute(std::ostream& o, const Compute& c, bool yaml) {
   if (yaml) o << "{rank: " << c.rank << ", owner: " << c.owner << ", piece: " << c.piece << "}";
@@ -33,8 +31,51 @@ void write_ring(std::ostream& o, const std::vector<int>& r) {
 
 }  // namespace
 
+namespace {
+
+const char* format_of(const Plan& p) { return p.has_backward ? "tasp-plan/2" : "tasp-plan/1"; }
+const char* accumulator_name(const Plan& p) { return p.accumulator_bytes == 2 ? "bf16" : "fp32"; }
+
+void write_steps_json(std::ostream& o, const std::vector<Step>& steps, const char* indent) {
+  o << "[";
+  for (size_t t = 0; t < steps.size(); ++t) {
+    const Step& s = steps[t];
+    o << (t ? ",\n" : "\n") << indent << " {\"transfers\": [";
+    for (size_t i = 0; i < s.transfers.size(); ++i) {
+      o << (i ? ",\n" : "\n") << indent << "   ";
+      write_transfer(o, s.transfers[i], false);
+    }
+    o << "],\n" << indent << "  \"compute\": [";
+    for (size_t i = 0; i < s.compute.size(); ++i) {
+      o << (i ? ",\n" : "\n") << indent << "   ";
+      write_compute(o, s.compute[i], false);
+    }
+    o << "]}";
+  }
+  o << "\n" << indent << "]";
+}
+
+void write_steps_yaml(std::ostream& o, const std::vector<Step>& steps, const std::string& indent) {
+  for (const Step& s : steps) {
+    o << indent << "- transfers:" << (s.transfers.empty() ? " []\n" : "\n");
+    for (const auto& x : s.transfers) {
+      o << indent << "    - ";
+      write_transfer(o, x, true);
+      o << "\n";
+    }
+    o << indent << "  compute:" << (s.compute.empty() ? " []\n" : "\n");
+    for (const auto& c : s.compute) {
+      o << indent << "    - ";
+      write_compute(o, c, true);
+      o << "\n";
+    }
+  }
+}
+
+}  // namespace
+
 void write_plan_json(std::ostream& o, const Plan& p) {
-  o << "{\n\"format\": " << quoted(p.format) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
+  o << "{\n\"format\": " << quoted(format_of(p)) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
@@ -46,29 +87,26 @@ void write_plan_json(std::ostream& o, const Plan& p) {
   }
   o << (p.rings.empty() ? "]" : "\n]");
   if (p.compact()) {
-    o << ",\n\"schedule\": " << quoted(p.schedule) << ",\n\"step_count\": " << p.step_count << "\n}\n";
-    return;
+    o << ",\n\"schedule\": " << quoted(p.schedule) << ",\n\"step_count\": " << p.step_count;
+  } else {
+    o << ",\n\"steps\": ";
+    write_steps_json(o, p.steps, "");
   }
-  o << ",\n\"steps\": [";
-  for (size_t t = 0; t < p.steps.size(); ++t) {
-    const Step& s = p.steps[t];
-    o << (t ? ",\n" : "\n") << " {\"transfers\": [";
-    for (size_t i = 0; i < s.transfers.size(); ++i) {
-      o << (i ? ",\n   " : "\n   ");
-      write_transfer(o, s.transfers[i], false);
+  if (p.has_backward) {
+    o << ",\n\"backward\": {\"accumulator\": " << quoted(accumulator_name(p));
+    if (p.backward.compact()) {
+      o << ", \"schedule\": " << quoted(p.backward.rule) << ", \"step_count\": " << p.backward.step_count << "}";
+    } else {
+      o << ",\n \"steps\": ";
+      write_steps_json(o, p.backward.steps, " ");
+      o << "}";
     }
-    o << "],\n  \"compute\": [";
-    for (size_t i = 0; i < s.compute.size(); ++i) {
-      o << (i ? ",\n   " : "\n   ");
-      write_compute(o, s.compute[i], false);
-    }
-    o << "]}";
   }
-  o << "\n]\n}\n";
+  o << "\n}\n";
 }
 
 void write_plan_yaml(std::ostream& o, const Plan& p) {
-  o << "format: " << quoted(p.format) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
+  o << "format: " << quoted(format_of(p)) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
@@ -81,28 +119,24 @@ void write_plan_yaml(std::ostream& o, const Plan& p) {
   }
   if (p.compact()) {
     o << "schedule: " << p.schedule << "\nstep_count: " << p.step_count << "\n";
-    return;
+  } else {
+    o << "steps:" << (p.steps.empty() ? " []\n" : "\n");
+    write_steps_yaml(o, p.steps, "  ");
   }
-  o << "steps:\n";
-  for (const Step& s : p.steps) {
-    o << "  - transfers:" << (s.transfers.empty() ? " []\n" : "\n");
-    for (const auto& x : s.transfers) {
-      o << "      - ";
-      write_transfer(o, x, true);
-      o << "\n";
-    }
-    o << "    compute:" << (s.compute.empty() ? " []\n" : "\n");
-    for (const auto& c : s.compute) {
-      o << "      - ";
-      write_compute(o, c, true);
-      o << "\n";
-    }
+  if (!p.has_backward) return;
+  o << "backward:\n  accumulator: " << accumulator_name(p) << "\n";
+  if (p.backward.compact()) {
+    o << "  schedule: " << p.backward.rule << "\n  step_count: " << p.backward.step_count << "\n";
+  } else {
+    o << "  steps:" << (p.backward.steps.empty() ? " []\n" : "\n");
+    write_steps_yaml(o, p.backward.steps, "    ");
   }
 }
 
 namespace {
 
-// SAX reader: tracks the JSON path and fills the plan; any unexpected key or type is an error.
+// SAX reader: tracks the JSON path and fills the plan; any unexpected key or type is an error. The
+// backward's keys are the forward's under "backward." (plus accumulator and a transfer's kind).
 class PlanSax : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit PlanSax(std::string name) : name_(std::move(name)) {}
@@ -112,7 +146,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
 
   bool null() override { return fail("null is not allowed here"); }
   bool boolean(bool v) override {
-    if (path() == "causal") return plan.causal = v, true;
+    if (path() == "causal") return plan.causal = v, advance(), true;
     return fail("unexpected true/false");
   }
   bool number_integer(number_integer_t v) override { return integer(v); }
@@ -121,35 +155,45 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool binary(binary_t&) override { return fail("unexpected binary value"); }
   bool string(string_t& v) override {
     const std::string k = path();
+    advance();
     if (k == "format") return plan.format = v, saw_format = true, true;
     if (k == "scheme") return plan.scheme = v, true;
     if (k == "topology") return plan.topology = v, true;
     if (k == "note") return plan.note = v, true;
-    if (k == "schedule") {
-      if (v != "ring-flow" && v != "allgather") return fail("unknown schedule '" + v + "'");
-      return plan.schedule = v, true;
+    if (k == "schedule" || k == "backward.schedule") {
+      if (v != "ring-flow" && v != "allgather") return fail("unknown schedule '" + v + "' (ring-flow or allgather)");
+      return (k == "schedule" ? plan.schedule : plan.backward.rule) = v, true;
     }
     if (k == "layout") return parse_layout(v, &plan.layout) ? true : fail("expected contiguous or zigzag");
+    if (k == "backward.accumulator") {
+      if (v != "fp32" && v != "bf16") return fail("expected fp32 or bf16");
+      return plan.accumulator_bytes = v == "fp32" ? 4 : 2, true;
+    }
+    if (k == "backward.steps[].transfers[].kind") {
+      if (v != "kv" && v != "grad") return fail("expected kv or grad");
+      return plan.backward.steps.back().transfers.back().grad = v == "grad", true;
+    }
     return fail("unexpected string");
   }
   bool start_object(std::size_t) override {
-    const std::string k = path();
+    std::string k = path();
     if (frames_.empty()) { /* root */ }
-    else if (k == "steps[]") plan.steps.emplace_back();
-    else if (k == "steps[].transfers[]") plan.steps.back().transfers.emplace_back();
-    else if (k == "steps[].compute[]") plan.steps.back().compute.emplace_back();
-    else return fail("unexpected object");
+    else if (k == "backward") plan.has_backward = true;
+    else if (!step_entry(k, true)) return fail("unexpected object");
     frames_.push_back({false, "", 0});
     return true;
   }
   bool end_object() override {
     frames_.pop_back();
     const std::string k = path();
-    if (k == "steps[].transfers[]") {
-      const Transfer& x = plan.steps.back().transfers.back();
+    const bool bwd = k.rfind("backward.", 0) == 0;
+    const std::string sub = bwd ? k.substr(9) : k;
+    std::vector<Step>& steps = bwd ? plan.backward.steps : plan.steps;
+    if (sub == "steps[].transfers[]") {
+      const Transfer& x = steps.back().transfers.back();
       if (x.src < 0 || x.dst < 0 || x.owner < 0 || x.piece < 0) return fail("needs src, dst, owner and piece (all >= 0)");
-    } else if (k == "steps[].compute[]") {
-      const Compute& c = plan.steps.back().compute.back();
+    } else if (sub == "steps[].compute[]") {
+      const Compute& c = steps.back().compute.back();
       if (c.rank < 0 || c.owner < 0 || c.piece < 0) return fail("needs rank, owner and piece (all >= 0)");
     }
     advance();
@@ -158,7 +202,9 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool start_array(std::size_t) override {
     const std::string k = path();
     if (k == "rings[]") plan.rings.emplace_back();
-    else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute") return fail("unexpected list");
+    else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute" && k != "backward.steps" &&
+             k != "backward.steps[].transfers" && k != "backward.steps[].compute")
+      return fail("unexpected list");
     frames_.push_back({true, "", 0});
     return true;
   }
@@ -169,21 +215,21 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& k) override {
     frames_.back().key = k;
-    static const char* top[] = {"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings", "steps",
-                                "schedule", "step_count", "topology", "note"};
-    static const char* tr[] = {"src", "dst", "owner", "piece"};
-    static const char* co[] = {"rank", "owner", "piece"};
-    static const char* st[] = {"transfers", "compute"};
+    static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
+                                              "steps", "schedule", "step_count", "topology", "note", "backward"};
+    static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count"};
+    static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
+    static const std::vector<std::string> trb{"src", "dst", "owner", "piece", "kind"};
+    static const std::vector<std::string> co{"rank", "owner", "piece"};
+    static const std::vector<std::string> st{"transfers", "compute"};
     const std::string parent = parent_path();
-    auto in = [&](const char* const* b, size_t n) {
-      for (size_t i = 0; i < n; ++i)
-        if (k == b[i]) return true;
-      return false;
-    };
-    bool ok = parent.empty() ? in(top, 12)
-              : parent == "steps[]" ? in(st, 2)
-              : parent == "steps[].transfers[]" ? in(tr, 4)
-              : parent == "steps[].compute[]" ? in(co, 3) : false;
+    auto in = [&](const std::vector<std::string>& b) { return std::find(b.begin(), b.end(), k) != b.end(); };
+    bool ok = parent.empty() ? in(top)
+              : parent == "backward" ? in(bw)
+              : parent == "steps[]" || parent == "backward.steps[]" ? in(st)
+              : parent == "steps[].transfers[]" ? in(tr)
+              : parent == "backward.steps[].transfers[]" ? in(trb)
+              : parent == "steps[].compute[]" || parent == "backward.steps[].compute[]" ? in(co) : false;
     return ok ? true : fail("unknown key");
   }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) override {
@@ -200,6 +246,16 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   std::string name_;
   std::vector<Frame> frames_;
 
+  // A step, transfer or compute entry starting at schematic path k (forward or backward); false if k is none.
+  bool step_entry(const std::string& k, bool create) {
+    const bool bwd = k.rfind("backward.", 0) == 0;
+    const std::string sub = bwd ? k.substr(9) : k;
+    std::vector<Step>& steps = bwd ? plan.backward.steps : plan.steps;
+    if (sub == "steps[]") return create ? (steps.emplace_back(), true) : true;
+    if (sub == "steps[].transfers[]") return create ? (steps.back().transfers.emplace_back(), true) : true;
+    if (sub == "steps[].compute[]") return create ? (steps.back().compute.emplace_back(), true) : true;
+    return false;
+  }
   void advance() {
     if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
   }
@@ -237,20 +293,25 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (k == "ranks") return set(plan.ranks);
     if (k == "pieces_per_rank") return set(plan.pieces_per_rank);
     if (k == "step_count") return set(plan.step_count);
+    if (k == "backward.step_count") return set(plan.backward.step_count);
     if (k == "rings[][]") {
       if (v < 0 || v > (1 << 30)) return fail("expected a rank");
       plan.rings.back().push_back(int(v));
       advance();
       return true;
     }
-    if (k.rfind("steps[].transfers[].", 0) == 0) {
-      Transfer& x = plan.steps.back().transfers.back();
-      const std::string f = k.substr(20);
+    const bool bwd = k.rfind("backward.", 0) == 0;
+    const std::string sub = bwd ? k.substr(9) : k;
+    std::vector<Step>& steps = bwd ? plan.backward.steps : plan.steps;
+    if (sub.rfind("steps[].transfers[].", 0) == 0) {
+      Transfer& x = steps.back().transfers.back();
+      const std::string f = sub.substr(20);
+      if (f == "kind") return fail("expected kv or grad");
       return set(f == "src" ? x.src : f == "dst" ? x.dst : f == "owner" ? x.owner : x.piece);
     }
-    if (k.rfind("steps[].compute[].", 0) == 0) {
-      Compute& c = plan.steps.back().compute.back();
-      const std::string f = k.substr(18);
+    if (sub.rfind("steps[].compute[].", 0) == 0) {
+      Compute& c = steps.back().compute.back();
+      const std::string f = sub.substr(18);
       return set(f == "rank" ? c.rank : f == "owner" ? c.owner : c.piece);
     }
     return fail("unexpected integer");
@@ -289,13 +350,23 @@ Plan read_plan_json(std::istream& in, const std::string& name) {
   PlanSax sax(name);
   bool ok = nlohmann::json::sax_parse(in, &sax);
   if (!ok) throw InputError(sax.error.empty() ? name + ": malformed JSON" : sax.error);
-  if (!sax.saw_format) throw InputError(name + ": format: missing (expected tasp-plan/1)");
-  if (sax.plan.format != "tasp-plan/1") throw InputError(name + ": format: '" + sax.plan.format + "' is not tasp-plan/1");
+  if (!sax.saw_format) throw InputError(name + ": format: missing (expected tasp-plan/1 or tasp-plan/2)");
   Plan& p = sax.plan;
+  if (p.format != "tasp-plan/1" && p.format != "tasp-plan/2")
+    throw InputError(name + ": format: '" + p.format + "' is not tasp-plan/1 or tasp-plan/2");
+  if (p.has_backward && p.format != "tasp-plan/2")
+    throw InputError(name + ": backward: a plan with a backward part is tasp-plan/2 (format says " + p.format + ")");
   if (p.ranks < 1) throw InputError(name + ": ranks: missing or < 1");
   if (!p.schedule.empty() && !p.steps.empty()) throw InputError(name + ": schedule: give either steps or a schedule, not both");
   if (!p.schedule.empty() && p.step_count < 1) throw InputError(name + ": step_count: missing for a compact plan");
   if (p.schedule == "ring-flow" && p.rings.empty()) throw InputError(name + ": rings: a ring-flow schedule needs rings");
+  if (p.has_backward) {
+    const Schedule& b = p.backward;
+    if (!b.rule.empty() && !b.steps.empty()) throw InputError(name + ": backward.schedule: give either steps or a schedule, not both");
+    if (!b.rule.empty() && b.step_count < 1) throw InputError(name + ": backward.step_count: missing for a compact backward");
+    if (b.rule == "ring-flow" && p.rings.empty()) throw InputError(name + ": rings: a ring-flow backward needs rings");
+    if (b.rule.empty() && b.steps.empty()) throw InputError(name + ": backward: needs steps or a schedule");
+  }
   return std::move(sax.plan);
 }
 

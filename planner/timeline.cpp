@@ -31,6 +31,17 @@ double Timeline::compute_us() const {
 }
 double Timeline::exposed_comm_us() const { return std::max(0.0, total_us() - compute_us()); }
 
+void Timeline::append(const Timeline& later, double offset_us) {
+  const size_t rows = std::min(per_rank.size(), later.per_rank.size());
+  per_rank.resize(rows);
+  for (size_t r = 0; r < rows; ++r)
+    for (StepTiming s : later.per_rank[r]) {
+      s.comm_start_us += offset_us, s.comm_end_us += offset_us;
+      s.compute_start_us += offset_us, s.compute_end_us += offset_us;
+      per_rank[r].push_back(s);
+    }
+}
+
 void write_timeline_json(std::ostream& o, const Timeline& t) {
   nlohmann::json j;
   j["format"] = "tasp-timeline/1";
@@ -39,6 +50,8 @@ void write_timeline_json(std::ostream& o, const Timeline& t) {
   j["topology"] = t.topology;
   j["workload"] = t.workload;
   j["ranks"] = t.ranks;
+  j["pass"] = t.pass;
+  if (t.pass == "fwd+bwd") j["fwd_steps"] = t.fwd_steps;
   j["steps"] = t.per_rank.empty() ? 0 : t.per_rank[0].size();
   j["total_us"] = t.total_us();
   j["comm_us"] = t.comm_us();
@@ -63,11 +76,13 @@ void write_chrome_trace(std::ostream& o, const Timeline& t) {
   for (size_t r = 0; r < t.per_rank.size(); ++r)
     for (size_t s = 0; s < t.per_rank[r].size(); ++s) {
       const auto& x = t.per_rank[r][s];
+      const std::string step = (t.backward_step(int(s)) ? "bwd " : "fwd ") +
+                               std::to_string(t.pass == "fwd+bwd" && t.backward_step(int(s)) ? int(s) - t.fwd_steps : int(s));
       if (x.comm_end_us > x.comm_start_us)
-        ev.push_back({{"name", "comm " + std::to_string(s)}, {"ph", "X"}, {"pid", r}, {"tid", 0},
+        ev.push_back({{"name", "comm " + step}, {"ph", "X"}, {"pid", r}, {"tid", 0},
                       {"ts", x.comm_start_us}, {"dur", x.comm_end_us - x.comm_start_us}, {"args", {{"bytes", x.bytes}}}});
       if (x.compute_end_us > x.compute_start_us)
-        ev.push_back({{"name", "compute " + std::to_string(s)}, {"ph", "X"}, {"pid", r}, {"tid", 1},
+        ev.push_back({{"name", "compute " + step}, {"ph", "X"}, {"pid", r}, {"tid", 1},
                       {"ts", x.compute_start_us}, {"dur", x.compute_end_us - x.compute_start_us}, {"args", {{"flops", x.flops}}}});
     }
   o << nlohmann::json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}}.dump() << "\n";
@@ -90,6 +105,10 @@ Timeline read_timeline_file(const std::string& path) {
     t.topology = j.value("topology", "");
     t.workload = j.value("workload", "");
     t.ranks = j.at("ranks");
+    t.pass = j.value("pass", "fwd");
+    if (t.pass != "fwd" && t.pass != "bwd" && t.pass != "fwd+bwd") throw InputError(path + ": pass: expected fwd, bwd or fwd+bwd");
+    t.fwd_steps = j.value("fwd_steps", -1);
+    if (t.pass == "fwd+bwd" && t.fwd_steps < 0) throw InputError(path + ": fwd_steps: missing for a fwd+bwd timeline");
     for (const auto& r : j.at("per_rank")) {
       std::vector<StepTiming> steps;
       for (const auto& s : r.at("steps"))

@@ -17,7 +17,14 @@ struct Timeline {
   std::string source;  // simulated | cpu | cuda
   std::string scheme, topology, workload;
   int ranks = 0;
+  std::string pass = "fwd";  // fwd | bwd | fwd+bwd
+  int fwd_steps = -1;        // steps [0, fwd_steps) are the forward's, the rest the backward's; -1: all (pass)
   std::vector<std::vector<StepTiming>> per_rank;  // [rank][step]
+
+  // Whether step s belongs to the backward.
+  bool backward_step(int s) const { return pass == "bwd" || (pass == "fwd+bwd" && s >= fwd_steps); }
+  // Appends `later` (its times shifted by `offset_us`) after these steps, rank by rank (rows both have).
+  void append(const Timeline& later, double offset_us);
 
   double total_us() const;
   double comm_us() const;     // slowest rank's summed communication time

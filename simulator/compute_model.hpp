@@ -20,10 +20,20 @@ struct BlockWork {
 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece);
 double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);  // K and V
+// dK and dV of a piece as the backward's accumulator moves them (the plan's accumulator precision).
+double grad_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);
 double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank);
 
 // One launch over a rank's work list in a step (items summed into `sum`, lk = all pieces' tokens),
 // with the merge into the running out/LSE (when `merge`: not the rank's first compute) fused in.
 double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge);
+
+// The backward kernel over a rank's work list in a step: 2.5x the forward's FLOPs of the same blocks at the
+// profile's backward rates (BwdRate). `first`: the rank's first backward launch also pays the row sums
+// D = rowsum(dO * O) over its queries (an elementwise pass over dO and O).
+double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first);
+// Adding `bytes` of received fp32/bf16 accumulators into the rank's own (read both, write one).
+double accumulate_us(const ComputeProfile& cp, double bytes);
+constexpr double kBackwardFlopsFactor = 2.5;
 
 }  // namespace tasp::simulator

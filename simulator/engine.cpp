@@ -35,59 +35,87 @@ struct RingFlows {
   double cap_gbps(size_t) const { return c; }
 };
 
+// What one pass of a plan costs per transfer and per launch: the forward and backward differ in what moves
+// (K/V; and dK/dV accumulators) and in the kernels (forward with fused merge; backward at 2.5x FLOPs).
+struct PassModel {
+  const planner::Plan& p;
+  const planner::Workload& w;
+  const Profile& prof;
+  planner::Pass pass;
+  bool bwd() const { return pass == planner::Pass::Bwd; }
+  double flops_factor() const { return bwd() ? kBackwardFlopsFactor : 1.0; }
+  // A launch over `work`; `first`: the rank's first launch of this pass.
+  double launch_us(const BlockWork& work, bool first) const {
+    return bwd() ? backward_compute_us(prof.compute, w, work, first) : compute_us(prof.compute, w, work, !first);
+  }
+  // The kernels' peak in the FLOPs this pass counts (the backward's 2.5x included).
+  double peak_tflops() const { return bwd() ? prof.compute.bwd_rate(w.D).full_tflops : prof.compute.rate(w.D).full_tflops; }
+};
+
 // Ring flow with work that is the same on every rank and off-diagonal step (no mask, or causal on the
-// zigzag layout, where every off-diagonal piece is exactly half masked): every step moves the same
-// flows, so the network is solved once; ranks advance together step by step (the ring couples them,
-// so the slowest rank paces each step).
-SimResult simulate_symmetric_ring_flow(const planner::Plan& p, const Network& net, const planner::Workload& w,
-                                       const Profile& prof, const SimOptions& opt) {
-  const int n = p.ranks, k = int(p.rings.size()), steps = p.num_steps();
-  const CommProfile& cp = prof.comm_for(n);
+// zigzag layout, where every off-diagonal piece is exactly half masked): every step of a kind moves the
+// same flows, so the network is solved once per kind (forward: K/V; backward: K/V, K/V + accumulators,
+// accumulators alone); ranks advance together step by step (the ring couples them, so the slowest rank
+// paces each step).
+SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, int keep) {
+  const planner::Plan& p = m.p;
+  const planner::Workload& w = m.w;
+  const int n = p.ranks, k = int(p.rings.size()), steps = p.num_steps(m.pass);
+  const CommProfile& cp = m.prof.comm_for(n);
   SimResult res;
   res.symmetric_fast_path = true;
   const double shard_bytes = shard_tokens(p, w, 0) * w.B * w.Hkv * w.D * 2.0 * w.dtype_bytes;
-  const double b = shard_bytes / k;
-  std::vector<double> comm(n, 0);
-  if (n > 1) {
-    RingFlows f{p, b, step_latency_us(cp, k), cp.flow_cap_gbps.at(b)};
-    const std::vector<double> caps(n, rank_cap_gbps(cp, k, k * b));
+  const double b = shard_bytes / k, g = m.bwd() ? b / w.dtype_bytes * p.accumulator_bytes : 0;
+  // Per-rank comm duration of a step whose every ring flow carries `bytes`, solved once per size.
+  std::vector<std::pair<double, std::vector<double>>> solved;
+  auto comm_of = [&](double bytes) -> const std::vector<double>& {
+    for (const auto& [x, v] : solved)
+      if (x == bytes) return v;
+    std::vector<double> comm(n, 0);
+    RingFlows f{p, bytes, step_latency_us(cp, k), cp.flow_cap_gbps.at(bytes)};
+    const std::vector<double> caps(n, rank_cap_gbps(cp, k, k * bytes));
     FluidResult fr = run_fluid(net, f, caps, caps);
-    res.network_solves = fr.solves;
+    res.network_solves += fr.solves;
     for (int r = 0; r < n; ++r) comm[r] = std::max(0.0, fr.rank_end_us[r]);
-  }
+    solved.push_back({bytes, std::move(comm)});
+    return solved.back().second;
+  };
   BlockWork diag, off;
   for (int c = 0; c < k; ++c) {
     BlockWork a = block_work(p, w, 0, 0, c), o = block_work(p, w, 0, n > 1 ? 1 : 0, c);
     diag.add(a);
     off.add(o);
   }
-  const double comp0 = compute_us(prof.compute, w, diag, false), comp1 = compute_us(prof.compute, w, off, true);
-  const double max_comm = n > 1 ? *std::max_element(comm.begin(), comm.end()) : 0;
+  const double comp0 = m.launch_us(diag, true), comp1 = m.launch_us(off, false);
+  const double add = m.bwd() ? accumulate_us(m.prof.compute, k * g) : 0;
 
   auto& tl = res.timeline;
-  const int keep = kept_ranks(n, steps, opt.max_timeline_cells);
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
-  double t = 0;
+  double t = 0, flow_total = 0;
   for (int s = 0; s < steps; ++s) {
-    const bool sends = s < n - 1;
-    const double comp = s == 0 ? comp0 : comp1;
+    const bool computes = s < n, sends_kv = s < n - 1, sends_grad = m.bwd() && s >= 1 && s <= n && n > 1;
+    const double bytes = (sends_kv ? b : 0) + (sends_grad ? g : 0);
+    const std::vector<double>* comm = bytes > 0 ? &comm_of(bytes) : nullptr;
+    const double max_comm = comm ? *std::max_element(comm->begin(), comm->end()) : 0;
+    const double comp = computes ? (s == 0 ? comp0 : comp1) : 0, add_s = sends_grad ? add : 0;
     for (int r = 0; r < keep; ++r) {
       StepTiming& st = tl.per_rank[r][s];
       st.comm_start_us = t;
-      st.comm_end_us = t + (sends ? comm[r] : 0);
+      st.comm_end_us = t + (comm ? (*comm)[r] : 0);
       st.compute_start_us = t;
-      st.compute_end_us = t + comp;
-      st.bytes = sends ? k * b : 0;
-      st.flops = (s == 0 ? diag : off).flops();
+      st.compute_end_us = t + comp + add_s;
+      st.bytes = k * bytes;
+      st.flops = computes ? (s == 0 ? diag : off).flops() * m.flops_factor() : 0;
     }
-    t += std::max(sends ? max_comm : 0.0, comp);
+    t += std::max(max_comm, comp) + add_s;
+    res.comm_us += max_comm;
+    res.compute_us += comp + add_s;
+    flow_total += bytes;
   }
   res.total_us = t;
-  res.comm_us = max_comm * std::max(0, n - 1);
-  res.compute_us = comp0 + comp1 * (steps - 1);
   res.exposed_comm_us = std::max(0.0, res.total_us - res.compute_us);
-  res.max_rank_bytes = double(std::max(0, n - 1)) * k * b;
-  res.max_rank_flops = diag.flops() + off.flops() * (steps - 1);
+  res.max_rank_bytes = k * flow_total;
+  res.max_rank_flops = (diag.flops() + off.flops() * (std::min(steps, n) - 1)) * m.flops_factor();
 
   // Bounds: a rank's received bytes through its ports; a node's incoming bytes through its cut.
   for (int r = 0; r < n; ++r)
@@ -97,7 +125,7 @@ SimResult simulate_symmetric_ring_flow(const planner::Plan& p, const Network& ne
     std::vector<double> into(net.node_ingress_gbps.size(), 0);
     RingFlows f{p, b, 0, 0};
     for (size_t i = 0; i < f.size(); ++i)
-      if (net.node[f.src(i)] != net.node[f.dst(i)]) into[net.node[f.dst(i)]] += b * (n - 1);
+      if (net.node[f.src(i)] != net.node[f.dst(i)]) into[net.node[f.dst(i)]] += flow_total;
     for (size_t x = 0; x < into.size(); ++x)
       if (net.node_ingress_gbps[x] > 0)
         res.bound.comm_us = std::max(res.bound.comm_us, into[x] / (net.node_ingress_gbps[x] * kBytesPerUsPerGBps));
@@ -111,13 +139,13 @@ struct StepFlows {
   std::vector<double> bytes_out, bytes_in;
 };
 
-SimResult simulate_general(const planner::Plan& p, const Network& net, const planner::Workload& w,
-                           const Profile& prof, const SimOptions& opt) {
-  const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps();
-  const CommProfile& cp = prof.comm_for(n);
+SimResult simulate_general(const PassModel& m, const Network& net, const SimOptions& opt, int keep) {
+  const planner::Plan& p = m.p;
+  const planner::Workload& w = m.w;
+  const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(m.pass);
+  const CommProfile& cp = m.prof.comm_for(n);
   SimResult res;
   auto& tl = res.timeline;
-  const int keep = kept_ranks(n, steps, opt.max_timeline_cells);
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
 
   const bool cache_pieces = size_t(n) * P <= 16'000'000;
@@ -127,12 +155,17 @@ SimResult simulate_general(const planner::Plan& p, const Network& net, const pla
     for (int o = 0; o < n; ++o)
       for (int c = 0; c < P; ++c) pbytes[size_t(o) * P + c] = piece_bytes(p, w, o, c);
   }
-  auto bytes_of = [&](int o, int c) { return cache_pieces ? pbytes[size_t(o) * P + c] : piece_bytes(p, w, o, c); };
+  auto kv_bytes = [&](int o, int c) { return cache_pieces ? pbytes[size_t(o) * P + c] : piece_bytes(p, w, o, c); };
+  auto bytes_of = [&](const planner::Transfer& x) {
+    const double kv = kv_bytes(x.owner, x.piece);
+    return x.grad ? kv / w.dtype_bytes * p.accumulator_bytes : kv;
+  };
 
   std::vector<double> ready(n, 0), rank_bytes(n, 0), rank_flops(n, 0), recv_total(n, 0), comm_sum(n, 0),
       comp_sum(n, 0);
   std::vector<double> node_in(net.node_ingress_gbps.size(), 0);
   std::vector<char> computed(n, 0);
+  std::vector<double> grads_in(n, 0);
   std::vector<BlockWork> work(n);
   planner::Step scratch;
   StepFlows cur;
@@ -142,9 +175,13 @@ SimResult simulate_general(const planner::Plan& p, const Network& net, const pla
   std::vector<std::pair<uint64_t, double>> pairs;
   for (int t = 0; t < steps; ++t) {
     if (opt.progress && (t % 64 == 0 || t == steps - 1)) opt.progress(t, steps);
-    const planner::Step& s = planner::step_at(p, t, scratch);
+    const planner::Step& s = planner::step_at(p, t, scratch, m.pass);
     pairs.clear();
-    for (const auto& x : s.transfers) pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x.owner, x.piece)});
+    std::fill(grads_in.begin(), grads_in.end(), 0.0);
+    for (const auto& x : s.transfers) {
+      pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
+      if (x.grad) grads_in[x.dst] += pairs.back().second;
+    }
     std::sort(pairs.begin(), pairs.end(), [](auto& a, auto& b) { return a.first < b.first; });
     FlowList& f = cur.flows;
     f = FlowList{};
@@ -195,23 +232,25 @@ SimResult simulate_general(const planner::Plan& p, const Network& net, const pla
       work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece));
     }
     for (int r = 0; r < n; ++r) {
-      const double comp = compute_us(prof.compute, w, work[r], computed[r]);
+      const double comp = m.launch_us(work[r], !computed[r]);
+      // Received accumulators are added to the rank's own once they are in, before the next step sends them.
+      const double add = accumulate_us(m.prof.compute, grads_in[r]);
       computed[r] |= work[r].flops() > 0;
       if (r < keep) {
         StepTiming& st = tl.per_rank[r][t];
         st.comm_start_us = ready[r];
         st.comm_end_us = comm_end[r];
         st.compute_start_us = ready[r];
-        st.compute_end_us = ready[r] + comp;
+        st.compute_end_us = ready[r] + comp + add;
         st.bytes = cur.bytes_out[r];
-        st.flops = work[r].flops();
+        st.flops = work[r].flops() * m.flops_factor();
       }
       comm_sum[r] += comm_end[r] - ready[r];
-      comp_sum[r] += comp;
+      comp_sum[r] += comp + add;
       rank_bytes[r] += cur.bytes_out[r];
       recv_total[r] += cur.bytes_in[r];
-      rank_flops[r] += work[r].flops();
-      ready[r] = std::max(comm_end[r], ready[r] + comp);
+      rank_flops[r] += work[r].flops() * m.flops_factor();
+      ready[r] = std::max(comm_end[r], ready[r] + comp) + add;
     }
   }
   res.total_us = n ? *std::max_element(ready.begin(), ready.end()) : 0;
@@ -242,17 +281,55 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
                               (p.causal ? "is" : "is not"));
   const std::string split = planner::check_split(p.layout, p.ranks, p.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
+  if (opt.passes.bwd && !p.has_backward)
+    throw planner::InputError("the plan has no backward part (plan it with --pass fwd+bwd, or simulate --pass fwd)");
+  if (!opt.passes.fwd && !opt.passes.bwd) throw planner::InputError("nothing to simulate (no pass)");
   const Network net = build_network(topo, prof.link_efficiency);
-  const bool symmetric = p.compact() && p.schedule == "ring-flow" && (!p.causal || p.layout == planner::Layout::Zigzag);
-  SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(p, net, w, prof, opt)
-                                                 : simulate_general(p, net, w, prof, opt);
-  r.bound.compute_us = r.max_rank_flops / (prof.compute.rate(w.D).full_tflops * 1e6);
+  const int steps = (opt.passes.fwd ? p.num_steps() : 0) + (opt.passes.bwd ? p.num_steps(planner::Pass::Bwd) : 0);
+  const int keep = kept_ranks(p.ranks, steps, opt.max_timeline_cells);
+  auto one_pass = [&](planner::Pass pass) {
+    const PassModel m{p, w, prof, pass};
+    const bool ring_flow = p.compact(pass) && p.rule(pass) == "ring-flow" && p.compact() && p.schedule == "ring-flow";
+    const bool symmetric = ring_flow && (!p.causal || p.layout == planner::Layout::Zigzag);
+    SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
+                                                   : simulate_general(m, net, opt, keep);
+    r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
+    return r;
+  };
+  SimResult r;
+  if (opt.passes.fwd) {
+    r = one_pass(planner::Pass::Fwd);
+    r.fwd_us = r.total_us;
+  }
+  if (opt.passes.bwd) {
+    SimResult b = one_pass(planner::Pass::Bwd);
+    r.bwd_us = b.total_us;
+    r.bwd_rate_estimated = prof.compute.bwd_rate(w.D).estimated;
+    if (!opt.passes.fwd) {
+      b.bwd_us = b.total_us, b.bwd_rate_estimated = r.bwd_rate_estimated;
+      r = std::move(b);
+    } else {
+      r.timeline.append(b.timeline, r.total_us);
+      r.total_us += b.total_us;
+      r.comm_us += b.comm_us;
+      r.compute_us += b.compute_us;
+      r.exposed_comm_us += b.exposed_comm_us;
+      r.max_rank_bytes += b.max_rank_bytes;
+      r.max_rank_flops += b.max_rank_flops;
+      r.bound.comm_us += b.bound.comm_us;
+      r.bound.compute_us += b.bound.compute_us;
+      r.network_solves += b.network_solves;
+      r.symmetric_fast_path = r.symmetric_fast_path && b.symmetric_fast_path;
+    }
+  }
   auto& tl = r.timeline;
   tl.source = "simulated";
   tl.scheme = p.scheme;
   tl.topology = topo.name;
   tl.workload = planner::to_string(w);
   tl.ranks = p.ranks;
+  tl.pass = planner::passes_name(opt.passes);
+  tl.fwd_steps = opt.passes.fwd ? p.num_steps() : 0;
   return r;
 }
 

@@ -22,6 +22,8 @@ struct Bounds {
 struct SimResult {
   planner::Timeline timeline;  // per rank; above SimOptions::max_timeline_cells only the first ranks
   double total_us = 0, comm_us = 0, compute_us = 0, exposed_comm_us = 0;
+  double fwd_us = 0, bwd_us = 0;  // each pass's share of total_us (the backward starts when the forward ends)
+  bool bwd_rate_estimated = false;  // the backward's kernel rates are the forward's scaled (no measured ones)
   double max_rank_bytes = 0, max_rank_flops = 0;  // over the whole run
   Bounds bound;
   double efficiency() const { return total_us > 0 ? bound.us() / total_us : 0; }
@@ -34,8 +36,11 @@ struct SimOptions {
   size_t max_timeline_cells = 2'000'000;  // ranks x steps kept in the timeline
   std::function<void(int step, int steps)> progress;  // called now and then on long runs
   bool allow_fast_path = true;
+  planner::Passes passes;  // the forward (default), the backward, or both one after the other
 };
 
+// Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan
+// without one.
 SimResult simulate(const planner::Plan& plan, const planner::Topology& topo, const planner::Workload& w,
                    const Profile& prof, const SimOptions& opt = {});
 

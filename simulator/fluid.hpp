@@ -37,89 +37,92 @@ FluidResult run_fluid(const Network& net, const Flows& f, const std::vector<doub
   cap.insert(cap.end(), rank_recv_cap.begin(), rank_recv_cap.end());
   const size_t R = cap.size();
 
-  enum : uint8_t { Waiting, Active, Done };
-  std::vector<uint8_t> state(m, Waiting);
-  std::vector<double> rem(m);
-  std::vector<float> rate(m, 0.f);
-  std::vector<uint8_t> frozen(m);
-  std::vector<size_t> order(m);
-  for (size_t i = 0; i < m; ++i) rem[i] = f.bytes(i), order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f.start_us(a) < f.start_us(b); });
-  size_t next_arrival = 0, active = 0, done = 0;
-  double now = f.start_us(order[0]);
-
-  std::vector<int> path;
-  auto resources = [&](size_t i) -> const std::vector<int>& {
+  // Each flow's resources, routed once (CSR: flow i uses res[offs[i] .. offs[i+1])).
+  std::vector<int> path, res;
+  std::vector<size_t> offs(m + 1, 0);
+  for (size_t i = 0; i < m; ++i) {
     path.clear();
     const int s = f.src(i), d = f.dst(i);
     net.route(s, d, path);
     if (rank_send_cap[s] < inf) path.push_back(L + s);
     if (rank_recv_cap[d] < inf) path.push_back(L + n + d);
-    return path;
-  };
+    res.insert(res.end(), path.begin(), path.end());
+    offs[i + 1] = res.size();
+  }
+  std::vector<double> rem(m), flow_cap(m);
+  std::vector<float> rate(m, 0.f);
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; ++i) rem[i] = f.bytes(i), flow_cap[i] = f.cap_gbps(i), order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f.start_us(a) < f.start_us(b); });
+  size_t next_arrival = 0, done = 0;
+  double now = f.start_us(order[0]);
+  std::vector<size_t> active, unfrozen, still;  // flows moving now; those whose rate is not fixed yet
   std::vector<double> left(R);
-  std::vector<uint32_t> count(R);
+  std::vector<uint32_t> count(R, 0);
 
   while (done < m) {
-    while (next_arrival < m && f.start_us(order[next_arrival]) <= now * (1 + 1e-12) + 1e-9) {
-      const size_t i = order[next_arrival++];
-      state[i] = Active;
-      ++active;
-    }
-    if (active == 0) {
+    while (next_arrival < m && f.start_us(order[next_arrival]) <= now * (1 + 1e-12) + 1e-9)
+      active.push_back(order[next_arrival++]);
+    if (active.empty()) {
       now = f.start_us(order[next_arrival]);
       continue;
     }
-    // Progressive filling among the active flows.
+    // Progressive filling among the active flows: raise every unfrozen rate together until a resource or a
+    // flow's own cap is exhausted, freeze the flows there, repeat.
     ++out.solves;
-    left = cap;
-    size_t unfrozen = 0;
-    for (size_t i = 0; i < m; ++i) {
-      frozen[i] = state[i] != Active;
-      unfrozen += !frozen[i];
-    }
-    while (unfrozen > 0) {
-      std::fill(count.begin(), count.end(), 0);
+    for (size_t i : active)  // only the resources of moving flows matter (R can be large, active flows few)
+      for (size_t e = offs[i]; e < offs[i + 1]; ++e) left[res[e]] = cap[res[e]];
+    unfrozen = active;
+    while (!unfrozen.empty()) {
       double level = inf;
-      for (size_t i = 0; i < m; ++i) {
-        if (frozen[i]) continue;
-        for (int r : resources(i)) ++count[r];
-        level = std::min(level, f.cap_gbps(i));
+      for (size_t i : unfrozen) {
+        for (size_t e = offs[i]; e < offs[i + 1]; ++e) ++count[res[e]];
+        level = std::min(level, flow_cap[i]);
       }
-      for (size_t r = 0; r < R; ++r)
-        if (count[r]) level = std::min(level, std::max(0.0, left[r]) / count[r]);
+      for (size_t i : unfrozen)
+        for (size_t e = offs[i]; e < offs[i + 1]; ++e) level = std::min(level, std::max(0.0, left[res[e]]) / count[res[e]]);
       const double edge = level * (1 + 1e-9) + 1e-12;
-      for (size_t i = 0; i < m; ++i) {
-        if (frozen[i]) continue;
-        bool bottleneck = f.cap_gbps(i) <= edge;
-        const auto& p = resources(i);
-        for (int r : p) bottleneck = bottleneck || std::max(0.0, left[r]) / count[r] <= edge;
-        if (!bottleneck) continue;
-        rate[i] = float(level);
-        frozen[i] = 1;
-        --unfrozen;
-        for (int r : p) left[r] -= level;
+      still.clear();
+      for (size_t i : unfrozen) {
+        bool bottleneck = flow_cap[i] <= edge;
+        for (size_t e = offs[i]; e < offs[i + 1] && !bottleneck; ++e)
+          bottleneck = std::max(0.0, left[res[e]]) / count[res[e]] <= edge;
+        if (!bottleneck) still.push_back(i);
       }
+      // Counts and capacities change only after every flow was judged against this round's figures.
+      for (size_t i : unfrozen)
+        for (size_t e = offs[i]; e < offs[i + 1]; ++e) count[res[e]] = 0;
+      size_t k = 0;
+      for (size_t i : unfrozen) {
+        if (k < still.size() && still[k] == i) {
+          ++k;
+          continue;
+        }
+        rate[i] = float(level);
+        for (size_t e = offs[i]; e < offs[i + 1]; ++e) left[res[e]] -= level;
+      }
+      unfrozen.swap(still);
     }
     // Advance to the next completion or arrival.
     double dt = next_arrival < m ? f.start_us(order[next_arrival]) - now : inf;
-    for (size_t i = 0; i < m; ++i)
-      if (state[i] == Active && rate[i] > 0) dt = std::min(dt, rem[i] / (rate[i] * kBytesPerUsPerGBps));
+    for (size_t i : active)
+      if (rate[i] > 0) dt = std::min(dt, rem[i] / (rate[i] * kBytesPerUsPerGBps));
     if (!(dt < inf)) throw std::logic_error("flow model stalled: a flow has no capacity on its route");
     now += dt;
-    for (size_t i = 0; i < m; ++i) {
-      if (state[i] != Active) continue;
+    size_t kept = 0;
+    for (size_t i : active) {
       rem[i] -= rate[i] * kBytesPerUsPerGBps * dt;
       if (rem[i] <= 1e-9 * f.bytes(i) + 1e-6) {
-        state[i] = Done;
-        --active;
         ++done;
         double& a = out.rank_end_us[f.src(i)];
         double& b = out.rank_end_us[f.dst(i)];
         a = std::max(a, now);
         b = std::max(b, now);
+      } else {
+        active[kept++] = i;
       }
     }
+    active.resize(kept);
   }
   return out;
 }

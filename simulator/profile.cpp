@@ -25,6 +25,12 @@ const ComputeRate& ComputeProfile::rate(int head_dim) const {
   });
 }
 
+BwdRate ComputeProfile::bwd_rate(int head_dim) const {
+  const ComputeRate& r = rate(head_dim);
+  if (r.bwd_full_tflops > 0) return {r.bwd_full_tflops, r.bwd_causal_tflops > 0 ? r.bwd_causal_tflops : r.bwd_full_tflops, false};
+  return {r.full_tflops * bwd_estimate, r.causal_tflops * bwd_estimate, true};
+}
+
 int ComputeProfile::tile_rows(int head_dim) const {
   const int t = rates.empty() ? 0 : rate(head_dim).tile_m;
   return t > 0 ? t : tile_m;

@@ -32,6 +32,15 @@ struct ComputeRate {
   // Size curves of the two (diagonal tiles make causal kernels gain more with length); < 0: the profile's.
   double full_half_len = -1, causal_half_len = -1;
   int tile_m = 0;  // query rows per CTA at this head dim (tasp's kernel: 128 at D=128, 192 at D=64); 0: the profile's
+  // Backward kernel rates (TFLOP/s counting 2.5x the forward's FLOPs: 5 matmuls against 2); 0: estimated as
+  // the forward's times ComputeProfile::bwd_estimate until a backward kernel is measured.
+  double bwd_full_tflops = 0, bwd_causal_tflops = 0;
+};
+
+// The backward rate a profile gives for a head dim, and whether it was measured or estimated.
+struct BwdRate {
+  double full_tflops = 0, causal_tflops = 0;
+  bool estimated = true;
 };
 
 struct ComputeProfile {
@@ -40,8 +49,13 @@ struct ComputeProfile {
   int sms = 132;           // CTAs run in waves of this many (wave quantization)
   int tile_m = 128;        // query rows per CTA
   double hbm_gbps = 3000;  // the fused out/LSE merge's traffic bounds small blocks
+  double small_launch_us = 4;  // an elementwise kernel (the backward's accumulator add and dO.O row sums)
+  // Backward/forward rate ratio used where a rate has no measured backward figures: cuDNN's through PyTorch
+  // on one H200 (../shared/measurements/h200-sdpa-fwd-bwd.txt): 523/613 at D=128, 437/474 at D=64.
+  double bwd_estimate = 0.87;
   std::vector<ComputeRate> rates;  // by head dim; nearest head dim is used
   const ComputeRate& rate(int head_dim) const;
+  BwdRate bwd_rate(int head_dim) const;
   int tile_rows(int head_dim) const;  // the rate's tile_m if it has one, else tile_m
 };
 

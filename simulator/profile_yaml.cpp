@@ -64,7 +64,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   }
   const YAML::Node k = root["compute"];
   if (!k.IsDefined()) cx.fail(root, "compute", "missing");
-  cx.only_keys(k, "compute", {"launch_us", "half_len", "sms", "tile_m", "hbm_gbps", "rates"});
+  cx.only_keys(k, "compute", {"launch_us", "half_len", "sms", "tile_m", "hbm_gbps", "small_launch_us", "bwd_estimate", "rates"});
   ComputeProfile& cp = p.compute;
   if (k["launch_us"]) cp.launch_us = positive(cx, k["launch_us"], "compute.launch_us", true);
   if (k["half_len"]) cp.half_len = positive(cx, k["half_len"], "compute.half_len", true);
@@ -77,12 +77,18 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     if (cp.tile_m < 1) cx.fail(k["tile_m"], "compute.tile_m", "must be >= 1");
   }
   if (k["hbm_gbps"]) cp.hbm_gbps = positive(cx, k["hbm_gbps"], "compute.hbm_gbps");
+  if (k["small_launch_us"]) cp.small_launch_us = positive(cx, k["small_launch_us"], "compute.small_launch_us", true);
+  if (k["bwd_estimate"]) {
+    cp.bwd_estimate = positive(cx, k["bwd_estimate"], "compute.bwd_estimate");
+    if (cp.bwd_estimate > 2) cx.fail(k["bwd_estimate"], "compute.bwd_estimate", "must be in (0, 2]");
+  }
   const YAML::Node rates = k["rates"];
   if (!rates.IsDefined()) cx.fail(k, "compute.rates", "missing");
   if (!rates.IsSequence() || rates.size() == 0) cx.fail(rates, "compute.rates", "expected a non-empty list");
   for (size_t i = 0; i < rates.size(); ++i) {
     const std::string f = "compute.rates[" + std::to_string(i) + "]";
-    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len", "tile_m"});
+    cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len", "tile_m",
+                               "bwd_full_tflops", "bwd_causal_tflops"});
     ComputeRate r;
     if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
     r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
@@ -97,6 +103,11 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     if (rates[i]["tile_m"]) {
       r.tile_m = int(cx.integer(rates[i]["tile_m"], f + ".tile_m"));
       if (r.tile_m < 1) cx.fail(rates[i]["tile_m"], f + ".tile_m", "must be >= 1");
+    }
+    if (rates[i]["bwd_full_tflops"]) r.bwd_full_tflops = positive(cx, rates[i]["bwd_full_tflops"], f + ".bwd_full_tflops");
+    if (rates[i]["bwd_causal_tflops"]) {
+      if (!rates[i]["bwd_full_tflops"]) cx.fail(rates[i], f + ".bwd_full_tflops", "missing (bwd_causal_tflops needs it)");
+      r.bwd_causal_tflops = positive(cx, rates[i]["bwd_causal_tflops"], f + ".bwd_causal_tflops");
     }
     cp.rates.push_back(r);
   }
@@ -134,13 +145,15 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
   }
   const auto& k = p.compute;
   o << "compute:\n  launch_us: " << k.launch_us << "\n  half_len: " << k.half_len << "\n  sms: " << k.sms
-    << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  rates:\n";
+    << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  small_launch_us: " << k.small_launch_us
+    << "\n  bwd_estimate: " << k.bwd_estimate << "\n  rates:\n";
   for (const auto& r : k.rates)
   {
     o << "    - {head_dim: " << r.head_dim << ", full_tflops: " << r.full_tflops << ", causal_tflops: " << r.causal_tflops;
     if (r.full_half_len >= 0) o << ", full_half_len: " << r.full_half_len;
     if (r.causal_half_len >= 0) o << ", causal_half_len: " << r.causal_half_len;
     if (r.tile_m > 0) o << ", tile_m: " << r.tile_m;
+    if (r.bwd_full_tflops > 0) o << ", bwd_full_tflops: " << r.bwd_full_tflops << ", bwd_causal_tflops: " << r.bwd_causal_tflops;
     o << "}\n";
   }
 }

@@ -1,10 +1,11 @@
 // Llama3-style: every rank gathers every shard in step 0 (overlapped with its own block), computes the
-// rest in step 1.
+// rest in step 1. Backward: the same gather and computes, then a reduce-scatter of dK/dV as point-to-point
+// sends of every rank's accumulator of each piece to the piece's owner (step 2).
 #include "planner/schemes/schemes.hpp"
 
 namespace tasp::planner {
 
-Step allgather_step(const Plan& p, int t) {
+static Step allgather_step_impl(const Plan& p, int t) {
   Step s;
   const int n = p.ranks, P = p.pieces_per_rank;
   for (int r = 0; r < n; ++r)
@@ -12,10 +13,14 @@ Step allgather_step(const Plan& p, int t) {
       for (int c = 0; c < P; ++c) {
         if (t == 0 && o == r) s.compute.push_back({r, o, c});
         if (t == 1 && o != r) s.compute.push_back({r, o, c});
-        if (t == 0 && o != r) s.transfers.push_back({o, r, o, c});
+        if (t == 0 && o != r) s.transfers.push_back({o, r, o, c, false});
+        if (t == 2 && o != r) s.transfers.push_back({r, o, o, c, true});
       }
   return s;
 }
+
+Step allgather_step(const Plan& p, int t) { return allgather_step_impl(p, t); }
+Step allgather_backward_step(const Plan& p, int t) { return allgather_step_impl(p, t); }
 
 Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps) {
   Plan p;

@@ -20,20 +20,27 @@ Plan ring_flow_plan(const std::string& scheme, std::vector<std::vector<int>> rin
   return p;
 }
 
-Step ring_flow_step(const Plan& p, int t) {
+// Step t of the ring flow: computes (t < n) and K/V forwarding (t < n - 1) as in the forward, and with
+// `grads` the accumulators computed at step t - 1 one hop on (1 <= t <= n).
+static Step ring_flow_step_impl(const Plan& p, int t, bool grads) {
   const int n = p.ranks;
   Step s;
-  s.compute.reserve(size_t(n) * p.rings.size());
-  if (t < n - 1) s.transfers.reserve(size_t(n) * p.rings.size());
+  const bool computes = t < n, sends_kv = t < n - 1, sends_grad = grads && t >= 1 && t <= n && n > 1;
+  if (computes) s.compute.reserve(size_t(n) * p.rings.size());
+  s.transfers.reserve(size_t(n) * p.rings.size() * (int(sends_kv) + int(sends_grad)));
   for (size_t c = 0; c < p.rings.size(); ++c) {
     const auto& R = p.rings[c];
     for (int i = 0; i < n; ++i) {
       const int owner = R[((i - t) % n + n) % n];
-      s.compute.push_back({R[i], owner, int(c)});
-      if (t < n - 1) s.transfers.push_back({R[i], R[(i + 1) % n], owner, int(c)});
+      if (computes) s.compute.push_back({R[i], owner, int(c)});
+      if (sends_kv) s.transfers.push_back({R[i], R[(i + 1) % n], owner, int(c), false});
+      if (sends_grad) s.transfers.push_back({R[i], R[(i + 1) % n], R[((i - t + 1) % n + n) % n], int(c), true});
     }
   }
   return s;
 }
+
+Step ring_flow_step(const Plan& p, int t) { return ring_flow_step_impl(p, t, false); }
+Step ring_flow_backward_step(const Plan& p, int t) { return ring_flow_step_impl(p, t, true); }
 
 }  // namespace tasp::planner

@@ -34,6 +34,7 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);
   if (p.topology.empty()) p.topology = t.source;
+  if (o.backward) add_backward(p, o.accumulator_bytes);
   return p;
 }
 

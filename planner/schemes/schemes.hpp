@@ -14,12 +14,15 @@ struct PlanOptions {
   bool layout_given = false;  // otherwise zigzag when causal, contiguous when not
   Layout layout = Layout::Contiguous;
   int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
+  bool backward = true;        // also plan the backward (add_backward)
+  int accumulator_bytes = 4;   // the backward's dK/dV accumulators in transit: 4 (fp32) or 2 (bf16)
 };
 
 Plan build_ring(const Topology& t, bool causal, Layout layout, bool expand_steps);
 Plan build_zigzag(const Topology& t, bool expand_steps);
 Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps);
 Step allgather_step(const Plan& p, int t);
+Step allgather_backward_step(const Plan& p, int t);
 // Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).
 Plan build_hamilton(const Topology& t, bool causal, Layout layout, bool expand_steps, Decomposition* used = nullptr);
 // Two-level: cluster rings (paths inside nodes, rails between them).

@@ -23,6 +23,7 @@ long unit_tokens(const Plan& p) {
   return long(p.layout == Layout::Zigzag ? 2 : 1) * p.ranks * p.pieces_per_rank;
 }
 
+// Forward and backward through the plan against the direct fp64 forward and backward.
 void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::string& prec, double tol) {
   Topology t = load_topology(c.topology);
   PlanOptions o;
@@ -38,11 +39,17 @@ void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::
   auto be = executor::make_cpu_backend(prec);
   executor::RunOptions ro;
   ro.check = true;
+  ro.passes = {true, true};
   ro.seed = unsigned(w.S * 31 + H);
   executor::RunReport r = executor::run_plan(*be, p, w, ro);
-  EXPECT_LT(r.rel_err_out, tol) << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
-  EXPECT_LT(r.rel_err_lse, tol) << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
-  EXPECT_GT(r.rel_err_out, 0.0);  // a zero error would mean the check compared nothing
+  ASSERT_EQ(r.checks.size(), 5u);
+  for (const auto& x : r.checks) {
+    EXPECT_LT(x.rel_err, tol) << x.name << " " << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
+    if (x.name != "lse") {
+      EXPECT_GT(x.rel_err, 0.0) << x.name;  // zero would mean the check compared nothing
+    }
+    EXPECT_GT(x.cosine, 1 - tol) << x.name;
+  }
 }
 
 std::vector<Config> configs() {
@@ -88,6 +95,8 @@ TEST(CpuExecutor, CorruptedPlansAreRefusedAndFailTheCheckUnverified) {
   o.causal = true;
   Plan good = build_plan(t, "hamilton", o);
   Workload w = parse_workload("B=1,S=224,H=2,D=16,causal");
+  o.backward = false;
+  good = build_plan(t, "hamilton", o);
   auto be = executor::make_cpu_backend("fp64");
   std::vector<Plan> bad(3, good);
   bad[0].steps[1].transfers.erase(bad[0].steps[1].transfers.begin() + 3);  // dropped transfer
@@ -110,7 +119,7 @@ TEST(CpuExecutor, CorruptedPlansAreRefusedAndFailTheCheckUnverified) {
     ro.check = true;
     ro.verify = false;
     executor::RunReport r = executor::run_plan(*be, bad[i], w, ro);
-    EXPECT_GT(r.rel_err_out, 1e-3) << i;
+    EXPECT_GT(r.rel_err("out"), 1e-3) << i;
   }
   // A dropped transfer leaves the receiver without the piece: the run stops with an error naming it.
   executor::RunOptions ro;
@@ -121,6 +130,119 @@ TEST(CpuExecutor, CorruptedPlansAreRefusedAndFailTheCheckUnverified) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("does not hold"), std::string::npos) << e.what();
   }
+}
+
+// Backward plans with a dropped accumulator return, a block counted twice, or an accumulator sent before it
+// was made: refused by the verifier, and run unverified, caught by the numeric check.
+TEST(CpuExecutor, CorruptedBackwardPlansAreRefusedAndFailTheCheckUnverified) {
+  Topology t = load_topology("complete:5");
+  PlanOptions o;
+  o.causal = true;
+  const Plan good = build_plan(t, "hamilton", o);
+  ASSERT_TRUE(good.has_backward);
+  const Workload w = parse_workload("B=1,S=120,H=2,Hkv=1,D=8,causal");
+  auto be = executor::make_cpu_backend("fp64");
+  std::vector<Plan> bad(3, good);
+  auto& last = bad[0].backward.steps.back().transfers;  // the return hop of one accumulator
+  ASSERT_TRUE(last.front().grad);
+  last.erase(last.begin());
+  bad[1].backward.steps[3].compute.push_back(bad[1].backward.steps[1].compute[2]);  // one block twice
+  auto& s2 = bad[2].backward.steps[2].transfers;  // an accumulator sent one step early
+  for (size_t i = 0; i < s2.size(); ++i)
+    if (s2[i].grad) {
+      bad[2].backward.steps[1].transfers.push_back(s2[i]);
+      s2.erase(s2.begin() + long(i));
+      break;
+    }
+  const char* why[] = {"not at its owner", "second time", "does not hold"};
+  executor::RunOptions ro;
+  ro.check = true;
+  ro.passes = {false, true};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    try {
+      executor::run_plan(*be, bad[i], w, ro);
+      ADD_FAILURE() << "corrupted backward plan " << i << " ran";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(why[i]), std::string::npos) << e.what();
+    }
+  }
+  ro.verify = false;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    executor::RunReport r = executor::run_plan(*be, bad[i], w, ro);
+    EXPECT_GT(r.max_rel_err(), 1e-3) << i;
+  }
+  ro.verify = true;
+  EXPECT_LT(executor::run_plan(*be, good, w, ro).max_rel_err(), 1e-10);
+}
+
+TEST(CpuExecutor, BackwardOfAPlanWithoutOneIsAClearError) {
+  PlanOptions o;
+  o.backward = false;
+  Plan p = build_plan(load_topology("complete:4"), "ring", o);
+  auto be = executor::make_cpu_backend("fp64");
+  executor::RunOptions ro;
+  ro.passes = {true, true};
+  try {
+    executor::run_plan(*be, p, parse_workload("S=64,H=2,D=16"), ro);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no backward part"), std::string::npos) << e.what();
+  }
+}
+
+// The fp64 reference backward is itself checked against central finite differences of
+// L = sum(dO * attention(q, k, v)) on tiny shapes (GQA, full and causal).
+TEST(CpuAttention, ReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 2, H = 4, Hkv = 2, D = 3;
+  const long S = 5;
+  for (bool causal : {false, true}) {
+    Workload w;
+    w.B = B, w.S = S, w.H = H, w.Hkv = Hkv, w.D = D, w.causal = causal;
+    executor::Problem pr = executor::random_problem(w, causal ? 7 : 3, true);
+    std::vector<double> dq, dk, dv;
+    executor::reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, B, S, H, Hkv, D, causal, dq, dk, dv);
+    auto loss = [&](const executor::Problem& x) {
+      std::vector<double> o, l;
+      executor::reference_attention(x.q, x.k, x.v, B, S, H, Hkv, D, causal, o, l);
+      double sum = 0;
+      for (size_t i = 0; i < o.size(); ++i) sum += o[i] * x.dout[i];
+      return sum;
+    };
+    const double h = 1e-5;
+    auto check = [&](std::vector<double> executor::Problem::*field, const std::vector<double>& grad, const char* name) {
+      double num = 0, den = 0;
+      for (size_t i = 0; i < grad.size(); ++i) {
+        executor::Problem a = pr, b = pr;
+        (a.*field)[i] += h;
+        (b.*field)[i] -= h;
+        const double fd = (loss(a) - loss(b)) / (2 * h);
+        num += (fd - grad[i]) * (fd - grad[i]);
+        den += grad[i] * grad[i];
+      }
+      EXPECT_LT(std::sqrt(num / den), 1e-7) << name << (causal ? " causal" : " full");
+      EXPECT_GT(den, 1e-3) << name;  // gradients that are not all zero
+    };
+    check(&executor::Problem::q, dq, "dq");
+    check(&executor::Problem::k, dk, "dk");
+    check(&executor::Problem::v, dv, "dv");
+  }
+}
+
+// The backward alone (its forward untimed) gives the same gradients, and its timeline only backward steps.
+TEST(CpuExecutor, BackwardPassAlone) {
+  PlanOptions o;
+  o.causal = true;
+  Plan p = build_plan(load_topology("complete:3"), "zigzag", o);
+  auto be = executor::make_cpu_backend("fp64");
+  executor::RunOptions ro;
+  ro.check = true;
+  ro.passes = {false, true};
+  executor::RunReport r = executor::run_plan(*be, p, parse_workload("B=1,S=48,H=2,D=8,causal"), ro);
+  ASSERT_EQ(r.checks.size(), 3u);
+  EXPECT_EQ(r.checks[0].name, "dq");
+  EXPECT_LT(r.max_rel_err(), 1e-10);
+  EXPECT_EQ(r.result.timeline.pass, "bwd");
+  EXPECT_EQ(int(r.result.timeline.per_rank[0].size()), p.num_steps(Pass::Bwd));
 }
 
 TEST(CpuExecutor, UnsplittableSequenceIsAClearError) {

@@ -65,6 +65,57 @@ TEST(Cli, RunChecksAndWritesTimeline) {
   EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check --no-verify"), 1);
 }
 
+static std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Removes the first accumulator transfer of the backward's last step (its return hop to the owner).
+static std::string drop_last_return(std::string text) {
+  const auto last_step = text.rfind("{\"transfers\": [");
+  const auto at = text.find("{\"src\"", last_step);
+  const auto end = text.find("}", at) + 1;
+  EXPECT_NE(text.substr(at, end - at).find("grad"), std::string::npos);
+  return text.erase(at, end - at + (text[end] == ',' ? 1 : 0));
+}
+
+TEST(Cli, BackwardPlanVerifyRunAndErrors) {
+  const std::string dir = ::testing::TempDir();
+  const std::string plan = dir + "/cli_bwd.json", fwd_only = dir + "/cli_fwd_only.json";
+  ASSERT_EQ(run("plan -t complete:4 -s hamilton --causal -q -o " + plan), 0);  // fwd+bwd by default
+  EXPECT_NE(slurp(plan).find("tasp-plan/2"), std::string::npos);
+  EXPECT_EQ(run("verify " + plan + " -t complete:4 --pass bwd"), 0);
+  ASSERT_EQ(run("plan -t complete:4 -s hamilton --causal --pass fwd -q -o " + fwd_only), 0);
+  EXPECT_NE(slurp(fwd_only).find("tasp-plan/1"), std::string::npos);
+  const std::string w = " -w B=1,S=64,H=2,Hkv=1,D=16,causal";
+  EXPECT_EQ(run("run --plan " + plan + w + " --check"), 0);
+  EXPECT_EQ(run("run --plan " + plan + w + " --check --pass bwd --precision fp32"), 0);
+  EXPECT_EQ(run("run --plan " + fwd_only + w + " --check --pass fwd"), 0);
+  // The backward of a plan without one: bad input.
+  EXPECT_EQ(run("run --plan " + fwd_only + w + " --check"), 2);
+  EXPECT_EQ(run("verify " + fwd_only + " --pass bwd"), 2);
+  EXPECT_EQ(run("simulate -t complete:4 --plan " + fwd_only + " -w B=1,S=64k,H=2,D=64,causal"), 2);
+  EXPECT_EQ(run("run --plan " + plan + w + " --pass sideways"), 2);
+  EXPECT_EQ(run("plan -t complete:4 --pass bwd -q -o " + dir + "/none.json"), 2);
+  EXPECT_EQ(run("plan -t complete:4 --accumulator fp8 -q -o " + dir + "/none.json"), 2);
+  EXPECT_FALSE(fs::exists(dir + "/none.json"));
+  // A dropped accumulator return: verify fails (1); run refuses it (2), or with --no-verify fails the check (1).
+  const std::string bad = dir + "/cli_bwd_bad.json";
+  std::ofstream(bad) << drop_last_return(slurp(plan));
+  EXPECT_EQ(run("verify " + bad), 1);
+  EXPECT_EQ(run("verify " + bad + " --pass fwd"), 0);
+  EXPECT_EQ(run("run --plan " + bad + w + " --check"), 2);
+  EXPECT_EQ(run("run --plan " + bad + w + " --check --no-verify"), 1);
+  // YAML plans carry the backward too.
+  const std::string yaml = dir + "/cli_bwd.yaml";
+  ASSERT_EQ(run("plan -t complete:5 -s zigzag --causal -f yaml -q -o " + yaml), 0);
+  EXPECT_EQ(run("run --plan " + yaml + " -w B=1,S=50,H=2,D=8,causal --check --pass bwd"), 0);
+  const std::string tl = dir + "/cli_bwd_tl.json", tr = dir + "/cli_bwd_trace.json";
+  EXPECT_EQ(run("run --plan " + plan + w + " --timeline " + tl + " --trace " + tr), 0);
+  EXPECT_NE(slurp(tl).find("\"fwd_steps\""), std::string::npos);
+  EXPECT_NE(slurp(tr).find("bwd 4"), std::string::npos);
+}
+
 TEST(Cli, SimulateCalibrateAndAuto) {
   const std::string dir = ::testing::TempDir();
   const std::string src = TASP_SOURCE_DIR;
@@ -75,6 +126,9 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   std::ifstream j(json);
   std::string text((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"fastest\""), std::string::npos);
+  EXPECT_NE(text.find("\"bwd_us\""), std::string::npos);  // fwd+bwd by default
+  EXPECT_EQ(run("simulate -t complete:8 -w B=1,S=16k,H=32,D=128 --pass bwd"), 0);
+  EXPECT_EQ(run("simulate -t complete:8 -w B=1,S=16k,H=32,D=128 --pass fwd"), 0);
   EXPECT_EQ(run("simulate -t h200-hgx-8 -s ring,hamilton --sweep S=8k:64k -o " + csv), 0);
   std::ifstream c(csv);
   int lines = 0;

@@ -155,7 +155,22 @@ TEST(PlanIo, BadPlanFilesNameTheField) {
   EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"steps":[{"transfers":[{"src":0,"dst":1,"owner":0}]}]})")
                 .find("steps[0].transfers[0]"),
             std::string::npos);
-  EXPECT_NE(err(R"({"format":"tasp-plan/2","ranks":2})").find("format"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/3","ranks":2})").find("format"), std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"steps":[],"backward":{"schedule":"ring-flow","step_count":3}})")
+                .find("tasp-plan/2"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/2","ranks":2,"steps":[],"backward":{"accumulator":"fp8","steps":[]}})")
+                .find("backward.accumulator: expected fp32 or bf16"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/2","ranks":2,"steps":[],"backward":{"steps":[{"transfers":[{"src":0,"dst":1,"owner":0,"piece":0,"kind":"dq"}]}]}})")
+                .find("backward.steps[0].transfers[0].kind: expected kv or grad"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/2","ranks":2,"steps":[],"backward":{"steps":[{"transfers":[]}],"schedule":"ring-flow","step_count":3}})")
+                .find("backward.schedule"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"steps":[{"transfers":[{"src":0,"dst":1,"owner":0,"piece":0,"kind":"grad"}]}]})")
+                .find("steps[0].transfers[0].kind: unknown key"),
+            std::string::npos);
   EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":"two"})").find("ranks"), std::string::npos);
   EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"layout":"spiral"})").find("layout"), std::string::npos);
 }
@@ -175,6 +190,11 @@ TEST(VerifyPlan, RingFlowRuleAgreesWithReplay) {
     EXPECT_EQ(a.transfers, b.transfers);
     EXPECT_EQ(a.computes, b.computes);
     EXPECT_EQ(a.max_arcs_per_step, b.max_arcs_per_step);
+    EXPECT_EQ(a.backward.steps, b.backward.steps);
+    EXPECT_EQ(a.backward.transfers, b.backward.transfers);
+    EXPECT_EQ(a.backward.grad_transfers, b.backward.grad_transfers);
+    EXPECT_EQ(a.backward.computes, b.backward.computes);
+    EXPECT_EQ(a.backward.max_arcs_per_step, b.backward.max_arcs_per_step);
     if (p.rings.size() < 2) continue;
     Plan bad = p;
     bad.rings[1] = bad.rings[0];  // two rings on the same arcs
@@ -183,5 +203,119 @@ TEST(VerifyPlan, RingFlowRuleAgreesWithReplay) {
     bad = p;
     bad.step_count = n - 1;
     EXPECT_NE(verify_plan(bad), "");
+    bad = p;
+    bad.backward.step_count = n;  // no return hop
+    EXPECT_NE(verify_plan(bad).find("backward.step_count"), std::string::npos);
+    EXPECT_NE(verify_plan(bad, nullptr, nullptr, true).find("not at its owner"), std::string::npos);
   }
+}
+
+// Every scheme's backward replays: each block adds to dQ and its piece's accumulator once, every accumulator
+// ends at its owner, for every n and both masks, listed and compact.
+TEST(VerifyPlan, BackwardOfEverySchemeForEveryN) {
+  for (int n = 1; n <= 20; ++n) {
+    Topology t = load_topology("complete:" + std::to_string(n));
+    Digraph g = rank_digraph(t);
+    for (const char* s : {"ring", "zigzag", "allgather", "hamilton"})
+      for (int expand : {128, 0}) {
+        PlanOptions o;
+        o.causal = std::string(s) == "zigzag" || n % 2;
+        o.expand_max_ranks = expand;
+        Plan p = build_plan(t, s, o);
+        ASSERT_TRUE(p.has_backward);
+        PlanStats st;
+        ASSERT_EQ(verify_plan(p, &g, &st, true), "") << s << " n=" << n;
+        EXPECT_EQ(st.backward.computes, long(n) * n * p.pieces_per_rank) << s << " n=" << n;
+        EXPECT_EQ(st.backward.grad_transfers, long(n) * (n - 1) * p.pieces_per_rank + (p.rings.empty() || n == 1 ? 0 : long(n) * p.pieces_per_rank)) << s << " n=" << n;
+      }
+  }
+  for (const char* c : {"cluster:2x4", "cluster:3x4", "cluster:4x8"}) {
+    Topology t = load_topology(c);
+    Digraph g = rank_digraph(t);
+    Plan p = build_plan(t, "two-level", PlanOptions{true});
+    EXPECT_EQ(verify_plan(p, &g, nullptr, true), "") << c;
+  }
+}
+
+TEST(VerifyPlan, CorruptedBackwardsAreRefused) {
+  const Plan good = hamilton8(true);
+  ASSERT_TRUE(good.has_backward);
+  ASSERT_FALSE(good.backward.compact());
+  ASSERT_EQ(verify_plan(good), "");
+  const int last = good.num_steps(Pass::Bwd) - 1;
+  auto first_grad = [](const Step& s) {
+    for (size_t i = 0; i < s.transfers.size(); ++i)
+      if (s.transfers[i].grad) return i;
+    return s.transfers.size();
+  };
+  Plan dropped = good;  // one accumulator never returns to its owner
+  dropped.backward.steps[last].transfers.erase(dropped.backward.steps[last].transfers.begin() + 3);
+  EXPECT_NE(verify_plan(dropped).find("not at its owner"), std::string::npos) << verify_plan(dropped);
+  Plan twice = good;  // one block added twice
+  twice.backward.steps[4].compute.push_back(twice.backward.steps[2].compute[5]);
+  EXPECT_NE(verify_plan(twice).find("second time"), std::string::npos);
+  Plan early = good;  // an accumulator sent before it was made
+  {
+    auto& from = early.backward.steps[3].transfers;
+    const size_t i = first_grad(early.backward.steps[3]);
+    early.backward.steps[2].transfers.push_back(from[i]);
+    from.erase(from.begin() + long(i));
+  }
+  EXPECT_NE(verify_plan(early).find("does not hold"), std::string::npos) << verify_plan(early);
+  Plan kv_early = good;  // a K/V piece sent before it arrived
+  std::swap(kv_early.backward.steps[1].transfers[0].owner, kv_early.backward.steps[1].transfers[1].owner);
+  EXPECT_NE(verify_plan(kv_early).find("does not hold"), std::string::npos);
+  Plan two_acc = good;  // two accumulators on one arc in one step: rank 0's second one redirected
+  {
+    std::vector<Transfer*> from0;
+    for (auto& x : two_acc.backward.steps[2].transfers)
+      if (x.grad && x.src == 0) from0.push_back(&x);
+    ASSERT_GE(from0.size(), 2u);
+    from0[1]->dst = from0[0]->dst;
+  }
+  EXPECT_NE(verify_plan(two_acc).find("two accumulators"), std::string::npos) << verify_plan(two_acc);
+  Plan fwd_grad = good;  // the forward moves no accumulators
+  fwd_grad.steps[1].transfers[0].grad = true;
+  EXPECT_NE(verify_plan(fwd_grad).find("forward moves no"), std::string::npos);
+  // The backward is not looked at when asked not to.
+  EXPECT_EQ(verify_plan(dropped, nullptr, nullptr, false, false), "");
+}
+
+TEST(PlanIo, BackwardRoundTrips) {
+  for (const char* scheme : {"hamilton", "allgather"})
+    for (int expand : {128, 0})
+      for (bool yaml : {false, true}) {
+        PlanOptions o;
+        o.causal = true;
+        o.expand_max_ranks = expand;
+        o.accumulator_bytes = 2;
+        Plan p = build_plan(load_topology("complete:6"), scheme, o);
+        const std::string path = ::testing::TempDir() + (yaml ? "/b.yaml" : "/b.json");
+        {
+          std::ofstream out(path);
+          if (yaml) write_plan_yaml(out, p);
+          else write_plan_json(out, p);
+        }
+        Plan q = read_plan_file(path);
+        SCOPED_TRACE(std::string(scheme) + (expand ? " listed" : " compact") + (yaml ? " yaml" : " json"));
+        EXPECT_EQ(q.format, "tasp-plan/2");
+        EXPECT_TRUE(q.has_backward);
+        EXPECT_EQ(q.accumulator_bytes, 2);
+        EXPECT_EQ(q.backward.compact(), p.backward.compact());
+        EXPECT_EQ(q.num_steps(Pass::Bwd), p.num_steps(Pass::Bwd));
+        if (!p.backward.compact()) {
+          const auto& a = p.backward.steps.back().transfers;
+          const auto& b = q.backward.steps.back().transfers;
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].grad, b[i].grad);
+        }
+        EXPECT_EQ(verify_plan(q), "");
+      }
+  // A forward-only plan stays tasp-plan/1.
+  PlanOptions o;
+  o.backward = false;
+  std::stringstream ss;
+  write_plan_json(ss, build_plan(load_topology("complete:4"), "ring", o));
+  EXPECT_NE(ss.str().find("tasp-plan/1"), std::string::npos);
+  EXPECT_EQ(ss.str().find("backward"), std::string::npos);
 }

@@ -177,8 +177,65 @@ TEST(Engine, RingOnCompleteGraphByHand) {
   }
 }
 
+TEST(Engine, RingBackwardOnCompleteGraphByHand) {
+  // The forward's case, backward: K/V pieces travel again (steps 0..2), each accumulator (fp32 dK and dV,
+  // twice the piece's bytes) one step behind (steps 1..3) and home in step 4, which computes nothing.
+  auto t = star(4, 100);
+  auto prof = simple_profile(10, 40, 1e9, 100);
+  prof.compute.rates[0].bwd_full_tflops = 50;
+  prof.compute.small_launch_us = 1;
+  planner::Workload w = planner::parse_workload("B=1,S=4096,H=1,D=128");
+  const double kv = 1024.0 * 128 * 2 * 2, grad = 2 * kv;
+  auto comm = [](double bytes) { return 10 + bytes / 40e3; };
+  const double comp = 2 + 2.5 * 4.0 * 1024 * 1024 * 128 / 50e6;  // launch + 2.5x the FLOPs at 50 TF/s
+  const double pre = 1 + 1024.0 * (128 * 6 + 4) / 1e12;          // dO.O row sums in the first launch
+  const double add = 1 + 3 * grad / 1e12;                         // received accumulator added to the own one
+  const double expect = std::max(comm(kv), comp + pre) + 2 * (std::max(comm(kv + grad), comp) + add) +
+                        (std::max(comm(grad), comp) + add) + (comm(grad) + add);
+  for (int expand : {128, 0}) {
+    planner::PlanOptions o;
+    o.expand_max_ranks = expand;
+    planner::Plan p = planner::build_plan(t, "ring", o);
+    simulator::SimOptions so;
+    so.passes = {false, true};
+    auto r = simulator::simulate(p, t, w, prof, so);
+    SCOPED_TRACE(expand ? "general" : "ring-flow");
+    EXPECT_EQ(r.symmetric_fast_path, expand == 0);
+    EXPECT_FALSE(r.bwd_rate_estimated);
+    EXPECT_NEAR(r.total_us, expect, 1e-6);
+    EXPECT_NEAR(r.bwd_us, expect, 1e-6);
+    EXPECT_NEAR(r.comm_us, comm(kv) + 2 * comm(kv + grad) + 2 * comm(grad), 1e-6);
+    EXPECT_NEAR(r.max_rank_bytes, 3 * kv + 4 * grad, 1e-6);
+    EXPECT_EQ(r.timeline.pass, "bwd");
+    ASSERT_EQ(r.timeline.per_rank[1].size(), 5u);
+    EXPECT_NEAR(r.timeline.per_rank[1][2].flops, 2.5 * 4.0 * 1024 * 1024 * 128, 1);
+    // fwd+bwd: the backward starts when the forward ends.
+    so.passes = {true, true};
+    auto both = simulator::simulate(p, t, w, prof, so);
+    EXPECT_NEAR(both.total_us, both.fwd_us + expect, 1e-6);
+    EXPECT_EQ(both.timeline.fwd_steps, 4);
+    EXPECT_EQ(both.timeline.per_rank[0].size(), 9u);
+    EXPECT_NEAR(both.timeline.per_rank[0][4].compute_start_us, both.fwd_us, 1e-6);
+  }
+  // bf16 accumulators move half the gradient bytes.
+  planner::PlanOptions o;
+  o.accumulator_bytes = 2;
+  simulator::SimOptions so;
+  so.passes = {false, true};
+  auto half = simulator::simulate(planner::build_plan(t, "ring", o), t, w, prof, so);
+  EXPECT_NEAR(half.max_rank_bytes, 3 * kv + 4 * kv, 1e-6);
+  // Without measured backward rates the forward's are scaled, and the result says so.
+  prof.compute.rates[0].bwd_full_tflops = 0;
+  auto est = simulator::simulate(planner::build_plan(t, "ring", o), t, w, prof, so);
+  EXPECT_TRUE(est.bwd_rate_estimated);
+  // A plan without a backward part cannot be simulated backward.
+  o.backward = false;
+  EXPECT_THROW(simulator::simulate(planner::build_plan(t, "ring", o), t, w, prof, so), planner::InputError);
+}
+
 TEST(Engine, GeneralAndRingFlowEnginesAgree) {
   auto prof = simulator::builtin_profile("h200-hgx-8");
+  for (planner::Passes passes : {planner::Passes{true, false}, planner::Passes{false, true}, planner::Passes{true, true}})
   for (const char* topo : {"h200-hgx-8", "cluster:2x4", "complete:12"})
     for (const char* scheme : {"ring", "hamilton", "two-level"})
       for (bool causal : {false, true}) {
@@ -190,8 +247,10 @@ TEST(Engine, GeneralAndRingFlowEnginesAgree) {
         planner::Plan full = planner::build_plan(t, scheme, o);
         o.expand_max_ranks = 0;
         planner::Plan compact = planner::build_plan(t, scheme, o);
-        auto a = simulator::simulate(full, t, w, prof), b = simulator::simulate(compact, t, w, prof);
-        SCOPED_TRACE(std::string(topo) + " " + scheme + (causal ? " causal" : ""));
+        simulator::SimOptions so;
+        so.passes = passes;
+        auto a = simulator::simulate(full, t, w, prof, so), b = simulator::simulate(compact, t, w, prof, so);
+        SCOPED_TRACE(std::string(topo) + " " + scheme + (causal ? " causal " : " ") + planner::passes_name(passes));
         EXPECT_TRUE(b.symmetric_fast_path);
         // The ring-flow engine moves the mean piece; the general one each piece's exact size (pieces
         // of a shard differ by a token when they do not divide it).
@@ -295,6 +354,15 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   EXPECT_EQ(q.compute.tile_rows(64), 192);  // the kernel's D=64 tiles, per head dim
   EXPECT_EQ(q.compute.tile_rows(128), 128);
   EXPECT_NEAR(q.comm.back().flow_cap_gbps.at(3e7), p.comm.back().flow_cap_gbps.at(3e7), 1e-3 * p.comm.back().flow_cap_gbps.at(3e7));
+  // Measured backward rates survive the round trip; without them the rate is the forward's, scaled.
+  EXPECT_TRUE(q.compute.bwd_rate(128).estimated);
+  EXPECT_NEAR(q.compute.bwd_rate(128).full_tflops, p.compute.rate(128).full_tflops * p.compute.bwd_estimate, 1e-3);
+  p.compute.rates.back().bwd_full_tflops = 500, p.compute.rates.back().bwd_causal_tflops = 480;
+  std::ostringstream o2;
+  simulator::write_profile_yaml(o2, p);
+  q = simulator::profile_from_yaml_text(o2.str(), "rt2.yaml");
+  EXPECT_FALSE(q.compute.bwd_rate(p.compute.rates.back().head_dim).estimated);
+  EXPECT_NEAR(q.compute.bwd_rate(p.compute.rates.back().head_dim).causal_tflops, 480, 1e-9);
   struct Case { std::string text, expect; };
   const std::vector<Case> bad = {
       {"", "empty profile"},
@@ -307,6 +375,10 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
        "full_tflops"},
       {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, tile_m: 0}]}\n",
        "rates[0].tile_m"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, bwd_causal_tflops: 3}]}\n",
+       "rates[0].bwd_full_tflops"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {bwd_estimate: 0, rates: [{head_dim: 64, full_tflops: 1}]}\n",
+       "compute.bwd_estimate"},
       {"name: x\nbogus: 1\n", "bogus"},
       {"name: [x\n", "syntax"},
   };

@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void bench_planner(const std::vector<int>& sizes, int plan_n) {
-  std::cout << "# tasp bench planner: K_n* decomposition + independent verification; expanded plan + replay\n";
+  std::cout << "# tasp bench planner: K_n* decomposition + independent verification; expanded fwd+bwd plan + replay of both\n";
   std::cout << std::setw(8) << "n" << std::setw(8) << "rings" << std::setw(14) << "construct_s" << std::setw(12)
             << "verify_s" << std::setw(10) << "total_s" << "  method\n";
   for (int n : sizes) {

@@ -31,20 +31,28 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
     o << "\n";
   }
   if (p.rings.size() > show) o << "    ... " << p.rings.size() - show << " more\n";
-  // Per-step arc usage: distinct directed pairs carrying data, against the topology's arcs.
-  o << "  step   transfers   arcs used   of topology arcs\n";
-  const int steps = p.num_steps();
-  for (int s = 0; s < steps; ++s) {
-    if (steps > 12 && s == 5) {
-      o << "  ...\n";
-      s = steps - 4;
+  for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
+    if (pass == Pass::Bwd && !p.has_backward) continue;
+    if (pass == Pass::Bwd)
+      o << "  backward: " << p.num_steps(pass) << " steps, dK/dV accumulators in " << (p.accumulator_bytes == 2 ? "bf16" : "fp32")
+        << (p.compact(pass) ? ", compact" : "") << "\n";
+    // Per-step arc usage: distinct directed pairs carrying data, against the topology's arcs.
+    o << "  " << (pass == Pass::Fwd ? "fwd" : "bwd") << " step   transfers   accumulators   arcs used   of topology arcs\n";
+    const int steps = p.num_steps(pass);
+    for (int s = 0; s < steps; ++s) {
+      if (steps > 12 && s == 5) {
+        o << "  ...\n";
+        s = steps - 4;
+      }
+      Step scratch;
+      const Step& st = step_at(p, s, scratch, pass);
+      std::set<std::pair<int, int>> arcs;
+      long grads = 0;
+      for (auto& x : st.transfers) arcs.insert({x.src, x.dst}), grads += x.grad;
+      o << "  " << std::setw(8) << s << std::setw(12) << long(st.transfers.size()) - grads << std::setw(15) << grads
+        << std::setw(12) << arcs.size() << std::setw(16) << std::fixed << std::setprecision(1)
+        << (topo_arcs ? 100.0 * double(arcs.size()) / double(topo_arcs) : 0.0) << " %\n";
     }
-    Step scratch;
-    const Step& st = step_at(p, s, scratch);
-    std::set<std::pair<int, int>> arcs;
-    for (auto& x : st.transfers) arcs.insert({x.src, x.dst});
-    o << "  " << std::setw(4) << s << std::setw(12) << st.transfers.size() << std::setw(12) << arcs.size() << std::setw(14)
-      << std::fixed << std::setprecision(1) << (topo_arcs ? 100.0 * double(arcs.size()) / double(topo_arcs) : 0.0) << " %\n";
   }
 }
 
@@ -54,6 +62,7 @@ void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
   struct Args {
     std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, profile;
+    std::string pass = "fwd+bwd", accumulator = "fp32";
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
   };
@@ -66,6 +75,10 @@ void register_plan(CLI::App& app) {
   cmd->add_option("-o,--output", a->out, "Write the plan here (default: stdout, summary to stderr)");
   cmd->add_option("--expand-max-ranks", a->expand_max, "Expand steps up to this many ranks, compact above")->capture_default_str();
   cmd->add_flag("--compact", a->compact, "Always write the compact form (rings + schedule rule)");
+  cmd->add_option("--pass", a->pass, "fwd | fwd+bwd: also plan the backward (K/V again, dK/dV accumulators back to their owners)")
+      ->capture_default_str();
+  cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16")
+      ->capture_default_str();
   cmd->add_option("--workload", a->workload, "For --scheme auto: B=..,S=..,H=..,Hkv=..,D=..[,causal]");
   cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
@@ -75,13 +88,20 @@ void register_plan(CLI::App& app) {
     PlanOptions o;
     o.causal = a->causal;
     o.expand_max_ranks = a->compact ? 0 : a->expand_max;
+    Passes passes;
+    if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd or fwd+bwd, got '" + a->pass + "'");
+    if (!passes.fwd) throw InputError("--pass: a plan always holds the forward (the backward needs its output): use fwd+bwd");
+    o.backward = passes.bwd;
+    if (a->accumulator != "fp32" && a->accumulator != "bf16")
+      throw InputError("--accumulator: expected fp32 or bf16, got '" + a->accumulator + "'");
+    o.accumulator_bytes = a->accumulator == "fp32" ? 4 : 2;
     if (!a->layout.empty()) {
       if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous or zigzag");
       o.layout_given = true;
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->workload, a->profile, &o, std::cerr);
+      scheme = choose_scheme_auto(t, a->workload, a->profile, passes, &o, std::cerr);
     }
     Plan p = build_plan(t, scheme, o);
     const std::string err = verify_plan(p, nullptr);
@@ -100,8 +120,15 @@ void register_verify(CLI::App& app) {
   auto topo = std::make_shared<std::string>();
   cmd->add_option("plan", *plan, "Plan file (JSON, or YAML by extension)")->required();
   cmd->add_option("-t,--topology", *topo, "Also check every transfer against this topology's links");
-  cmd->callback([plan, topo] {
+  auto pass = std::make_shared<std::string>();
+  cmd->add_option("--pass", *pass, "fwd | bwd | fwd+bwd (default: every pass the plan holds)");
+  cmd->callback([plan, topo, pass] {
+    Passes want;
+    if (!pass->empty() && !parse_passes(*pass, &want)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + *pass + "'");
     Plan p = read_plan_file(*plan);
+    if (pass->empty()) want = {true, p.has_backward};
+    if (want.bwd && !p.has_backward)
+      throw InputError(*plan + ": backward: the plan has no backward part (plan it with tasp plan --pass fwd+bwd)");
     Digraph g;
     const Digraph* arcs = nullptr;
     if (!topo->empty()) {
@@ -112,10 +139,16 @@ void register_verify(CLI::App& app) {
       arcs = &g;
     }
     PlanStats st;
-    const std::string err = verify_plan(p, arcs, &st);
+    const std::string err = verify_plan(p, arcs, &st, false, want.bwd);
     if (!err.empty()) throw Exit(kCheckFailed, "verify: " + *plan + ": " + err);
-    std::cout << "ok: " << *plan << ": " << p.scheme << ", " << p.ranks << " ranks, " << st.steps << " steps, " << st.transfers
-              << " transfers, " << st.computes << " blocks, busiest step uses " << st.max_arcs_per_step << " arcs\n";
+    std::cout << "ok: " << *plan << ": " << p.scheme << ", " << p.ranks << " ranks; fwd: " << st.steps << " steps, "
+              << st.transfers << " transfers, " << st.computes << " blocks, busiest step uses " << st.max_arcs_per_step << " arcs";
+    if (want.bwd) {
+      const PassStats& b = st.backward;
+      std::cout << "; bwd: " << b.steps << " steps, " << b.transfers << " K/V + " << b.grad_transfers
+                << " accumulator transfers, " << b.computes << " blocks, every accumulator back at its owner";
+    }
+    std::cout << "\n";
   });
 }
 

@@ -21,29 +21,46 @@ namespace {
 using namespace tasp::planner;
 
 struct RunRow {
-  std::string config, scheme;
+  std::string config, scheme, pass = "fwd";
   double measured_ms = 0, predicted_ms = 0, comm_ms = 0, compute_ms = 0;
   double error() const { return (predicted_ms - measured_ms) / measured_ms; }
 };
 
-std::vector<RunRow> read_runs(const std::string& path) {
+// Rows of "WORKLOAD",scheme,measured_ms[,...]; a header line naming a `pass` column gives each row its pass
+// (fwd, bwd or fwd+bwd), otherwise every row has `default_pass`.
+std::vector<RunRow> read_runs(const std::string& path, const std::string& default_pass) {
   std::istringstream in(read_text_file(path, "runs file"));
   std::vector<RunRow> rows;
   std::string line;
-  int n = 0;
+  int n = 0, pass_col = -1;
   while (std::getline(in, line)) {
     ++n;
-    if (line.empty() || line[0] == '#' || line.rfind("config,", 0) == 0) continue;
+    if (line.rfind("config,", 0) == 0) {
+      std::istringstream h(line);
+      std::string name;
+      for (int i = 0; std::getline(h, name, ','); ++i)
+        if (name == "pass") pass_col = i;
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
     // "B=1,...,causal",scheme,measured_ms[,...]: the quoted config holds commas.
     if (line[0] != '"') throw InputError(path + ":" + std::to_string(n) + ": config: expected a quoted workload");
     const auto close = line.find('"', 1);
     if (close == std::string::npos) throw InputError(path + ":" + std::to_string(n) + ": config: missing closing quote");
     RunRow r;
     r.config = line.substr(1, close - 1);
+    r.pass = default_pass;
     std::istringstream rest(line.substr(close + 2));
-    std::string ms;
+    std::string ms, field;
     std::getline(rest, r.scheme, ',');
     std::getline(rest, ms, ',');
+    for (int col = 3; std::getline(rest, field, ','); ++col)
+      if (col == pass_col) {
+        planner::Passes p;
+        if (!parse_passes(field, &p))
+          throw InputError(path + ":" + std::to_string(n) + ": pass: expected fwd, bwd or fwd+bwd, got '" + field + "'");
+        r.pass = field;
+      }
     try {
       size_t used = 0;
       r.measured_ms = std::stod(ms, &used);
@@ -123,7 +140,8 @@ std::string gantt_svg(const std::vector<std::pair<std::string, const Timeline*>>
           const double a = kind ? st.compute_start_us : st.comm_start_us, b = kind ? st.compute_end_us : st.comm_end_us;
           if (b <= a) continue;
           o << "<rect x='" << X(a) << "' y='" << y << "' width='" << std::max(0.5, X(b) - X(a)) << "' height='" << lane - 1
-            << "' fill='" << (kind ? (s % 2 ? "#4c9a5b" : "#6fbf7e") : (s % 2 ? "#b64b3b" : "#e07b6b")) << "'><title>step " << s
+            << "' fill='" << (kind ? (s % 2 ? "#4c9a5b" : "#6fbf7e") : (s % 2 ? "#b64b3b" : "#e07b6b")) << "'><title>"
+            << (t->backward_step(int(s)) ? "bwd" : "fwd") << " step " << s
             << ": " << a << " - " << b << " us</title></rect>\n";
         }
         y += lane;
@@ -151,7 +169,7 @@ void write_pair(const std::string& dir, const std::string& md, const std::string
 void register_report(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "Simulated against measured: markdown + HTML with SVG plots");
   struct Args {
-    std::string runs, simulated, measured, out = "report", topology = "h200-hgx-8", profile;
+    std::string runs, simulated, measured, out = "report", topology = "h200-hgx-8", profile, pass = "fwd";
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/executor.sh writes it)");
@@ -159,6 +177,8 @@ void register_report(CLI::App& app) {
   cmd->add_option("--measured", a->measured, "The measured tasp-timeline/1 of the same run (tasp run --timeline)");
   cmd->add_option("-t,--topology", a->topology, "Topology the runs were made on (for --runs)")->capture_default_str();
   cmd->add_option("--profile", a->profile, "Machine profile for the predictions (default: built-in)");
+  cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: what the --runs rows measured, unless the CSV has a pass column")
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Directory for report.md and report.html")->capture_default_str();
   cmd->callback([a] {
     std::ostringstream md, html;
@@ -169,11 +189,15 @@ void register_report(CLI::App& app) {
     if (!a->runs.empty()) {
       const Topology t = load_topology(a->topology);
       const auto prof = choose_profile(a->profile, t, &std::cerr);
-      auto rows = read_runs(a->runs);
+      planner::Passes check;
+      if (!parse_passes(a->pass, &check)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
+      auto rows = read_runs(a->runs, a->pass);
       std::vector<double> errs;
       for (auto& r : rows) {
         const Workload w = parse_workload(r.config);
-        auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, {});
+        simulator::SimOptions so;
+        parse_passes(r.pass, &so.passes);
+        auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
         r.comm_ms = sim[0].sim.comm_us / 1e3;
         r.compute_ms = sim[0].sim.compute_us / 1e3;
@@ -183,18 +207,19 @@ void register_report(CLI::App& app) {
       const double med = errs[errs.size() / 2];
       md << "Topology " << t.name << ", profile " << prof.name << ", " << rows.size() << " runs: median |error| "
          << std::fixed << std::setprecision(1) << 100 * med << "%, max " << 100 * errs.back() << "%.\n\n"
-         << "| workload | scheme | measured ms | predicted ms | error | predicted comm ms | predicted compute ms |\n"
-            "|---|---|---:|---:|---:|---:|---:|\n";
+         << "| workload | scheme | pass | measured ms | predicted ms | error | predicted comm ms | predicted compute ms |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|\n";
       html << "<p>Topology " << esc(t.name) << ", profile " << esc(prof.name) << ", " << rows.size()
            << " runs: median |error| " << std::fixed << std::setprecision(1) << 100 * med << "%, max " << 100 * errs.back()
            << "%.</p>\n" << bars_svg(rows)
-           << "<table><tr><th>workload</th><th>scheme</th><th>measured ms</th><th>predicted ms</th><th>error</th>"
+           << "<table><tr><th>workload</th><th>scheme</th><th>pass</th><th>measured ms</th><th>predicted ms</th><th>error</th>"
               "<th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
       for (const auto& r : rows) {
-        md << "| " << r.config << " | " << r.scheme << " | " << std::setprecision(3) << r.measured_ms << " | "
+        md << "| " << r.config << " | " << r.scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
            << r.predicted_ms << " | " << std::setprecision(1) << 100 * r.error() << "% | " << std::setprecision(3)
            << r.comm_ms << " | " << r.compute_ms << " |\n";
-        html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(r.scheme) << "</td><td>" << std::setprecision(3)
+        html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(r.scheme) << "</td><td>" << r.pass << "</td><td>"
+             << std::setprecision(3)
              << r.measured_ms << "</td><td>" << r.predicted_ms << "</td><td>" << std::setprecision(1) << 100 * r.error()
              << "%</td><td>" << std::setprecision(3) << r.comm_ms << "</td><td>" << r.compute_ms << "</td></tr>\n";
       }

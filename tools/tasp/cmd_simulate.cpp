@@ -19,7 +19,7 @@ using simulator::SimResult;
 
 struct Args {
   std::string topology = "h200-hgx-8", workload = "B=1,S=128k,H=32,Hkv=8,D=128,causal", schemes = "all";
-  std::string plan, profile, timeline, trace, json, sweep, out;
+  std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd";
   bool quiet = false;
 };
 
@@ -36,19 +36,22 @@ std::string ratio(double x) {
 }
 
 void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
-                 const simulator::Profile& prof) {
-  o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w) << ", profile " << prof.name
-    << "\n#\n";
+                 const simulator::Profile& prof, Passes passes) {
+  o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w) << ", pass " << passes_name(passes)
+    << ", profile " << prof.name << "\n#\n";
   const SchemeRun* ring = nullptr;
   for (const auto& r : runs)
     if (r.scheme == "ring") ring = &r;
-  o << "#  " << std::left << std::setw(11) << "scheme" << std::right << std::setw(12) << "total ms" << std::setw(12)
-    << "comm ms" << std::setw(12) << "compute ms" << std::setw(12) << "exposed ms" << std::setw(8) << "CCR"
+  const bool both = passes.fwd && passes.bwd;
+  o << "#  " << std::left << std::setw(11) << "scheme" << std::right << std::setw(12) << "total ms";
+  if (both) o << std::setw(10) << "fwd ms" << std::setw(10) << "bwd ms";
+  o << std::setw(12) << "comm ms" << std::setw(12) << "compute ms" << std::setw(12) << "exposed ms" << std::setw(8) << "CCR"
     << std::setw(9) << "vs ring" << std::setw(12) << "bound ms" << std::setw(7) << "eff" << "\n";
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
-    o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(12) << ms(s.total_us)
-      << std::setw(12) << ms(s.comm_us) << std::setw(12) << ms(s.compute_us) << std::setw(12)
+    o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(12) << ms(s.total_us);
+    if (both) o << std::setw(10) << ms(s.fwd_us) << std::setw(10) << ms(s.bwd_us);
+    o << std::setw(12) << ms(s.comm_us) << std::setw(12) << ms(s.compute_us) << std::setw(12)
       << ms(s.exposed_comm_us) << std::setw(8) << std::fixed << std::setprecision(2) << s.ccr() << std::setw(8)
       << (ring ? ratio(ring->sim.total_us / s.total_us) : std::string("-"))
       << std::setw(12) << ms(s.bound.us()) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%"
@@ -59,12 +62,23 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topo
   if (ring) o << " (" << std::fixed << std::setprecision(2) << ring->sim.total_us / best.sim.total_us << "x over ring)";
   o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; bound = max(bytes over the busiest\n"
        "# port or node cut, FLOPs at peak); eff = bound / total.\n";
+  if (passes.bwd) {
+    const auto br = prof.compute.bwd_rate(w.D);
+    o << "# backward: K/V again plus dK/dV accumulators (" << (runs.empty() || runs[0].plan.accumulator_bytes == 4 ? "fp32" : "bf16")
+      << "), 2.5x the forward's FLOPs at " << std::fixed << std::setprecision(0) << br.full_tflops << "/" << br.causal_tflops
+      << " TFLOP/s (full/causal), "
+      << (br.estimated ? "estimated: the forward's rates x" + std::to_string(prof.compute.bwd_estimate).substr(0, 4) +
+                             " (no measured backward kernel in this profile)"
+                       : std::string("measured")) << ".\n";
+  }
 }
 
 nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
-                       const simulator::Profile& prof) {
+                       const simulator::Profile& prof, Passes passes) {
   nlohmann::json j;
   j["format"] = "tasp-simulate/1";
+  j["pass"] = passes_name(passes);
+  if (passes.bwd) j["bwd_rate_estimated"] = prof.compute.bwd_rate(w.D).estimated;
   j["topology"] = t.name;
   j["ranks"] = t.ranks();
   j["workload"] = to_string(w);
@@ -72,7 +86,8 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, co
   j["fastest"] = runs[fastest(runs)].scheme;
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
-    j["schemes"].push_back({{"scheme", r.scheme}, {"total_us", s.total_us}, {"comm_us", s.comm_us},
+    j["schemes"].push_back({{"scheme", r.scheme}, {"total_us", s.total_us}, {"fwd_us", s.fwd_us}, {"bwd_us", s.bwd_us},
+                            {"comm_us", s.comm_us},
                             {"compute_us", s.compute_us}, {"exposed_comm_us", s.exposed_comm_us}, {"ccr", s.ccr()},
                             {"bound_us", s.bound.us()}, {"bound_comm_us", s.bound.comm_us},
                             {"bound_compute_us", s.bound.compute_us}, {"efficiency", s.efficiency()},
@@ -102,12 +117,14 @@ void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "simulate",
       "Predict per-step communication, computation and their overlap for each scheme on a topology\n"
-      "(flow-level network model + calibrated kernel rates). With no arguments: 8x H200, a Llama-3-8B-like\n"
-      "layer at 128K tokens, causal, every scheme.");
+      "(flow-level network model + calibrated kernel rates), forward and backward. With no arguments: 8x H200,\n"
+      "a Llama-3-8B-like layer at 128K tokens, causal, every scheme, fwd+bwd (a training step's attention).");
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "YAML file, built-in name or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->capture_default_str();
   cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level")->capture_default_str();
+  cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: which passes to simulate (the backward after the forward)")
+      ->capture_default_str();
   cmd->add_option("--plan", a->plan, "Simulate this plan file instead of planning schemes");
   cmd->add_option("--profile", a->profile, "Machine profile YAML (default: the built-in one for the topology)");
   cmd->add_option("--timeline", a->timeline, "Write the tasp-timeline/1 of the fastest scheme (or --plan) here");
@@ -121,6 +138,8 @@ void register_simulate(CLI::App& app) {
     Workload w = parse_workload(a->workload);
     const simulator::Profile prof = choose_profile(a->profile, t, &std::cerr);
     simulator::SimOptions opt;
+    if (!parse_passes(a->pass, &opt.passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
+    const Passes passes = opt.passes;
     const auto t0 = std::chrono::steady_clock::now();
     opt.progress = [&](int step, int steps) {
       if (steps >= 512 && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2))
@@ -131,7 +150,9 @@ void register_simulate(CLI::App& app) {
       SchemeRun r;
       r.plan = read_plan_file(a->plan);
       r.scheme = r.plan.scheme;
-      const std::string err = verify_plan(r.plan);
+      if (passes.bwd && !r.plan.has_backward)
+        throw InputError(a->plan + ": backward: the plan has no backward part (tasp plan --pass fwd+bwd, or --pass fwd here)");
+      const std::string err = verify_plan(r.plan, nullptr, nullptr, false, passes.bwd);
       if (!err.empty()) throw InputError(a->plan + ": not a valid plan: " + err);
       r.sim = simulator::simulate(r.plan, t, w, prof, opt);
       runs.push_back(std::move(r));
@@ -139,7 +160,7 @@ void register_simulate(CLI::App& app) {
       const auto schemes = select_schemes(a->schemes, t, w.causal);
       const long unit = 2L * t.ranks();
       write_output(a->out, [&](std::ostream& o) {
-        o << "S,scheme,total_us,comm_us,compute_us,exposed_comm_us,ccr,speedup_vs_ring,efficiency\n";
+        o << "S,scheme,total_us,comm_us,compute_us,exposed_comm_us,ccr,speedup_vs_ring,efficiency,pass,fwd_us,bwd_us\n";
         for (long S : sweep_lengths(a->sweep)) {
           w.S = (S + unit - 1) / unit * unit;  // every layout splits a multiple of 2n
           auto rs = run_schemes(t, w, schemes, prof, opt);
@@ -149,7 +170,7 @@ void register_simulate(CLI::App& app) {
           for (const auto& r : rs)
             o << w.S << "," << r.scheme << "," << r.sim.total_us << "," << r.sim.comm_us << "," << r.sim.compute_us << ","
               << r.sim.exposed_comm_us << "," << r.sim.ccr() << "," << (ring > 0 ? ring / r.sim.total_us : 0.0) << ","
-              << r.sim.efficiency() << "\n";
+              << r.sim.efficiency() << "," << passes_name(passes) << "," << r.sim.fwd_us << "," << r.sim.bwd_us << "\n";
           if (!a->quiet) std::cerr << "S=" << w.S << " done\n";
         }
       });
@@ -157,9 +178,9 @@ void register_simulate(CLI::App& app) {
     } else {
       runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt);
     }
-    if (!a->quiet) print_table(std::cout, runs, t, w, prof);
+    if (!a->quiet) print_table(std::cout, runs, t, w, prof, passes);
     const auto& best = runs[fastest(runs)];
-    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof).dump(1) << "\n"; });
+    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof, passes).dump(1) << "\n"; });
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, best.sim.timeline); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, best.sim.timeline); });
   });

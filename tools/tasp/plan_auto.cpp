@@ -8,14 +8,16 @@
 namespace tasp::cli {
 
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& workload, const std::string& profile,
-                               planner::PlanOptions* o, std::ostream& log) {
+                               planner::Passes passes, planner::PlanOptions* o, std::ostream& log) {
   if (workload.empty()) throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal]");
   const planner::Workload w = planner::parse_workload(workload);
   if (o->causal && !w.causal) throw planner::InputError("--causal given but the workload is not causal");
   const auto prof = choose_profile(profile, t, &log);
-  auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, {});
+  simulator::SimOptions so;
+  so.passes = passes;
+  auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, so);
   const auto& best = runs[fastest(runs)];
-  log << "auto: simulated with profile " << prof.name << ":";
+  log << "auto: simulated " << planner::passes_name(passes) << " with profile " << prof.name << ":";
   for (const auto& r : runs) log << " " << r.scheme << " " << std::fixed << std::setprecision(3) << r.sim.total_us / 1e3 << " ms";
   log << " -> " << best.scheme << "\n";
   const planner::PlanOptions chosen = plan_options(best.scheme, w);
