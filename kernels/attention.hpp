@@ -60,6 +60,53 @@ bool head_dim_supported(int D);  // 64, 128
 // across launches; within one launch every row belongs to at most one item.
 void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 
+// ---- Backward (FlashAttention's formulation over the same work lists) ----
+//
+// For every item and every piece it lists, adds the block's contribution to dQ of the item's rows and to
+// the piece's dK/dV accumulator, using the forward's final LSE and the row sums D = rowsum(dO * O) that
+// attention_backward_prepare computes. Masks as in the forward. GQA/MQA: dK/dV of a KV head sum over its
+// query heads (inside one CTA, so the sum's order is fixed). dK/dV are deterministic; dQ is summed over key
+// tiles with float atomics, so its last bits depend on the order the tiles finish in.
+//
+// Layouts: dout as q [B, q_rows, H, D]; dsum and lse fp32 [B, H, q_rows]; a piece's accumulator fp32
+// [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller
+// zeroes once and may keep across launches with the same items (the steps of a pass): tiles of 64 rows of each
+// item, per (batch, head, half of D), in the order the kernel's threads hold them, so each CTA adds its part
+// of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into dq [B, q_rows, H, D].
+struct GradPiece {
+  float* dk = nullptr;
+  float* dv = nullptr;
+  long long batch_stride = 0;  // elements between batches; 0: len * Hkv * D
+};
+
+struct AttentionBackwardBatch {
+  DType dtype = DType::BF16;
+  int B = 1, H = 1, Hkv = 1, D = 128;
+  float scale = 0;  // 0: 1/sqrt(D)
+  const void* q = nullptr;
+  const void* dout = nullptr;
+  int q_rows = 0;
+  const float* lse = nullptr;
+  const float* dsum = nullptr;
+  float* dq_accum = nullptr;  // dq_accum_floats(*this) floats
+  std::vector<WorkItem> items;  // `accumulate` is ignored: the backward always adds
+  std::vector<KvPiece> pieces;
+  std::vector<GradPiece> grads;  // one per piece
+};
+
+bool backward_supported();  // built with the Hopper backward (sm_90a) and running on one
+// dsum[b][h][row] = sum_d dout[b][row][h][d] * out[b][row][h][d] (out is the forward's fp32 output).
+void attention_backward_prepare(const float* out, const void* dout, DType dtype, int B, int q_rows, int H, int D,
+                                float* dsum, void* stream);
+// Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches.
+void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream);
+// Floats of the dQ scratch for the batch's items.
+size_t dq_accum_floats(const AttentionBackwardBatch& b);
+// dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D].
+void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
+// acc[i] += add[i] for n floats (received dK/dV accumulators into the rank's own).
+void add_into(float* acc, const float* add, size_t n, void* stream);
+
 // Folds a block's (out, lse) into the running (acc_out, acc_lse), rows x H of width D, in place.
 void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,
                    int D, void* stream);

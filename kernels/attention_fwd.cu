@@ -17,6 +17,7 @@
 #include "kernels/fwd_mma.cuh"
 #include "kernels/fwd_sm90.cuh"
 #include "kernels/tensor_map.hpp"
+#include "kernels/upload.hpp"
 
 namespace tasp::kernels {
 namespace {
@@ -50,16 +51,6 @@ void launch_path(const Path& path, const Params& p, int tiles, int H, int B, cud
   if (path.sm90) return fwd::launch_sm90<T, D>(p, tiles, H, B, s);
   fwd::launch_mma<T, D>(p, tiles, H, B, s);
 }
-
-template <class T>
-size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v, size_t align = 16) {
-  size_t at = (buf.size() + align - 1) / align * align;
-  buf.resize(at + v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(buf.data() + at, v.data(), v.size() * sizeof(T));
-  return at;
-}
-
-bool misaligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; }
 
 // Tensor maps of the Hopper path: [0] Q in boxes of the CTA's rows, then K and V of every piece
 // in boxes of 128 keys (empty pieces get a zero map: the walk never visits them).
@@ -127,13 +118,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_tiles = append(ws.host, sorted);
   const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path.block_m(b.D)), 64) : 0;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (ws.bytes < ws.host.size()) {
-    if (ws.device) TASP_CUDA(cudaFree(ws.device));
-    ws.bytes = std::max(ws.host.size(), size_t(1) << 16);
-    TASP_CUDA(cudaMalloc(&ws.device, ws.bytes));
-  }
-  TASP_CUDA(cudaMemcpyAsync(ws.device, ws.host.data(), ws.host.size(), cudaMemcpyHostToDevice, s));
-  auto* base = static_cast<unsigned char*>(ws.device);
+  unsigned char* base = upload(ws, s);
   Params p;
   p.q = b.q, p.out = b.out, p.lse = b.lse;
   p.items = reinterpret_cast<const WorkItem*>(base + at_items);

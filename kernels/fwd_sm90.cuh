@@ -35,13 +35,6 @@ struct Sm90Shape {
   static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers;
 };
 
-// Keeps the compiler from moving accesses to wgmma accumulators across the asm that waits for them.
-template <int N>
-__device__ __forceinline__ void fence_regs(float* x) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
-}
-
 // S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
 // each); Q's column blocks are ROWS_Q * 128 bytes apart, K's kBlockN * 128. Issued and committed, not waited.
 template <typename T, int D, int ROWS_Q, int BN>
@@ -51,7 +44,7 @@ __device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_a
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint64_t da = sm90::sw128_desc(q_addr + (ks / 4) * (ROWS_Q * 128) + (ks % 4) * 32, 16, 1024);
     const uint64_t db = sm90::sw128_desc(k_addr + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
-    sm90::wgmma_ss<T>(*reinterpret_cast<float(*)[64]>(s), da, db, ks > 0 ? 1 : 0);
+    sm90::wgmma_ss<T, 128, 0, 0>(*reinterpret_cast<float(*)[64]>(s), da, db, ks > 0 ? 1 : 0);
   }
   sm90::wgmma_commit();
 }
@@ -66,8 +59,7 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
 #pragma unroll
   for (int kt = 0; kt < BN / 16; ++kt) {
     const uint64_t dv = sm90::sw128_desc(v_addr + kt * 2048, BN * 128, 1024);
-    if constexpr (D == 128) sm90::wgmma_rs<T>(*reinterpret_cast<float(*)[64]>(o), pa[kt], dv, 1);
-    else sm90::wgmma_rs64<T>(*reinterpret_cast<float(*)[32]>(o), pa[kt], dv, 1);
+    sm90::wgmma_rs<T, D, 1>(*reinterpret_cast<float(*)[D / 2]>(o), pa[kt], dv, 1);
   }
   sm90::wgmma_commit();
 }

@@ -1,4 +1,5 @@
-// Out/LSE fold, the final cast and a random fill: elementwise, memory-bound, one thread per element.
+// Out/LSE fold, the final cast, a random fill and the backward's row sums and accumulator adds: elementwise,
+// memory-bound.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -62,7 +63,49 @@ __global__ void fill_kernel(T* out, long long n, unsigned long long seed) {
   out[i] = T(u);
 }
 
+// dsum[b][h][r] = sum_d dout * out over one (b, r, h) row of D values: a warp per row.
+template <typename T>
+__global__ void row_dot_kernel(const float* out, const T* dout, int rows, int H, int D, long long nrows, float* dsum) {
+  const long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;  // (b * rows + r) * H + h
+  const int lane = threadIdx.x % 32;
+  if (row >= nrows) return;
+  float acc = 0.f;
+  for (int d = lane; d < D; d += 32) acc += out[row * D + d] * float(dout[row * D + d]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffff, acc, o);
+  if (lane == 0) {
+    const int h = int(row % H);
+    const long long br = row / H;
+    dsum[(br / rows * H + h) * rows + br % rows] = acc;
+  }
+}
+
+__global__ void add_kernel(float* acc, const float* add, long long n) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) acc[i] += add[i];
+}
+
 }  // namespace
+
+void attention_backward_prepare(const float* out, const void* dout, DType dtype, int B, int q_rows, int H, int D,
+                                float* dsum, void* stream) {
+  const long long nrows = (long long)B * q_rows * H;
+  if (nrows == 0) return;
+  const int threads = 256;
+  const unsigned blocks = unsigned((nrows * 32 + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16)
+    row_dot_kernel<<<blocks, threads, 0, s>>>(out, static_cast<const __nv_bfloat16*>(dout), q_rows, H, D, nrows, dsum);
+  else row_dot_kernel<<<blocks, threads, 0, s>>>(out, static_cast<const __half*>(dout), q_rows, H, D, nrows, dsum);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void add_into(float* acc, const float* add, size_t n, void* stream) {
+  if (n == 0) return;
+  const int threads = 256;
+  add_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(acc, add, (long long)n);
+  TASP_CUDA(cudaGetLastError());
+}
 
 void fill_random(void* dst, DType dtype, size_t n, uint64_t seed, void* stream) {
   if (n == 0) return;

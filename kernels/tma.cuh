@@ -50,6 +50,19 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
       : "memory");
 }
 
+// Adds `bytes` (a multiple of 16) of fp32 from shared to global memory in the async proxy (16-byte aligned
+// both); completes in this thread's bulk group. Writes to `src` must be fenced to the async proxy first.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until this thread's bulk groups have finished reading shared memory (the source may be rewritten).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Waits until they have completed (their writes are done).
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 // Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads: sync waits, arrive does not.
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
@@ -65,6 +78,11 @@ __device__ __forceinline__ void fence_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bar_sync(int, int) {}
 __device__ __forceinline__ void bar_arrive(int, int) {}
+__device__ __forceinline__ void bulk_reduce_add_f32(float*, uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void bulk_commit() {}
+__device__ __forceinline__ void bulk_wait_read() {}
+__device__ __forceinline__ void bulk_wait() {}
+__device__ __forceinline__ void fence_proxy_async() {}
 #endif
 
 }  // namespace tasp::kernels::sm90

@@ -1,8 +1,10 @@
 #pragma once
-// wgmma m64n128k16 (and m64n64k16 for P V at head dim 64) with fp32 accumulators (sm_90a). The 64 accumulator registers of a thread are
-// d[0..63] in the mma.sync C order, one n8 chunk after another (the operand lists are long, not clever).
-// ss: A and B from shared memory (both K-major); rs: A from registers, B from shared memory MN-major
-// (transposed), as P V needs it. scale_d = 0 overwrites d, 1 accumulates.
+// wgmma m64nNk16 (N = 32, 64, 128) with fp32 accumulators (sm_90a), bf16 or fp16 inputs. A thread's N / 2
+// accumulators are d[0..N/2) in the mma.sync C order, one n8 chunk after another.
+// ss: A and B from shared memory through descriptors; TRANS_A / TRANS_B = 1 reads that operand MN-major
+// (transposed; 16-bit types only). rs: A from registers (the m16k16 fragment of each 16-row slice), B from
+// shared memory. scale_d = 0 overwrites d, 1 accumulates. The operand lists are long, not clever: one macro
+// writes each shape for both input types (the PTX differs only in the type name).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,61 +12,99 @@
 
 namespace tasp::kernels::sm90 {
 
-template <typename T>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d);
-template <typename T>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d);
-template <typename T>  // N = 64 (P V for head dim 64)
-__device__ __forceinline__ void wgmma_rs64(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d);
+template <typename T, int N, int TRANS_A, int TRANS_B>
+struct WgmmaSs;
+template <typename T, int N, int TRANS_B>
+struct WgmmaRs;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// One specialisation per input type; the PTX differs only in the type name (TY: bf16 or f16).
-#define TASP_WGMMA_D32 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define TASP_WGMMA_D64 \
-  TASP_WGMMA_D32, \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define TASP_WGMMA_SPECIALISE(T, TY)                                                                              \
-  template <>                                                                                                    \
-  __device__ __forceinline__ void wgmma_ss<T>(float(&d)[64], uint64_t da, uint64_t db, int scale_d) {            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                    \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
-                 : TASP_WGMMA_D64                                                                                \
-                 : "l"(da), "l"(db), "r"(scale_d));                                                              \
-  }                                                                                                              \
-  template <>                                                                                                    \
-  __device__ __forceinline__ void wgmma_rs<T>(float(&d)[64], const uint32_t(&a)[4], uint64_t db, int scale_d) {  \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                    \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n" \
-                 : TASP_WGMMA_D64                                                                                \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));                          \
-  }                                                                                                              \
-  template <>                                                                                                    \
-  __device__ __forceinline__ void wgmma_rs64<T>(float(&d)[32], const uint32_t(&a)[4], uint64_t db, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                    \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n" \
-                 : TASP_WGMMA_D32                                                                                \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));                          \
-  }
-TASP_WGMMA_SPECIALISE(__nv_bfloat16, "bf16")
-TASP_WGMMA_SPECIALISE(__half, "f16")
-#undef TASP_WGMMA_SPECIALISE
-#undef TASP_WGMMA_D32
-#undef TASP_WGMMA_D64
-#else
-template <typename T>
-__device__ __forceinline__ void wgmma_rs64(float (&)[32], const uint32_t (&)[4], uint64_t, int) { __trap(); }
-template <typename T>
-__device__ __forceinline__ void wgmma_ss(float (&)[64], uint64_t, uint64_t, int) { __trap(); }
-template <typename T>
-__device__ __forceinline__ void wgmma_rs(float (&)[64], const uint32_t (&)[4], uint64_t, int) { __trap(); }
+#define TASP_D8(o) \
+  "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define TASP_WGMMA_N32(T, TY)                                                                                  \
+  template <int TA, int TB>                                                                                \
+  struct WgmmaSs<T, 32, TA, TB> {                                                                           \
+    static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db, int sc) {            \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, %20;\n}\n"                                         \
+                   : TASP_D8(0), TASP_D8(8)                                                                   \
+                   : "l"(da), "l"(db), "r"(sc), "n"(TA), "n"(TB));                                           \
+    }                                                                                                      \
+  };                                                                                                       \
+  template <int TB>                                                                                        \
+  struct WgmmaRs<T, 32, TB> {                                                                               \
+    static __device__ __forceinline__ void run(float (&d)[16], const uint32_t (&a)[4], uint64_t db, int sc) {  \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %22;\n}\n"                   \
+                   : TASP_D8(0), TASP_D8(8)                                                                   \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(sc), "n"(TB));                  \
+    }                                                                                                      \
+  };
+#define TASP_WGMMA_N64(T, TY)                                                                                  \
+  template <int TA, int TB>                                                                                \
+  struct WgmmaSs<T, 64, TA, TB> {                                                                           \
+    static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db, int sc) {            \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %36;\n}\n"                                         \
+                   : TASP_D8(0), TASP_D8(8), TASP_D8(16), TASP_D8(24)                                                                   \
+                   : "l"(da), "l"(db), "r"(sc), "n"(TA), "n"(TB));                                           \
+    }                                                                                                      \
+  };                                                                                                       \
+  template <int TB>                                                                                        \
+  struct WgmmaRs<T, 64, TB> {                                                                               \
+    static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int sc) {  \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"                   \
+                   : TASP_D8(0), TASP_D8(8), TASP_D8(16), TASP_D8(24)                                                                   \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(sc), "n"(TB));                  \
+    }                                                                                                      \
+  };
+#define TASP_WGMMA_N128(T, TY)                                                                                  \
+  template <int TA, int TB>                                                                                \
+  struct WgmmaSs<T, 128, TA, TB> {                                                                           \
+    static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db, int sc) {            \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, %67, %68;\n}\n"                                         \
+                   : TASP_D8(0), TASP_D8(8), TASP_D8(16), TASP_D8(24), TASP_D8(32), TASP_D8(40), TASP_D8(48), TASP_D8(56)                                                                   \
+                   : "l"(da), "l"(db), "r"(sc), "n"(TA), "n"(TB));                                           \
+    }                                                                                                      \
+  };                                                                                                       \
+  template <int TB>                                                                                        \
+  struct WgmmaRs<T, 128, TB> {                                                                               \
+    static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int sc) {  \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY \
+                   " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"                   \
+                   : TASP_D8(0), TASP_D8(8), TASP_D8(16), TASP_D8(24), TASP_D8(32), TASP_D8(40), TASP_D8(48), TASP_D8(56)                                                                   \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(sc), "n"(TB));                  \
+    }                                                                                                      \
+  };
+TASP_WGMMA_N32(__nv_bfloat16, "bf16")
+TASP_WGMMA_N32(__half, "f16")
+TASP_WGMMA_N64(__nv_bfloat16, "bf16")
+TASP_WGMMA_N64(__half, "f16")
+TASP_WGMMA_N128(__nv_bfloat16, "bf16")
+TASP_WGMMA_N128(__half, "f16")
+#undef TASP_WGMMA_N32
+#undef TASP_WGMMA_N64
+#undef TASP_WGMMA_N128
+#undef TASP_D8
 #endif
+
+template <typename T, int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  WgmmaSs<T, N, TRANS_A, TRANS_B>::run(d, da, db, scale_d);
+#else
+  __trap();
+#endif
+}
+template <typename T, int N, int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  WgmmaRs<T, N, TRANS_B>::run(d, a, db, scale_d);
+#else
+  __trap();
+#endif
+}
 
 __device__ __forceinline__ void wgmma_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -97,8 +97,8 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
   std::sort(p.comm.begin(), p.comm.end(), [](auto& a, auto& b) { return a.ranks < b.ranks; });
 
   // Kernels: t = launch + x / peak + x * (1/Lq + 1/Lk) * half_len / peak, x = FLOPs / fill, per head dim and mask.
-  std::map<std::pair<int, bool>, std::vector<KernelSample>> groups;
-  for (const auto& k : s.kernel) groups[{k.D, k.causal}].push_back(k);
+  std::map<std::pair<int, bool>, std::vector<KernelSample>> groups, bwd_groups;
+  for (const auto& k : s.kernel) (k.backward ? bwd_groups : groups)[{k.D, k.causal}].push_back(k);
   std::vector<double> launches;
   std::map<int, ComputeRate> rates;
   for (const auto& r : p.compute.rates) rates[r.head_dim] = r;
@@ -131,6 +131,31 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
   if (!launches.empty()) p.compute.launch_us = median(launches);
   p.compute.rates.clear();
   for (auto& [d, r] : rates) p.compute.rates.push_back(r);
+  // Backward: the peak alone, t = launch + row sums + 2.5 x (1 + half_len (1/Lq + 1/Lk)) / peak, with the
+  // forward's launch and size curve of the same head dim and mask (a head dim without a forward rate gets one
+  // equal to the backward's, so the estimate is never used for it).
+  for (auto& [key, rows] : bwd_groups) {
+    const int m = int(rows.size());
+    Eigen::MatrixXd X(m, 1);
+    Eigen::VectorXd y(m);
+    if (!std::any_of(p.compute.rates.begin(), p.compute.rates.end(), [&](const ComputeRate& r) { return r.head_dim == key.first; }))
+      p.compute.rates.push_back({key.first, 1, 1});
+    ComputeRate* r = nullptr;
+    for (auto& x : p.compute.rates)
+      if (x.head_dim == key.first) r = &x;
+    const double half = key.second ? (r->causal_half_len >= 0 ? r->causal_half_len : p.compute.half_len)
+                                   : (r->full_half_len >= 0 ? r->full_half_len : p.compute.half_len);
+    for (int i = 0; i < m; ++i) {
+      const planner::Workload w = kernel_workload(rows[i]);
+      const BlockWork bw = kernel_work(rows[i]);
+      const double fixed = backward_fixed_us(p.compute, w, bw.lq, true);
+      const double x = kBackwardFlopsFactor * bw.flops() * 1e-6 / kernel_fill(p.compute, rows[i]);
+      X(i, 0) = x * (1 + half * (1 / rows[i].lq + 1 / rows[i].lk)), y[i] = rows[i].us - fixed;
+    }
+    const double peak = 1 / relative_lsq(X, y)[0];
+    if (r->bwd_full_tflops <= 0) r->bwd_full_tflops = r->bwd_causal_tflops = peak;
+    (key.second ? r->bwd_causal_tflops : r->bwd_full_tflops) = peak;
+  }
 
   if (checks) {
     for (const auto& c : s.comm) {
@@ -143,7 +168,10 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
       std::ostringstream what;
       what << "attention B=" << k.B << " H=" << k.H << " Lq=" << k.lq << " Lk=" << k.lk << " D=" << k.D
            << (k.causal ? " causal" : "");
-      checks->push_back({what.str(), k.us, compute_us(p.compute, kernel_workload(k), kernel_work(k), false)});
+      if (k.backward) what << " backward";
+      checks->push_back({what.str(), k.us,
+                         k.backward ? backward_compute_us(p.compute, kernel_workload(k), kernel_work(k), true)
+                                    : compute_us(p.compute, kernel_workload(k), kernel_work(k), false)});
     }
   }
   return p;

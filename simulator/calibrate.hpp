@@ -19,6 +19,7 @@ struct KernelSample {
   int B = 1, H = 1, D = 128;
   double lq = 0, lk = 0;
   bool causal = false;
+  bool backward = false;  // the backward launch (row sums + kernel) rather than the forward
   double us = 0;
 };
 struct Samples {
@@ -34,12 +35,13 @@ struct FitCheck {
 };
 
 // Fits latency, per-peer latency, per-flow and per-rank rate curves (per communicator size) and the
-// kernel rate (peak per head dim and mask, launch, half length); fields without samples keep `base`'s.
+// kernel rate (peak per head dim and mask, launch, half length); backward samples give the backward peaks
+// (with the forward's launch and size curves); fields without samples keep `base`'s.
 // `net` (the machine's topology) replays every sample for the checks.
 Profile fit_profile(const Samples& s, const Profile& base, const Network& net, std::vector<FitCheck>* checks);
 
 // CSV with a header naming its columns: kind,ranks,bytes,ms for communication rows;
-// kind=attention,B,H,Lq,Lk,D,causal,ms for kernel rows ('S' may stand for Lq = Lk). Column order is free,
+// kind=attention|attention_bwd,B,H,Lq,Lk,D,causal,ms for kernel rows ('S' may stand for Lq = Lk). Column order is free,
 // '#' starts a comment line. Throws planner::InputError naming file, line and column.
 Samples read_samples_csv(const std::string& text, const std::string& name_for_errors);
 

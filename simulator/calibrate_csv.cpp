@@ -71,8 +71,9 @@ Samples read_samples_csv(const std::string& text, const std::string& file) {
       CommSample c{kind, int(number("ranks", true)), number("bytes", false), ms * 1e3};
       if (c.ranks < 2) fail("ranks", "must be >= 2");
       s.comm.push_back(c);
-    } else if (kind == "attention") {
+    } else if (kind == "attention" || kind == "attention_bwd") {
       KernelSample k;
+      k.backward = kind == "attention_bwd";
       k.B = int(number("B", true)), k.H = int(number("H", true)), k.D = int(number("D", true));
       if (col.count("S") && !cells[col["S"]].empty()) k.lq = k.lk = number("S", true);
       else k.lq = number("Lq", true), k.lk = number("Lk", true);
@@ -82,7 +83,7 @@ Samples read_samples_csv(const std::string& text, const std::string& file) {
       k.us = ms * 1e3;
       s.kernel.push_back(k);
     } else {
-      fail("kind", "unknown kind '" + kind + "' (ring, multi, pairs, allgather, attention)");
+      fail("kind", "unknown kind '" + kind + "' (ring, multi, pairs, allgather, attention, attention_bwd)");
     }
   }
   if (col.empty()) throw planner::InputError(file + ": empty measurement file (no header)");

@@ -60,13 +60,16 @@ double math_us(const ComputeProfile& cp, const planner::Workload& w, const Block
 
 }  // namespace
 
+double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first) {
+  // dO (2-byte) and O (4-byte, the forward's fp32 output) read once, D written.
+  const double pre = first ? cp.small_launch_us + double(w.B) * w.H * lq * (w.D * 6.0 + 4) / (cp.hbm_gbps * 1e3) : 0;
+  return cp.launch_us + pre;
+}
+
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first) {
   if (sum.flops() <= 0) return 0;
   const BwdRate br = cp.bwd_rate(w.D);
-  const double m = math_us(cp, w, sum, br.full_tflops, br.causal_tflops, kBackwardFlopsFactor);
-  // dO (2-byte) and O (4-byte, the forward's fp32 output) read once, D written.
-  const double pre = first ? cp.small_launch_us + double(w.B) * w.H * sum.lq * (w.D * 6.0 + 4) / (cp.hbm_gbps * 1e3) : 0;
-  return cp.launch_us + m + pre;
+  return backward_fixed_us(cp, w, sum.lq, first) + math_us(cp, w, sum, br.full_tflops, br.causal_tflops, kBackwardFlopsFactor);
 }
 
 double accumulate_us(const ComputeProfile& cp, double bytes) {

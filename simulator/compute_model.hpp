@@ -32,6 +32,8 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
 // profile's backward rates (BwdRate). `first`: the rank's first backward launch also pays the row sums
 // D = rowsum(dO * O) over its queries (an elementwise pass over dO and O).
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first);
+// Its part that does not depend on the FLOPs: the launch, and with `first` the row sums over lq queries.
+double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first);
 // Adding `bytes` of received fp32/bf16 accumulators into the rank's own (read both, write one).
 double accumulate_us(const ComputeProfile& cp, double bytes);
 constexpr double kBackwardFlopsFactor = 2.5;

@@ -315,6 +315,7 @@ TEST(Calibrate, RecoversAKnownProfile) {
   truth.compute.sms = 132;
   truth.compute.tile_m = 128;
   truth.compute.rates = {{128, 350, 320}};
+  truth.compute.rates[0].bwd_full_tflops = 290, truth.compute.rates[0].bwd_causal_tflops = 260;
   simulator::Samples s;
   for (double mib : {1, 4, 16, 64, 256})
     for (const char* kind : {"ring", "multi"})
@@ -331,6 +332,9 @@ TEST(Calibrate, RecoversAKnownProfile) {
           (causal ? planner::visible_pairs({0, S}, {0, S}, true) : double(S) * S) * 4 * 16 * 128;
       k.us = simulator::compute_us(truth.compute, w, b, false);
       s.kernel.push_back(k);
+      k.backward = true;
+      k.us = simulator::backward_compute_us(truth.compute, w, b, true);
+      s.kernel.push_back(k);
     }
   std::vector<simulator::FitCheck> checks;
   simulator::Profile base = simple_profile(1, 1, 1, 1);
@@ -342,6 +346,9 @@ TEST(Calibrate, RecoversAKnownProfile) {
   EXPECT_NEAR(fit.compute.launch_us, 5, 0.05);
   EXPECT_NEAR(fit.compute.rate(128).full_half_len, 80, 0.5);
   EXPECT_NEAR(fit.compute.rate(128).causal_half_len, 80, 0.5);
+  EXPECT_FALSE(fit.compute.bwd_rate(128).estimated);
+  EXPECT_NEAR(fit.compute.bwd_rate(128).full_tflops, 290, 0.5);
+  EXPECT_NEAR(fit.compute.bwd_rate(128).causal_tflops, 260, 0.5);
   for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.01) << ch.what;
 }
 

@@ -1,0 +1,111 @@
+#include "executor/cuda_pass.hpp"
+
+#include <algorithm>
+
+namespace tasp::executor::cuda {
+
+using planner::Pass;
+using planner::Range;
+
+Geometry make_geometry(const planner::Plan& p, const planner::Workload& w) {
+  Geometry g;
+  g.n = p.ranks, g.P = p.pieces_per_rank, g.B = w.B;
+  g.row_elems = long(w.Hkv) * w.D;
+  g.qranges.resize(g.n), g.qrows.assign(g.n, 0);
+  g.pranges.resize(size_t(g.n) * g.P), g.ptokens.assign(size_t(g.n) * g.P, 0);
+  for (int r = 0; r < g.n; ++r) {
+    g.qranges[r] = planner::shard_ranges(p.layout, g.n, w.S, r);
+    for (const auto& q : g.qranges[r]) g.qrows[r] += q.size();
+    for (int c = 0; c < g.P; ++c) {
+      const long k = g.key(r, c);
+      g.pranges[k] = planner::piece_ranges(p.layout, g.n, g.P, w.S, r, c);
+      for (const auto& x : g.pranges[k]) g.ptokens[k] += x.size();
+      g.max_piece = std::max(g.max_piece, g.ptokens[k]);
+    }
+  }
+  return g;
+}
+
+PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs) {
+  PassWork pw;
+  pw.pass = pass;
+  const int steps = p.num_steps(pass), n = g.n;
+  pw.steps.resize(steps);
+  for (int t = 0; t < steps; ++t) {
+    planner::Step scratch;
+    pw.steps[t] = planner::step_at(p, t, scratch, pass);
+  }
+  const bool bwd = pass == Pass::Bwd;
+  const double flop_factor = bwd ? 2.5 : 1.0;
+  const double acc_bytes = bwd ? 4 : 2;  // an accumulator slot is fp32, a K/V slot bf16
+  // What each rank sends and computes per step, for the timeline (every rank: rank 0 reports them all).
+  pw.bytes.assign(n, std::vector<double>(steps, 0));
+  pw.flops = pw.bytes;
+  for (int t = 0; t < steps; ++t) {
+    for (const auto& tr : pw.steps[t].transfers)
+      pw.bytes[tr.src][t] += double(g.ptokens[g.key(tr.owner, tr.piece)]) * w.B * g.row_elems * 2 * (tr.grad ? acc_bytes : 2);
+    for (const auto& c : pw.steps[t].compute)
+      for (const auto& q : g.qranges[c.rank])
+        for (const auto& k : g.pranges[g.key(c.owner, c.piece)])
+          pw.flops[c.rank][t] += 4.0 * flop_factor * planner::visible_pairs(q, k, w.causal) * w.B * w.H * w.D;
+  }
+  pw.slots.resize(n);
+  if (bwd) pw.bwd.resize(n);
+  else pw.fwd.resize(n);
+  for (int r : local) {
+    pw.slots[r] = plan_slots(p, pass, r);
+    const RankBuffers& x = bufs[r];
+    bool first = true;
+    for (int t = 0; t < steps; ++t) {
+      const StepSlots& s = pw.slots[r].steps[t];
+      // One item per query range, over every piece the rank computes on in the step; a piece's token
+      // ranges are views into its slot (and, backward, into its accumulator's slot).
+      std::vector<kernels::KvPiece> pieces;
+      std::vector<kernels::GradPiece> grads;
+      for (const auto& c : pw.steps[t].compute) {
+        if (c.rank != r) continue;
+        const long k = g.key(c.owner, c.piece);
+        const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
+        float* acc = bwd ? x.grad + g.slot_elems() * s.grad_compute.at(k) : nullptr;
+        long off = 0;
+        for (const Range& rg : g.pranges[k]) {
+          kernels::KvPiece kp;
+          kp.k = kv + off * g.row_elems;
+          kp.v = kv + g.half_slot() + off * g.row_elems;
+          kp.len = int(rg.size()), kp.pos0 = rg.begin, kp.batch_stride = g.max_piece * g.row_elems;
+          pieces.push_back(kp);
+          if (bwd) grads.push_back({acc + off * g.row_elems, acc + g.half_slot() + off * g.row_elems, kp.batch_stride});
+          off += rg.size();
+        }
+      }
+      std::vector<kernels::WorkItem> items;
+      int row = 0;
+      for (const Range& rg : g.qranges[r]) {
+        kernels::WorkItem it;
+        it.q_row0 = row, it.q_len = int(rg.size()), it.q_pos0 = rg.begin;
+        it.piece_begin = 0, it.piece_count = int(pieces.size());
+        it.causal = w.causal, it.accumulate = !first;
+        items.push_back(it);
+        row += int(rg.size());
+      }
+      if (!pieces.empty()) first = false;
+      if (bwd) {
+        kernels::AttentionBackwardBatch b;
+        b.dtype = kernels::DType::BF16, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+        b.q = x.q, b.dout = x.dout, b.q_rows = int(g.qrows[r]), b.lse = x.lse, b.dsum = x.dsum, b.dq_accum = x.dq_accum;
+        b.items = std::move(items), b.pieces = std::move(pieces), b.grads = std::move(grads);
+        pw.bwd[r].push_back(std::move(b));
+      } else {
+        kernels::AttentionBatch b;
+        b.dtype = kernels::DType::BF16, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+        b.q = x.q, b.q_rows = int(g.qrows[r]), b.out = x.out, b.lse = x.lse;
+        b.items = std::move(items), b.pieces = std::move(pieces);
+        pw.fwd[r].push_back(std::move(b));
+      }
+    }
+  }
+  return pw;
+}
+
+}  // namespace tasp::executor::cuda

@@ -1,0 +1,56 @@
+#pragma once
+// What the cuda backend works out before a run, for each pass and local rank: the token geometry, the slot
+// plan, every step's work list (forward: attention into the running out/LSE; backward: dQ and the pieces'
+// dK/dV accumulators) and what each step moves and computes (for the timeline). Plain C++: no CUDA calls.
+#include <vector>
+
+#include "executor/slot_plan.hpp"
+#include "kernels/attention.hpp"
+#include "planner/layout.hpp"
+#include "planner/plan.hpp"
+#include "planner/workload.hpp"
+
+namespace tasp::executor::cuda {
+
+struct Geometry {
+  int n = 0, P = 0, B = 1;
+  long max_piece = 0;  // tokens of the largest piece: every slot holds that many
+  long row_elems = 0;  // Hkv * D: elements per token of K, V, dK or dV
+  std::vector<std::vector<planner::Range>> qranges;  // per rank
+  std::vector<long> qrows;
+  std::vector<std::vector<planner::Range>> pranges;  // per piece key
+  std::vector<long> ptokens;
+  long key(int owner, int piece) const { return long(owner) * P + piece; }
+  // A K/V slot: [K | V], each [B][max_piece][Hkv][D] (bf16); an accumulator slot: [dK | dV] alike (fp32).
+  size_t slot_elems() const { return size_t(B) * max_piece * row_elems * 2; }
+  size_t half_slot() const { return slot_elems() / 2; }
+};
+Geometry make_geometry(const planner::Plan& p, const planner::Workload& w);
+
+// Device addresses of one rank's buffers, which the work lists point into.
+struct RankBuffers {
+  void* q = nullptr;
+  void* dout = nullptr;
+  float* out = nullptr;
+  float* lse = nullptr;
+  float* dsum = nullptr;
+  float* dq = nullptr;
+  float* dq_accum = nullptr;  // the backward kernel's dQ scratch (kernels::dq_accum_floats)
+  void* kv = nullptr;     // K/V slots (bf16)
+  float* grad = nullptr;  // accumulator slots (fp32)
+};
+
+struct PassWork {
+  planner::Pass pass = planner::Pass::Fwd;
+  std::vector<planner::Step> steps;
+  std::vector<RankSlots> slots;                                   // [rank] (local ranks only)
+  std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [rank][step]
+  std::vector<std::vector<kernels::AttentionBackwardBatch>> bwd;  // [rank][step]
+  std::vector<std::vector<double>> bytes, flops;                  // [rank][step], every rank
+  int num_steps() const { return int(steps.size()); }
+};
+
+PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs);
+
+}  // namespace tasp::executor::cuda

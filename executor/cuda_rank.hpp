@@ -1,0 +1,66 @@
+#pragma once
+// One rank's device state in the cuda backend and the launch of one step of a pass on its two streams:
+//   comm:    [wait for step t-1 done] e0  NCCL group (K/V pieces; backward: dK/dV accumulators)  e1
+//   compute: e2  [clear new accumulators; first backward step: dQ = 0, D = rowsum(dO * O)]  kernel  e3
+//            [wait for e1]  [add received accumulators into the rank's own]  e4 (step done)
+// so step t+1's transfers, which may overwrite slots step t read and send what step t added, start after e4.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor/backend.hpp"
+#include "executor/cuda_pass.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/cuda_check.hpp"
+
+#define TASP_NCCL(call)                                                                                      \
+  do {                                                                                                       \
+    ncclResult_t r_ = (call);                                                                                \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                                                           \
+      throw std::runtime_error(std::string("NCCL error: ") + ncclGetErrorString(r_) + " in " #call);        \
+  } while (0)
+
+namespace tasp::executor::cuda {
+
+constexpr int kStepEvents = 5;
+
+struct RankDevice {
+  int dev = 0;
+  cudaStream_t comm = nullptr, compute = nullptr;
+  ncclComm_t nccl = nullptr;
+  RankBuffers buf;
+  std::vector<cudaEvent_t> ev_fwd, ev_bwd;  // kStepEvents per step
+  cudaEvent_t origin = nullptr, done = nullptr;
+  kernels::Workspace ws;
+  std::vector<void*> allocs;
+  template <class T>
+  T* alloc(size_t elems) {
+    void* p = nullptr;
+    TASP_CUDA(cudaMalloc(&p, std::max<size_t>(16, elems * sizeof(T))));
+    allocs.push_back(p);
+    return static_cast<T*>(p);
+  }
+  void release();
+};
+
+// Host-side bf16 conversion (round to nearest even), so the backend needs no device code of its own.
+uint16_t to_bf16(double x);
+// The tokens `ranges` of the global [B][S][width] tensor `src`, one after the other, as bf16 [B][stride][width].
+std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
+                                long width, long stride);
+
+// Enqueues step t of a pass on rank r's streams, after `prev_done`.
+void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int r, int t,
+                cudaEvent_t prev_done);
+// A step's timing from its events, relative to `origin`. The accumulator adds (past e3 and the transfers'
+// end, up to e4) count as compute after the kernel.
+planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops);
+
+// The whole problem on GPU 0 with the same kernels: out and lse, and with the backward dq, dk, dv.
+bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref);
+
+}  // namespace tasp::executor::cuda

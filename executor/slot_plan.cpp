@@ -1,0 +1,98 @@
+#include "executor/slot_plan.hpp"
+
+namespace tasp::executor {
+
+namespace {
+
+// A pool of interchangeable buffers: reuse a freed one, else add one.
+struct Pool {
+  std::vector<int> free;
+  int count = 0;
+  int take() {
+    if (free.empty()) return count++;
+    const int s = free.back();
+    free.pop_back();
+    return s;
+  }
+  void give(int s) { free.push_back(s); }
+};
+
+}  // namespace
+
+RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int r) {
+  const int P = p.pieces_per_rank, steps = p.num_steps(pass);
+  auto key = [P](int owner, int piece) { return long(owner) * P + piece; };
+  std::vector<planner::Step> list(steps);
+  std::map<long, int> last_use;  // K/V: last step the rank computes on or forwards a piece
+  for (int t = 0; t < steps; ++t) {
+    planner::Step scratch;
+    list[t] = planner::step_at(p, t, scratch, pass);
+    for (const auto& c : list[t].compute)
+      if (c.rank == r) last_use[key(c.owner, c.piece)] = t;
+    for (const auto& x : list[t].transfers)
+      if (x.src == r && !x.grad) last_use[key(x.owner, x.piece)] = t;
+  }
+  RankSlots out;
+  out.steps.resize(steps);
+  Pool kv, grad;
+  std::map<long, int> held, acc;  // K/V held; the rank's current accumulator of each piece
+  for (int c = 0; c < P; ++c) held[key(r, c)] = kv.take();
+  for (int t = 0; t < steps; ++t) {
+    StepSlots& s = out.steps[t];
+    s.held = held;
+    std::vector<int> sent;  // accumulator slots free once the step's transfers are done
+    for (const auto& x : list[t].transfers) {
+      const long k = key(x.owner, x.piece);
+      if (x.dst == r) {
+        if (x.grad) {
+          s.grad_recv[{k, x.src}] = grad.take();
+        } else {
+          s.arrivals[k] = kv.take();
+        }
+      }
+      if (x.src == r && x.grad) {
+        // Sending an accumulator the rank does not have sends a cleared one (an invalid plan's numbers fail
+        // the check instead of reading stale memory).
+        auto it = acc.find(k);
+        int slot;
+        if (it == acc.end()) slot = grad.take(), s.grad_zero.push_back(slot);
+        else slot = it->second, acc.erase(it);
+        s.grad_send[k] = slot;
+        sent.push_back(slot);
+      }
+    }
+    for (const auto& c : list[t].compute) {
+      if (c.rank != r) continue;
+      const long k = key(c.owner, c.piece);
+      auto it = acc.find(k);
+      if (it == acc.end()) it = acc.emplace(k, grad.take()).first, s.grad_zero.push_back(it->second);
+      s.grad_compute[k] = it->second;
+    }
+    // Step end: K/V pieces past their last use are freed, arrivals become held; sent accumulators are
+    // freed, received ones added to the rank's own (or become its own).
+    for (auto it = held.begin(); it != held.end();) {
+      auto lu = last_use.find(it->first);
+      const bool own = it->first / P == r;
+      if (!own && (lu == last_use.end() || lu->second <= t)) kv.give(it->second), it = held.erase(it);
+      else ++it;
+    }
+    for (const auto& [k, slot] : s.arrivals) held[k] = slot;
+    for (int slot : sent) grad.give(slot);
+    for (const auto& [ks, slot] : s.grad_recv) {
+      const long k = ks.first;
+      auto it = acc.find(k);
+      if (it == acc.end()) {
+        acc[k] = slot;
+      } else {
+        s.grad_add.push_back({it->second, slot});
+        grad.give(slot);
+      }
+    }
+  }
+  out.kv_slots = kv.count;
+  out.grad_slots = grad.count;
+  out.grad_final = acc;
+  return out;
+}
+
+}  // namespace tasp::executor

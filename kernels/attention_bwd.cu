@@ -1,0 +1,180 @@
+// Attention backward over a work list: argument checks, the CTAs' work (key tiles of every piece against
+// the query tiles of the items that list it, longest first), upload of the list and its TMA tensor maps,
+// and the launch of the Hopper kernel (bwd_sm90.cuh).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "kernels/bwd_sm90.cuh"
+#include "kernels/cuda_check.hpp"
+#include "kernels/tensor_map.hpp"
+#include "kernels/upload.hpp"
+
+namespace tasp::kernels {
+bool backward_supported() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
+  return prop.major == 9;
+}
+
+void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("attention backward: " + m); };
+  if (!head_dim_supported(b.D)) bad("head dim D=" + std::to_string(b.D) + " not supported (64, 128)");
+  if (b.B < 1 || b.H < 1 || b.Hkv < 1 || b.H % b.Hkv) bad("need B, H, Hkv >= 1 and H a multiple of Hkv");
+  if (b.B > 65535 || b.Hkv > 65535) bad("B and Hkv must be <= 65535");
+  if (!b.q || !b.dout || !b.lse || !b.dsum || !b.dq_accum) bad("q, dout, lse, dsum and dq_accum must be set");
+  if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
+  if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
+  if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
+  constexpr int kBlockM = 64, kBlockN = 128;
+  // Each piece's query tiles: every item listing it, in tiles of 64 rows.
+  std::vector<std::vector<bwd::QEntry>> per_piece(b.pieces.size());
+  int dq_tiles = 0;
+  for (size_t i = 0; i < b.items.size(); ++i) {
+    const WorkItem& it = b.items[i];
+    if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
+    if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
+      bad("items[" + std::to_string(i) + "]: pieces out of range");
+    for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc)
+      for (int r = 0; r < it.q_len; r += kBlockM) per_piece[pc].push_back({int(i), r, dq_tiles + r / kBlockM});
+    dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
+  }
+  std::vector<bwd::QEntry> qlist;
+  std::vector<bwd::Tile> tiles;
+  std::vector<long long> work;  // query tiles a CTA visits, to start the longest first
+  for (size_t pc = 0; pc < b.pieces.size(); ++pc) {
+    const KvPiece& kp = b.pieces[pc];
+    const GradPiece& gp = b.grads[pc];
+    const std::string at = "pieces[" + std::to_string(pc) + "]";
+    if (kp.len < 0 || (kp.len > 0 && (!kp.k || !kp.v))) bad(at + ": empty pointer or negative length");
+    if (misaligned(kp.k) || misaligned(kp.v) || kp.batch_stride % 8 || kp.batch_stride < 0)
+      bad(at + ": k, v must be 16-byte aligned and batch_stride a non-negative multiple of 8");
+    if (kp.len > 0 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8) || gp.batch_stride % 2 || gp.batch_stride < 0))
+      bad("grads[" + std::to_string(pc) + "]: dk, dv must be set, 8-byte aligned, batch_stride a non-negative even number");
+    if (per_piece[pc].empty() || kp.len == 0) continue;
+    const int qbegin = int(qlist.size()), qcount = int(per_piece[pc].size());
+    qlist.insert(qlist.end(), per_piece[pc].begin(), per_piece[pc].end());
+    for (int j0 = 0; j0 < kp.len; j0 += kBlockN) {
+      long long visible = 0;
+      for (const auto& e : per_piece[pc]) {
+        const WorkItem& it = b.items[e.item];
+        const int rows = std::min(kBlockM, it.q_len - e.row0);
+        visible += !(it.causal && it.q_pos0 + e.row0 + rows - 1 < kp.pos0 + j0);
+      }
+      if (visible == 0) continue;
+      tiles.push_back({int(pc), j0, qbegin, qcount});
+      work.push_back(visible);
+    }
+  }
+  if (tiles.empty()) return;
+  std::vector<size_t> order(tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work[x] > work[y]; });
+  std::vector<bwd::Tile> sorted(tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) sorted[i] = tiles[order[i]];
+  if (sorted.size() > 0x7fffffff) bad("too many tiles");
+
+  // Tensor maps: [0] Q and [1] dO in boxes of 64 rows, then K and V of every piece in boxes of 128 keys.
+  const bool bf16 = b.dtype == DType::BF16;
+  std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
+  const long long qstride = (long long)b.q_rows * b.H * b.D;
+  encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM);
+  encode_bshd_map(maps.data() + kTensorMapBytes, b.dout, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM);
+  for (size_t i = 0; i < b.pieces.size(); ++i) {
+    const KvPiece& kp = b.pieces[i];
+    if (kp.len == 0) continue;
+    const long long bs = kp.batch_stride ? kp.batch_stride : (long long)kp.len * b.Hkv * b.D;
+    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
+    encode_bshd_map(maps.data() + (3 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
+  }
+
+  ws.host.clear();
+  const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_grads = append(ws.host, b.grads);
+  const size_t at_tiles = append(ws.host, sorted), at_q = append(ws.host, qlist), at_maps = append(ws.host, maps, 64);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  unsigned char* base = upload(ws, s);
+  bwd::Params p;
+  p.lse = b.lse, p.dsum = b.dsum, p.dq_accum = b.dq_accum, p.dq_tiles = dq_tiles;
+  p.items = reinterpret_cast<const WorkItem*>(base + at_items);
+  p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
+  p.grads = reinterpret_cast<const GradPiece*>(base + at_grads);
+  p.tiles = reinterpret_cast<const bwd::Tile*>(base + at_tiles);
+  p.qlist = reinterpret_cast<const bwd::QEntry*>(base + at_q);
+  p.tmaps = base + at_maps;
+  p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
+  p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  const int n = int(sorted.size());
+  if (bf16) {
+    if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64>(p, n, b.Hkv, b.B, s);
+    else bwd::launch_sm90<__nv_bfloat16, 128>(p, n, b.Hkv, b.B, s);
+  } else {
+    if (b.D == 64) bwd::launch_sm90<__half, 64>(p, n, b.Hkv, b.B, s);
+    else bwd::launch_sm90<__half, 128>(p, n, b.Hkv, b.B, s);
+  }
+}
+
+namespace {
+
+// Item rows of the scratch's tiles, in its order: {first row in q/dq, rows}.
+std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
+  std::vector<int2> t;
+  for (const WorkItem& it : b.items)
+    for (int r = 0; r < it.q_len; r += 64) t.push_back(make_int2(it.q_row0 + r, std::min(64, it.q_len - r)));
+  return t;
+}
+
+// One thread per float4 of the scratch: back to (row, column) as bwd_sm90.cuh's threads held it.
+__global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
+                                 float scale, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const int thread = int(i % 128), k = int(i / 128 % (D / 16)), w = int(i / 128 / (D / 16) % 2);
+    const long long rest = i / 128 / (D / 16) / 2;
+    const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
+    const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
+    const int2 tr = tiles[tile];
+    const int col = w * (D / 2) + 8 * k + 2 * t4;
+    const float4 v = accum[i];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = warp * 16 + g + 8 * hf;
+      if (r >= tr.y) continue;
+      float2* dst = reinterpret_cast<float2*>(dq + (((long long)b * q_rows + tr.x + r) * H + h) * D + col);
+      float2 o = *dst;
+      o.x += scale * (hf ? v.z : v.x), o.y += scale * (hf ? v.w : v.y);
+      *dst = o;
+    }
+  }
+}
+
+}  // namespace
+
+size_t dq_accum_floats(const AttentionBackwardBatch& b) { return size_t(b.B) * b.H * dq_tile_rows(b).size() * 64 * b.D; }
+
+void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {
+  const std::vector<int2> tiles = dq_tile_rows(b);
+  if (tiles.empty()) return;
+  if (misaligned(dq, 8)) throw std::invalid_argument("attention backward finish: dq must be 8-byte aligned");
+  ws.host.clear();
+  append(ws.host, tiles);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const unsigned char* base = upload(ws, s);
+  const long long n = (long long)dq_accum_floats(b) / 4;
+  const float scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
+  const int threads = 256;
+  const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
+  dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
+                                              reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
+                                              scale, n);
+  TASP_CUDA(cudaGetLastError());
+}
+
+}  // namespace tasp::kernels

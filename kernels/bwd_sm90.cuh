@@ -1,0 +1,327 @@
+#pragma once
+// Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
+// walks every query tile (64 rows) of every item that lists the piece, for each query head of the KV
+// head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
+// dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute. There is no producer warp: a
+// ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a scheduler's
+// 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight warps get 255.
+//
+// Per query tile a consumer warpgroup computes, keys as the M dimension ("swapped" products, so P^T and
+// dS^T stay in registers as the A operand of the next products):
+//   S^T  = K Q^T          (ss: K and Q K-major)          P^T  = exp2(S^T * scale*log2e - LSE*log2e), masked
+//   dP^T = V dO^T         (ss: V and dO K-major)         dS^T = P^T * (dP^T - D)
+//   dV  += P^T dO         (rs: dO MN-major)              dK  += dS^T Q (rs: Q MN-major)
+// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) and, after both
+// warpgroups have, computes dQ = dS K for its half of the head dim (ss: dS and K both MN-major), stages it in
+// shared memory in the order its threads hold it and adds it to the dQ scratch with one bulk reduce (one
+// contiguous 8-16 KB block: FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and dV stay in registers across the walk and are added to the
+// piece's fp32 accumulator at the end: a CTA is the only writer of its keys, so their sums are ordered.
+#include <cstdint>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/fwd_common.cuh"
+#include "kernels/tensor_map.hpp"
+#include "kernels/tma.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace tasp::kernels::bwd {
+
+// A query tile of an item that lists the piece; `tile` numbers the items' tiles in order (the dQ scratch's).
+struct QEntry {
+  int item, row0, tile;
+};
+// A CTA's work: keys [j0, j0 + 128) of piece `piece`, against qlist[qbegin, qbegin + qcount).
+struct Tile {
+  int piece, j0, qbegin, qcount;
+};
+
+struct Params {
+  const float* lse;
+  const float* dsum;
+  float* dq_accum;  // see dq_accum_offset
+  int dq_tiles;
+  const WorkItem* items;
+  const KvPiece* pieces;
+  const GradPiece* grads;
+  const Tile* tiles;
+  const QEntry* qlist;
+  // TMA tensor maps (128 bytes each): [0] Q, [1] dO, [2 + 2i] K and [3 + 2i] V of piece i.
+  const unsigned char* tmaps;
+  int q_rows, H, Hkv;
+  float scale, scale_log2;
+};
+
+template <int D>
+struct Shape {
+  static constexpr int WG = 2, STAGES = 2;
+  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = 64, kBlockN = 64 * WG;
+  static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
+  // A warpgroup's dQ tile (64 rows x D/2 fp32) staged for the bulk reduce, chunk-major: the thread's k-th
+  // float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  static constexpr int kStageBytes = kBlockM * D / 2 * 4;
+  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][128] floats.
+  static constexpr int kRowBytes = WG * 2 * 128 * 4;
+  static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
+};
+
+// The dQ scratch position (floats) of float4 chunk k (of D/16) of thread `thread` (of 128) of warpgroup w's
+// half of tile `tile`: [B][H][tiles][2][D/16][128][4].
+__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int k, int thread, int H, int tiles, int D) {
+  return ((((long long)(b * H + h) * tiles + tile) * 2 + w) * (D / 16) + k) * 512 + thread * 4;
+}
+
+// The CTA's query tiles in order, times the group's query heads, skipping tiles whose every query comes
+// before every key of the tile (causal). Producer and consumers walk it alike.
+struct QWalk {
+  int e, eend, gi, group;
+  __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
+  // Moves to the first visible (entry, head) at or after the current one; false at the end.
+  __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo) {
+    for (; e < eend; ++e, gi = 0) {
+      const QEntry q = p.qlist[e];
+      const WorkItem& it = p.items[q.item];
+      const int rows = min(64, it.q_len - q.row0);
+      if (!(it.causal && it.q_pos0 + q.row0 + rows - 1 < kpos_lo) && gi < group) return true;
+    }
+    return false;
+  }
+  __device__ __forceinline__ void next() {
+    if (++gi == group) gi = 0, ++e;
+  }
+};
+
+// S^T (or dP^T) for a warpgroup's 64 keys against 64 query rows: A = the key tile's rows [64 w, 64 w + 64)
+// (K-major, 128 rows per 64-column block), B = the query tile (K-major, 64 rows per block).
+template <typename T, int D>
+__device__ __forceinline__ void issue_kq(float (&s)[32], uint32_t k_addr, uint32_t q_addr, int w) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint64_t da = sm90::sw128_desc(k_addr + (ks / 4) * (128 * 128) + w * 64 * 128 + (ks % 4) * 32, 16, 1024);
+    const uint64_t db = sm90::sw128_desc(q_addr + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
+    sm90::wgmma_ss<T, 64, 0, 0>(s, da, db, ks > 0 ? 1 : 0);
+  }
+  sm90::wgmma_commit();
+}
+
+// acc (64 keys x D) += frag (64 keys x 64 queries, registers) * X (64 queries x D, MN-major in shared memory).
+template <typename T, int D>
+__device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&frag)[4][4], uint32_t x_addr) {
+#pragma unroll
+  for (int kt = 0; kt < 4; ++kt)
+    sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, 64 * 128, 1024), 1);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
+  using S = Shape<D>;
+  constexpr int STAGES = S::STAGES;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* sK = smem_raw;                              // [128 keys][D], 64-column blocks
+  unsigned char* sV = sK + S::kKvBytes;
+  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][64 rows][D]
+  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][64 rows][D]
+  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [2][128 keys][64 queries]
+  unsigned char* sdQ = sdS + 2 * S::kDsBytes;                // [WG][staged dQ tile]
+  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][2][64 LSE * log2 e, 64 D]
+  const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
+  const uint32_t kv_full = bars;
+  auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
+  auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
+
+  const Tile tile = p.tiles[blockIdx.x];
+  const KvPiece kp = p.pieces[tile.piece];
+  const int hk = blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
+  const long long kpos_lo = kp.pos0 + tile.j0;
+
+  if (threadIdx.x == 0) {
+    sm90::mbar_init(kv_full, 1);
+    for (int st = 0; st < STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), S::kConsumers);
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+
+  // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
+  // every thread has released it.
+  const unsigned char* maps = p.tmaps;
+  QWalk ahead(tile, group);
+  int loaded = 0;
+  auto load_next = [&] {
+    if (!ahead.settle(p, kpos_lo)) return;
+    const QEntry q = p.qlist[ahead.e];
+    const WorkItem& it = p.items[q.item];
+    const int h = hk * group + ahead.gi, st = loaded % STAGES;
+    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * 64 * 128), maps, qd_full(st), cb * 64, h,
+                        it.q_row0 + q.row0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * 64 * 128), maps + kTensorMapBytes, qd_full(st),
+                        cb * 64, h, it.q_row0 + q.row0, b);
+    }
+    ahead.next();
+    ++loaded;
+  };
+  if (threadIdx.x == 0) {
+    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
+    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
+    }
+    load_next();
+  }
+
+  const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int key0 = w * 64 + warp * 16 + g;  // the thread's first key row in the tile (the second is key0 + 8)
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
+  const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
+  sm90::mbar_wait(kv_full, 0);
+
+  QWalk walk(tile, group);
+  for (int t = 0; walk.settle(p, kpos_lo); ++t, walk.next()) {
+    const QEntry q = p.qlist[walk.e];
+    const WorkItem it = p.items[q.item];
+    const int h = hk * group + walk.gi, st = t % STAGES;
+    const int rows = min(64, it.q_len - q.row0);
+    const long long qpos0 = it.q_pos0 + q.row0;
+    const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
+    const long long lrow = ((long long)b * p.H + h) * p.q_rows + it.q_row0 + q.row0;  // lse / dsum of query 0
+
+    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
+    // Each thread fetches one of the tile's 64 LSE or 64 D values into its warpgroup's copy (past the item's
+    // rows: no query, so P = 0 and D = 0).
+    const int wt = threadIdx.x % 128;
+    float* rowv = sRow + (w * 2 + (t & 1)) * 128;
+    {
+      const int col = wt % 64;
+      rowv[wt] = wt < 64 ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
+                         : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
+    }
+    sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
+    float s[32], dp[32];
+    issue_kq<T, D>(s, k_addr, q_addr, w);
+    issue_kq<T, D>(dp, v_addr, do_addr, w);
+    sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
+    sm90::wgmma_wait<1>();
+    fwd::fence_regs<32>(s);
+    // P^T: element e of chunk c is key row key0 + 8 (e / 2), query column 8c + 2 t4 + (e % 2).
+    const bool mask = tile.j0 + 128 > kp.len || (it.causal && kpos_lo + 127 > qpos0);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * c + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * c + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
+        float v = exp2f(s[4 * c + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
+        if (mask && (tile.j0 + key >= kp.len || (it.causal && kpos_lo + key > qpos0 + col))) v = 0.f;
+        s[4 * c + e] = v;
+      }
+    }
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<32>(dp);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rowv + 64 + 8 * c + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - ((e & 1) ? d2.y : d2.x));
+    }
+    uint32_t dsa[4][4];
+#pragma unroll
+    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
+    sm90::wgmma_fence();
+    issue_acc<T, D>(dv, pa, do_addr);
+    issue_acc<T, D>(dk, dsa, q_addr);
+    sm90::wgmma_commit();
+    // dS^T to shared memory: key row r (of 128), query column col at r * 128 + ((col / 8) ^ (r % 8)) * 16 + col % 8 * 2.
+    unsigned char* ds_buf = sdS + (t & 1) * S::kDsBytes;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = key0 + 8 * hf;
+        *reinterpret_cast<uint32_t*>(ds_buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * t4) = dsa[c / 2][(c & 1) * 2 + hf];
+      }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    sm90::bar_sync(1, S::kConsumers);  // both warpgroups' dS^T are in
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<D / 2>(dv);
+    fwd::fence_regs<D / 2>(dk);
+    sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
+    // dQ[:, n0 : n0 + D/2] = dS K over the 128 keys: A = dS (queries x keys, MN-major), B = K (MN-major).
+    constexpr int DN = D / 2;
+    const int n0 = w * DN;
+    const uint32_t kb = k_addr + (n0 / 64) * (128 * 128) + (n0 % 64) * 2, dsb = fwd::smem_addr(ds_buf);
+    float dq[DN / 2];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt)
+      sm90::wgmma_ss<T, DN, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
+                                  sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<DN / 2>(dq);
+    // Stage the tile (chunk k of the thread at (k * 128 + wt) * 16) once the previous tile's reduce has read
+    // the buffer; thread 0 of the warpgroup adds it to the scratch.
+    unsigned char* stage = sdQ + w * S::kStageBytes;
+    if (wt == 0) sm90::bulk_wait_read();
+    sm90::bar_sync(2 + w, 128);
+#pragma unroll
+    for (int k = 0; k < DN / 8; ++k)
+      *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
+    sm90::fence_proxy_async();
+    sm90::bar_sync(2 + w, 128);
+    if (wt == 0) {
+      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, w, 0, 0, p.H, p.dq_tiles, D), fwd::smem_addr(stage),
+                                S::kStageBytes);
+      sm90::bulk_commit();
+    }
+  }
+  if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
+  // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
+  const GradPiece gp = p.grads[tile.piece];
+  const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int j = tile.j0 + key0 + 8 * hf;
+    if (j >= kp.len) continue;
+    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
+      float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
+      float2 a = *k2, v = *v2;
+      a.x += p.scale * dk[4 * c + 2 * hf], a.y += p.scale * dk[4 * c + 2 * hf + 1];
+      v.x += dv[4 * c + 2 * hf], v.y += dv[4 * c + 2 * hf + 1];
+      *k2 = a, *v2 = v;
+    }
+  }
+}
+
+template <typename T, int D>
+void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
+  using S = Shape<D>;
+  auto* kernel = attention_bwd_sm90_kernel<T, D>;
+  static bool configured = false;
+  if (!configured) {
+    TASP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
+    configured = true;
+  }
+  kernel<<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
+  TASP_CUDA(cudaGetLastError());
+}
+
+
+
+}  // namespace tasp::kernels::bwd

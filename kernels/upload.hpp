@@ -1,0 +1,38 @@
+#pragma once
+// Packing a launch's work list (items, pieces, tiles, tensor maps) into one host buffer and copying it into
+// the reused device workspace; shared by the forward and backward launches.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/cuda_check.hpp"
+
+namespace tasp::kernels {
+
+// Appends v at the next `align`-byte boundary of buf; returns its offset.
+template <class T>
+size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v, size_t align = 16) {
+  size_t at = (buf.size() + align - 1) / align * align;
+  buf.resize(at + v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(buf.data() + at, v.data(), v.size() * sizeof(T));
+  return at;
+}
+
+inline bool misaligned(const void* p, size_t a = 16) { return reinterpret_cast<uintptr_t>(p) % a != 0; }
+
+// Copies ws.host to the device workspace (grown when needed) on `s`; returns its device base.
+inline unsigned char* upload(Workspace& ws, cudaStream_t s) {
+  if (ws.bytes < ws.host.size()) {
+    if (ws.device) TASP_CUDA(cudaFree(ws.device));
+    ws.bytes = std::max(ws.host.size(), size_t(1) << 16);
+    TASP_CUDA(cudaMalloc(&ws.device, ws.bytes));
+  }
+  TASP_CUDA(cudaMemcpyAsync(ws.device, ws.host.data(), ws.host.size(), cudaMemcpyHostToDevice, s));
+  return static_cast<unsigned char*>(ws.device);
+}
+
+}  // namespace tasp::kernels

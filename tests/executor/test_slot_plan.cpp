@@ -1,0 +1,111 @@
+// The slot plan the cuda backend runs on, replayed symbolically on the CPU: every compute finds its K/V piece
+// and accumulator in the slots the plan names, every transfer moves the right content, no slot is reused
+// while its content is still needed, and every piece's dK/dV ends at its owner with all ranks' contributions.
+#include <gtest/gtest.h>
+
+#include "executor/slot_plan.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp;
+using namespace tasp::planner;
+
+namespace {
+
+struct Acc {
+  long key = -1;
+  int count = 0;
+};
+
+void replay(const Plan& p, Pass pass) {
+  const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(pass);
+  std::vector<executor::RankSlots> rs;
+  for (int r = 0; r < n; ++r) rs.push_back(executor::plan_slots(p, pass, r));
+  std::vector<std::vector<long>> kv(n);
+  std::vector<std::vector<Acc>> acc(n);
+  for (int r = 0; r < n; ++r) {
+    kv[r].assign(rs[r].kv_slots, -1);
+    acc[r].assign(rs[r].grad_slots, Acc{});
+    for (const auto& [k, s] : rs[r].steps[0].held) kv[r][s] = k;
+  }
+  auto key = [P](int o, int c) { return long(o) * P + c; };
+  for (int t = 0; t < steps; ++t) {
+    Step scratch;
+    const Step& st = step_at(p, t, scratch, pass);
+    SCOPED_TRACE("step " + std::to_string(t));
+    for (int r = 0; r < n; ++r) {
+      const auto& s = rs[r].steps[t];
+      for (const auto& [k, slot] : s.held) ASSERT_EQ(kv[r][slot], k) << "rank " << r << " slot " << slot;
+      for (int slot : s.grad_zero) acc[r][slot] = Acc{};
+    }
+    std::vector<std::vector<std::pair<int, long>>> kv_in(n);
+    std::vector<std::vector<std::pair<int, Acc>>> acc_in(n);
+    for (const auto& x : st.transfers) {
+      const long k = key(x.owner, x.piece);
+      const auto &src = rs[x.src].steps[t], &dst = rs[x.dst].steps[t];
+      if (x.grad) {
+        const int from = src.grad_send.at(k);
+        ASSERT_EQ(acc[x.src][from].key, k);
+        acc_in[x.dst].push_back({dst.grad_recv.at({k, x.src}), acc[x.src][from]});
+        acc[x.src][from] = Acc{-2, 0};  // gone: reading it again would fail
+      } else {
+        ASSERT_EQ(kv[x.src][src.held.at(k)], k);
+        kv_in[x.dst].push_back({dst.arrivals.at(k), k});
+      }
+    }
+    for (const auto& c : st.compute) {
+      const long k = key(c.owner, c.piece);
+      const auto& s = rs[c.rank].steps[t];
+      ASSERT_EQ(kv[c.rank][s.held.at(k)], k);
+      if (pass == Pass::Bwd) {
+        Acc& a = acc[c.rank][s.grad_compute.at(k)];
+        ASSERT_TRUE(a.key == -1 || a.key == k) << "accumulator slot of another piece";
+        a.key = k, ++a.count;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      for (const auto& [slot, k] : kv_in[r]) kv[r][slot] = k;
+      for (const auto& [slot, a] : acc_in[r]) acc[r][slot] = a;
+      for (const auto& [into, from] : rs[r].steps[t].grad_add) {
+        ASSERT_EQ(acc[r][into].key, acc[r][from].key);
+        acc[r][into].count += acc[r][from].count;
+      }
+    }
+  }
+  if (pass != Pass::Bwd) return;
+  for (int o = 0; o < n; ++o)
+    for (int c = 0; c < P; ++c) {
+      const Acc& a = acc[o][rs[o].grad_final.at(key(o, c))];
+      EXPECT_EQ(a.key, key(o, c));
+      EXPECT_EQ(a.count, n) << "owner " << o << " piece " << c;
+    }
+}
+
+}  // namespace
+
+TEST(SlotPlan, EverySchemeBothPassesReplay) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 9})
+    for (const char* s : {"ring", "zigzag", "allgather", "hamilton"}) {
+      PlanOptions o;
+      o.causal = std::string(s) == "zigzag";
+      Plan p = build_plan(load_topology("complete:" + std::to_string(n)), s, o);
+      SCOPED_TRACE(std::string(s) + " n=" + std::to_string(n));
+      replay(p, Pass::Fwd);
+      replay(p, Pass::Bwd);
+    }
+  Plan two = build_plan(load_topology("cluster:2x4"), "two-level", PlanOptions{true});
+  replay(two, Pass::Bwd);
+}
+
+// A ring's backward needs few buffers: its own pieces (slots 0..P-1, kept), one arriving and one held piece
+// per ring, and up to three accumulators per ring (its own, the one being sent, the one arriving).
+TEST(SlotPlan, RingBackwardUsesFewSlotsAndKeepsOwnPieces) {
+  Plan p = build_plan(load_topology("complete:8"), "hamilton", PlanOptions{});
+  for (int r = 0; r < 8; ++r) {
+    const auto s = executor::plan_slots(p, Pass::Bwd, r);
+    EXPECT_LE(s.kv_slots, 3 * p.pieces_per_rank) << r;
+    EXPECT_LE(s.grad_slots, 3 * p.pieces_per_rank) << r;
+    for (const auto& st : s.steps)
+      for (int c = 0; c < p.pieces_per_rank; ++c) EXPECT_EQ(st.held.at(long(r) * p.pieces_per_rank + c), c);
+  }
+}

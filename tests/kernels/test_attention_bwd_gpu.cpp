@@ -1,0 +1,390 @@
+// GPU tests of the attention backward against an fp64 CPU reference on random inputs. Label: gpu.
+// They skip where no CUDA device is visible (CI), and where the device is not a Hopper GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "tests/kernels/gpu_case.hpp"
+
+using namespace tasp::kernels;
+using namespace tasp::kernels::testing;
+
+namespace {
+
+#define NEED_HOPPER()                                                          \
+  NEED_GPU();                                                                  \
+  if (!backward_supported()) GTEST_SKIP() << "the backward needs a Hopper GPU"
+
+// Relative L2 error of (got - base) against ref over the entries where ref is a number; entries where ref
+// is NaN must still hold exactly base's value (NaN: untouched).
+struct Compare {
+  double num = 0, den = 0;
+  size_t not_finite = 0, touched = 0;
+  void add(float got, float base, double ref) {
+    if (std::isnan(ref)) {
+      touched += !(std::isnan(got) && std::isnan(base)) && got != base;
+      return;
+    }
+    const double d = double(got) - double(base);
+    if (!std::isfinite(d)) {
+      ++not_finite;
+      return;
+    }
+    num += (d - ref) * (d - ref), den += ref * ref;
+  }
+  void expect(double tol, const char* what) const {
+    EXPECT_EQ(not_finite, 0u) << what << ": entries not finite";
+    EXPECT_EQ(touched, 0u) << what << ": entries outside the work list were written";
+    EXPECT_GT(den, 0) << what << ": nothing compared";
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tol) << what << ": relative error";
+  }
+};
+
+struct BwdCase {
+  const Case& c;
+  std::vector<double> q, dout, out, lse;  // out fp64 forward [B][rows][H][D], lse [B][H][rows]
+  std::vector<std::vector<double>> k, v;
+  std::vector<void*> allocs;
+  AttentionBackwardBatch batch;
+  float *d_out = nullptr, *d_lse = nullptr, *d_dsum = nullptr, *d_dq = nullptr;
+  std::vector<float*> d_dk, d_dv;
+  std::vector<float> dq0;                    // what dq held before the launch
+  std::vector<std::vector<float>> dk0, dv0;  // likewise each piece's accumulators
+
+  ~BwdCase() {
+    for (void* p : allocs) cudaFree(p);
+  }
+  template <class T>
+  T* alloc(size_t n) {
+    void* d = nullptr;
+    if (cudaMalloc(&d, std::max<size_t>(16, n * sizeof(T))) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    allocs.push_back(d);
+    return static_cast<T*>(d);
+  }
+  void* upload16(const std::vector<uint16_t>& h) {
+    uint16_t* d = alloc<uint16_t>(h.size());
+    cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+    return d;
+  }
+  float* upload32(const std::vector<float>& h) {
+    float* d = alloc<float>(h.size());
+    cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    return d;
+  }
+
+  BwdCase(const Case& cs, uint32_t seed) : c(cs) {
+    std::mt19937 rng(seed);
+    const size_t nq = size_t(c.B) * c.q_rows * c.H * c.D, nl = size_t(c.B) * c.H * c.q_rows;
+    batch.dtype = c.dtype, batch.B = c.B, batch.H = c.H, batch.Hkv = c.Hkv, batch.D = c.D, batch.q_rows = c.q_rows;
+    batch.q = upload16(random_tensor(nq, c.dtype, rng, q));
+    batch.dout = upload16(random_tensor(nq, c.dtype, rng, dout));
+    k.resize(c.pieces.size()), v.resize(c.pieces.size());
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (size_t p = 0; p < c.pieces.size(); ++p) {
+      const size_t n = size_t(c.B) * c.pieces[p].len * c.Hkv * c.D;
+      KvPiece kp;
+      kp.k = upload16(random_tensor(n, c.dtype, rng, k[p]));
+      kp.v = upload16(random_tensor(n, c.dtype, rng, v[p]));
+      kp.len = c.pieces[p].len, kp.pos0 = c.pieces[p].pos0;
+      batch.pieces.push_back(kp);
+      dk0.emplace_back(n), dv0.emplace_back(n);
+      for (size_t i = 0; i < n; ++i) dk0[p][i] = u(rng), dv0[p][i] = u(rng);
+      d_dk.push_back(upload32(dk0[p])), d_dv.push_back(upload32(dv0[p]));
+      batch.grads.push_back({d_dk.back(), d_dv.back(), 0});
+    }
+    // Items list consecutive pieces of the batch (a piece listed by several items is one batch piece).
+    for (const auto& it : c.items) {
+      WorkItem w;
+      w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
+      w.piece_begin = it.pieces.empty() ? 0 : it.pieces[0], w.piece_count = int(it.pieces.size());
+      for (size_t i = 1; i < it.pieces.size(); ++i)
+        if (it.pieces[i] != it.pieces[0] + int(i)) throw std::logic_error("test case: an item's pieces must be consecutive");
+      batch.items.push_back(w);
+    }
+    // The forward's out and LSE in fp64 (uploaded as the fp32 the executor keeps); rows of no item: NaN.
+    out.assign(nq, NAN), lse.assign(nl, NAN);
+    for (const auto& it : c.items) forward(it);
+    std::vector<float> fo(nq), fl(nl);
+    for (size_t i = 0; i < nq; ++i) fo[i] = std::isnan(out[i]) ? 0.f : float(out[i]);
+    for (size_t i = 0; i < nl; ++i) fl[i] = std::isnan(lse[i]) ? 0.f : float(lse[i]);
+    batch.lse = d_lse = upload32(fl);
+    d_out = upload32(fo);
+    batch.dsum = d_dsum = alloc<float>(nl);
+    // dQ starts at random values on every item's rows (the kernel adds) and NaN elsewhere (untouched).
+    dq0.assign(nq, NAN);
+    for (const auto& it : c.items)
+      for (int b = 0; b < c.B; ++b)
+        for (int r = it.q_row0; r < it.q_row0 + it.q_len; ++r)
+          for (int x = 0; x < c.H * c.D; ++x) dq0[(size_t(b) * c.q_rows + r) * c.H * c.D + x] = u(rng);
+    d_dq = upload32(dq0);
+  }
+
+  // Visible keys of query row r of item `it`: (piece, key index), in the item's piece order.
+  template <class F>
+  void for_keys(const ItemSpec& it, int r, F f) const {
+    for (int p : it.pieces)
+      for (int j = 0; j < c.pieces[p].len; ++j)
+        if (!(it.causal && c.pieces[p].pos0 + j > it.q_pos0 + r)) f(p, j);
+  }
+  size_t qi(int b, int row, int h) const { return ((size_t(b) * c.q_rows + row) * c.H + h) * c.D; }
+  size_t ki(int p, int b, int j, int h) const { return ((size_t(b) * c.pieces[p].len + j) * c.Hkv + h / (c.H / c.Hkv)) * c.D; }
+  double dot(const double* a, const double* b) const {
+    double s = 0;
+    for (int d = 0; d < c.D; ++d) s += a[d] * b[d];
+    return s;
+  }
+
+  void forward(const ItemSpec& it) {
+    const double scale = 1 / std::sqrt(double(c.D));
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < c.H; ++h)
+        for (int r = 0; r < it.q_len; ++r) {
+          const int row = it.q_row0 + r;
+          double mx = -INFINITY, sum = 0;
+          std::vector<double> acc(c.D, 0.0);
+          for_keys(it, r, [&](int p, int j) { mx = std::max(mx, dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale); });
+          for_keys(it, r, [&](int p, int j) {
+            const double e = std::exp(dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale - mx);
+            sum += e;
+            for (int d = 0; d < c.D; ++d) acc[d] += e * v[p][ki(p, b, j, h) + d];
+          });
+          for (int d = 0; d < c.D; ++d) out[qi(b, row, h) + d] = sum > 0 ? acc[d] / sum : 0;
+          lse[(size_t(b) * c.H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+        }
+  }
+
+  // fp64 gradients: dq over the items' rows (NaN elsewhere), dk/dv per piece.
+  void backward(std::vector<double>& dq, std::vector<std::vector<double>>& dk, std::vector<std::vector<double>>& dv) const {
+    const double scale = 1 / std::sqrt(double(c.D));
+    dq.assign(q.size(), NAN);
+    dk.clear(), dv.clear();
+    for (size_t p = 0; p < c.pieces.size(); ++p) dk.emplace_back(k[p].size(), 0.0), dv.emplace_back(k[p].size(), 0.0);
+    for (const auto& it : c.items)
+      for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H; ++h)
+          for (int r = 0; r < it.q_len; ++r) {
+            const int row = it.q_row0 + r;
+            const double* qr = &q[qi(b, row, h)];
+            const double* dor = &dout[qi(b, row, h)];
+            const double l = lse[(size_t(b) * c.H + h) * c.q_rows + row], ds_row = dot(dor, &out[qi(b, row, h)]);
+            double* dqr = &dq[qi(b, row, h)];
+            for (int d = 0; d < c.D; ++d) dqr[d] = 0;
+            for_keys(it, r, [&](int p, int j) {
+              const size_t o = ki(p, b, j, h);
+              const double pr = std::exp(dot(qr, &k[p][o]) * scale - l);
+              const double ds = pr * (dot(dor, &v[p][o]) - ds_row) * scale;
+              for (int d = 0; d < c.D; ++d) {
+                dv[p][o + d] += pr * dor[d];
+                dk[p][o + d] += ds * qr[d];
+                dqr[d] += ds * k[p][o + d];
+              }
+            });
+          }
+  }
+
+  double tol() const { return c.dtype == DType::BF16 ? 2.5e-2 : 5e-3; }
+
+  void run(Workspace& ws) {
+    attention_backward_prepare(d_out, batch.dout, c.dtype, c.B, c.q_rows, c.H, c.D, d_dsum, nullptr);
+    const size_t na = dq_accum_floats(batch);
+    if (!accum_floats || na > accum_floats) batch.dq_accum = alloc<float>(na), accum_floats = na;
+    cudaMemset(batch.dq_accum, 0, na * 4);
+    attention_backward(batch, ws, nullptr);
+    attention_backward_finish(batch, d_dq, ws, nullptr);
+  }
+  size_t accum_floats = 0;
+
+  void run_and_check() {
+    Workspace ws;
+    run(ws);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // The row sums against the fp32 out the kernel read.
+    std::vector<float> dsum(size_t(c.B) * c.H * c.q_rows);
+    cudaMemcpy(dsum.data(), d_dsum, dsum.size() * 4, cudaMemcpyDeviceToHost);
+    for (const auto& it : c.items)
+      for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H; ++h)
+          for (int r = it.q_row0; r < it.q_row0 + it.q_len; ++r) {
+            double ref = 0;
+            for (int d = 0; d < c.D; ++d) ref += dout[qi(b, r, h) + d] * double(float(out[qi(b, r, h) + d]));
+            ASSERT_NEAR(dsum[(size_t(b) * c.H + h) * c.q_rows + r], ref, 1e-4 * (1 + std::abs(ref)));
+          }
+    std::vector<double> rq;
+    std::vector<std::vector<double>> rk, rv;
+    backward(rq, rk, rv);
+    check(rq, rk, rv);
+  }
+
+  void check(const std::vector<double>& rq, const std::vector<std::vector<double>>& rk, const std::vector<std::vector<double>>& rv) const {
+    std::vector<float> got(rq.size());
+    cudaMemcpy(got.data(), d_dq, got.size() * 4, cudaMemcpyDeviceToHost);
+    Compare cq;
+    for (size_t i = 0; i < got.size(); ++i) cq.add(got[i], dq0[i], rq[i]);
+    cq.expect(tol(), "dq");
+    Compare ck, cv;
+    for (size_t p = 0; p < c.pieces.size(); ++p) {
+      std::vector<float> gk(rk[p].size()), gv(rv[p].size());
+      cudaMemcpy(gk.data(), d_dk[p], gk.size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(gv.data(), d_dv[p], gv.size() * 4, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < gk.size(); ++i) ck.add(gk[i], dk0[p][i], rk[p][i]), cv.add(gv[i], dv0[p][i], rv[p][i]);
+    }
+    ck.expect(tol(), "dk");
+    cv.expect(tol(), "dv");
+  }
+};
+
+}  // namespace
+
+TEST(AttentionBwdGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
+  NEED_HOPPER();
+  for (DType t : {DType::BF16, DType::FP16})
+    for (int D : {64, 128}) {
+      Case c;
+      c.dtype = t, c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 300;
+      c.pieces = {{100, 0}, {37, 100}, {200, 137}};
+      c.items = {{0, 300, 0, {0, 1, 2}, false}};
+      SCOPED_TRACE("D=" + std::to_string(D) + (t == DType::BF16 ? " bf16" : " fp16"));
+      BwdCase(c, 1 + D).run_and_check();
+    }
+}
+
+// Zigzag-like rows and pieces before, across and after the diagonal; two items share the pieces (one batch
+// piece each, walked once by the key tiles); MQA.
+TEST(AttentionBwdGpu, CausalWithGlobalPositionsSharedPiecesMqa) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 1, c.H = 3, c.Hkv = 1, c.D = D, c.q_rows = 192;
+    c.pieces = {{100, 0}, {90, 1000}, {70, 2000}};
+    c.items = {{0, 64, 0, {0, 1, 2}, true}, {64, 128, 1000, {0, 1, 2}, true}};
+    SCOPED_TRACE("D=" + std::to_string(D));
+    BwdCase(c, 7 + D).run_and_check();
+  }
+}
+
+// Many query tiles per CTA (the Q/dO ring wraps many times), the diagonal inside a piece, GQA 4 -> 2.
+TEST(AttentionBwdGpu, LongCausalWalkAcrossPieces) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 1, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 777;
+    c.pieces = {{300, 0}, {257, 300}, {400, 557}};
+    c.items = {{0, 777, 180, {0, 1, 2}, true}};
+    SCOPED_TRACE("D=" + std::to_string(D));
+    BwdCase(c, 13 + D).run_and_check();
+  }
+}
+
+// K/V pieces and their accumulators as token ranges of larger buffers (batch_stride), as the executor's
+// slots hold them: NaN in the gaps of K/V shows up in the result; NaN in the accumulators' gaps must stay.
+TEST(AttentionBwdGpu, PiecesAndAccumulatorsAsViewsWithBatchStride) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 230;
+    c.pieces = {{100, 0}, {157, 100}};
+    c.items = {{0, 130, 200, {0, 1}, true}, {130, 100, 0, {0, 1}, false}};
+    BwdCase bc(c, 21 + D);
+    const int gap = 19, total = 100 + gap + 157 + gap;
+    const size_t row = size_t(c.Hkv) * D;
+    const int start[2] = {0, 100 + gap};
+    std::vector<uint16_t> hk(size_t(c.B) * total * row, 0x7fc0), hv(hk.size(), 0x7fc0);
+    std::vector<float> gk(hk.size(), NAN), gv(hk.size(), NAN);
+    for (int p = 0; p < 2; ++p)
+      for (int b = 0; b < c.B; ++b)
+        for (int j = 0; j < c.pieces[p].len; ++j)
+          for (size_t e = 0; e < row; ++e) {
+            const size_t src = (size_t(b) * c.pieces[p].len + j) * row + e, dst = (size_t(b) * total + start[p] + j) * row + e;
+            hk[dst] = to_bits(float(bc.k[p][src]), c.dtype), hv[dst] = to_bits(float(bc.v[p][src]), c.dtype);
+            gk[dst] = bc.dk0[p][src], gv[dst] = bc.dv0[p][src];
+          }
+    auto* dk = static_cast<uint16_t*>(bc.upload16(hk));
+    auto* dv = static_cast<uint16_t*>(bc.upload16(hv));
+    float* ak = bc.upload32(gk);
+    float* av = bc.upload32(gv);
+    for (int p = 0; p < 2; ++p) {
+      KvPiece& kp = bc.batch.pieces[p];
+      kp.k = dk + start[p] * row, kp.v = dv + start[p] * row, kp.batch_stride = total * (long long)row;
+      bc.batch.grads[p] = {ak + start[p] * row, av + start[p] * row, total * (long long)row};
+    }
+    Workspace ws;
+    bc.run(ws);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<double> rq;
+    std::vector<std::vector<double>> rk, rv;
+    bc.backward(rq, rk, rv);
+    std::vector<float> got(rq.size());
+    cudaMemcpy(got.data(), bc.d_dq, got.size() * 4, cudaMemcpyDeviceToHost);
+    Compare cq;
+    for (size_t i = 0; i < got.size(); ++i) cq.add(got[i], bc.dq0[i], rq[i]);
+    cq.expect(bc.tol(), "dq");
+    std::vector<float> hk_out(gk.size()), hv_out(gv.size());
+    cudaMemcpy(hk_out.data(), ak, gk.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hv_out.data(), av, gv.size() * 4, cudaMemcpyDeviceToHost);
+    // The reference in the big buffers' layout; NaN in the gaps (must stay NaN).
+    std::vector<double> refk(gk.size(), NAN), refv(gk.size(), NAN);
+    for (int p = 0; p < 2; ++p)
+      for (int b = 0; b < c.B; ++b)
+        for (int j = 0; j < c.pieces[p].len; ++j)
+          for (size_t e = 0; e < row; ++e) {
+            const size_t src = (size_t(b) * c.pieces[p].len + j) * row + e, dst = (size_t(b) * total + start[p] + j) * row + e;
+            refk[dst] = rk[p][src], refv[dst] = rv[p][src];
+          }
+    Compare ck, cv;
+    for (size_t i = 0; i < gk.size(); ++i) ck.add(hk_out[i], gk[i], refk[i]), cv.add(hv_out[i], gv[i], refv[i]);
+    SCOPED_TRACE("D=" + std::to_string(D));
+    ck.expect(bc.tol(), "dk");
+    cv.expect(bc.tol(), "dv");
+  }
+}
+
+// One-token items and pieces, an item with no rows, an item with no pieces, rows that see nothing (causal).
+TEST(AttentionBwdGpu, OneTokenEmptyItemsAndNoPieces) {
+  NEED_HOPPER();
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 2, c.D = 128, c.q_rows = 12;
+  c.pieces = {{1, 0}, {5, 3}};
+  c.items = {{0, 1, 0, {0}, false},      // one query, one key
+             {1, 0, 0, {1}, false},      // no rows
+             {1, 3, 10, {}, false},      // no pieces: dq stays as it was
+             {4, 2, 2, {1}, true},       // causal: position 2 sees nothing, 3 sees key 3
+             {6, 6, 100, {0, 1}, true}}; // sees all
+  BwdCase(c, 3).run_and_check();
+}
+
+// dK and dV do not depend on the order work finishes in: two runs give the same bits.
+TEST(AttentionBwdGpu, DkDvAreDeterministic) {
+  NEED_HOPPER();
+  Case c;
+  c.B = 1, c.H = 8, c.Hkv = 2, c.D = 128, c.q_rows = 1024;
+  c.pieces = {{512, 0}, {512, 512}};
+  c.items = {{0, 1024, 0, {0, 1}, true}};
+  BwdCase bc(c, 31);
+  Workspace ws;
+  std::vector<std::vector<float>> first;
+  for (int run = 0; run < 2; ++run) {
+    for (size_t p = 0; p < 2; ++p) cudaMemcpy(bc.d_dk[p], bc.dk0[p].data(), bc.dk0[p].size() * 4, cudaMemcpyHostToDevice);
+    bc.run(ws);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> gk(bc.dk0[0].size());
+    cudaMemcpy(gk.data(), bc.d_dk[0], gk.size() * 4, cudaMemcpyDeviceToHost);
+    if (run == 0) first.push_back(gk);
+    else EXPECT_EQ(first[0], gk);
+  }
+}
+
+TEST(AttentionBwdGpu, RejectsBadBatches) {
+  AttentionBackwardBatch b;
+  Workspace ws;
+  b.D = 96;
+  EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);
+  b.D = 128, b.H = 3, b.Hkv = 2;
+  EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);
+  b.H = 2, b.Hkv = 2;
+  EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);  // no buffers
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On one Hopper GPU (the device tool): build, the kernel tests (forward and backward), memcheck of the small
+# backward cases, tasp's kernels forward and backward beside PyTorch SDPA (cuDNN, FA2) on the same shapes
+# in the same run, and the cuda backend's fwd+bwd through a one-GPU plan. Logs go to $OUT.
+# Usage: tools/gpu/bwd-kernels.sh [extra --shape args for both benches...]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/device.txt"
+tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
+grep -A2 "Compiling entry.*bwd" "$OUT/build.log" | grep -E "registers|spill" | head -4
+T=build-gpu/tools/tasp
+timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests.log" 2>&1
+echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
+grep -E "Failure|error|FAILED  \]|what\(\)|Expected|Which|relative" "$OUT/tests.log" | head -30
+timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
+  --gtest_filter='AttentionBwdGpu.OneToken*:AttentionBwdGpu.CausalWith*:AttentionBwdGpu.PiecesAnd*' > "$OUT/memcheck.log" 2>&1
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
+shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
+        --shape B=2,S=16384,H=16,D=64,causal "$@")
+timeout 300 $T bench kernel --pass fwd+bwd --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
+timeout 300 python3 tools/gpu/sdpa_bench.py --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
+python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
+for m in "" ",causal"; do
+  timeout 120 $T run --backend cuda -t complete:1 -s ring -w "B=2,S=1000,H=4,Hkv=2,D=128$m" --pass fwd+bwd --check \
+    --iters 3 --warmup 1 2>&1 | tail -7
+done
+timeout 120 $T run --backend cuda -t complete:1 -s ring -w "B=1,S=16384,H=32,D=128,causal" --pass fwd+bwd --check \
+  --iters 3 --warmup 1 2>&1 | tail -8
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" --exclude logs.tar.gz . 2>/dev/null

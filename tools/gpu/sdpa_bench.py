@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""PyTorch SDPA (cuDNN and FlashAttention-2 backends) forward and backward on one GPU, on the shapes that
+`tasp bench kernel` takes, so both can be compared in the same run (tools/gpu/compare_kernels.py).
+
+Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count 4*B*H*S*S*D forward and
+2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
+GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
+Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--json out.json]
+"""
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DEFAULT = ["B=1,S=16384,H=32,D=128", "B=1,S=16384,H=32,D=128,causal", "B=2,S=16384,H=16,D=64",
+           "B=2,S=16384,H=16,D=64,causal"]
+
+
+def parse(text):
+    s = {"B": 1, "causal": False}
+    for item in text.split(","):
+        if item == "causal":
+            s["causal"] = True
+        elif item == "full":
+            s["causal"] = False
+        else:
+            k, v = item.split("=")
+            v = v.lower()
+            s[k] = int(v[:-1]) * 1024 if v.endswith("k") else int(v)
+    s.setdefault("Hkv", s["H"])
+    return s
+
+
+def median_ms(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def bench(s, backend, iters, warmup):
+    B, S, H, Hkv, D = s["B"], s["S"], s["H"], s["Hkv"], s["D"]
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    mk = lambda h: torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
+    q, k, v = mk(H), mk(Hkv), mk(Hkv)
+    dout = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    gqa = Hkv != H
+    with sdpa_kernel([backend]):
+        fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], enable_gqa=gqa)
+        out = fwd()
+        fwd_ms = median_ms(fwd, iters, warmup)
+        bwd = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        bwd_ms = median_ms(bwd, iters, warmup)
+    flops = 4.0 * B * H * S * S * D * (0.5 if s["causal"] else 1.0)
+    return fwd_ms, bwd_ms, flops / fwd_ms / 1e9, 2.5 * flops / bwd_ms / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", action="append", help="B=..,S=..,H=..,D=..[,Hkv=..][,causal] (repeatable)")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json", help="write the rows as JSON here")
+    a = ap.parse_args()
+    rows = []
+    print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"bf16, median of {a.iters}")
+    print(f"# {'shape':34} {'backend':8} {'fwd ms':>9} {'bwd ms':>9} {'fwd TF/s':>9} {'bwd TF/s':>9}")
+    for text in a.shape or DEFAULT:
+        s = parse(text)
+        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+            try:
+                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup)
+            except Exception as e:  # a backend that refuses the shape
+                print(f"  {text:34} {name:8} unsupported: {str(e).splitlines()[0][:80]}")
+                rows.append({"shape": text, "backend": name, "error": str(e).splitlines()[0]})
+                continue
+            print(f"  {text:34} {name:8} {fm:9.3f} {bm:9.3f} {ft:9.1f} {bt:9.1f}", flush=True)
+            rows.append({"shape": text, "backend": name, "fwd_ms": fm, "bwd_ms": bm, "fwd_tflops": ft, "bwd_tflops": bt})
+            torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
