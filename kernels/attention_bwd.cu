@@ -132,16 +132,17 @@ std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
   return t;
 }
 
-// One thread per float4 of the scratch: back to (row, column) as bwd_sm90.cuh's threads held it.
+// One thread per float4 of the scratch: back to (row, column) as bwd_sm90.cuh's threads held it
+// (bwd::dq_accum_offset).
 __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
                                  float scale, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const int thread = int(i % 128), k = int(i / 128 % (D / 16)), w = int(i / 128 / (D / 16) % 2);
-    const long long rest = i / 128 / (D / 16) / 2;
+    const int thread = int(i % 128), k = int(i / 128 % 8), cb = int(i / 1024 % (D / 64));
+    const long long rest = i / 1024 / (D / 64);
     const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
     const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
     const int2 tr = tiles[tile];
-    const int col = w * (D / 2) + 8 * k + 2 * t4;
+    const int col = cb * 64 + 8 * k + 2 * t4;
     const float4 v = accum[i];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {

@@ -11,11 +11,17 @@
 //   S^T  = K Q^T          (ss: K and Q K-major)          P^T  = exp2(S^T * scale*log2e - LSE*log2e), masked
 //   dP^T = V dO^T         (ss: V and dO K-major)         dS^T = P^T * (dP^T - D)
 //   dV  += P^T dO         (rs: dO MN-major)              dK  += dS^T Q (rs: Q MN-major)
-// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) and, after both
-// warpgroups have, computes dQ = dS K for its half of the head dim (ss: dS and K both MN-major), stages it in
-// shared memory in the order its threads hold it and adds it to the dQ scratch with one bulk reduce (one
-// contiguous 8-16 KB block: FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and dV stay in registers across the walk and are added to the
-// piece's fp32 accumulator at the end: a CTA is the only writer of its keys, so their sums are ordered.
+// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) and computes dQ = dS K
+// (ss: dS and K both MN-major): at D=128 each warpgroup half of the head dim over the tile's 128 keys (after
+// a CTA barrier: it needs the other's dS^T), at D=64 all of it over its own 64 keys (no CTA barrier). It stages
+// dQ in shared memory in the order its threads hold it and adds it to the dQ scratch with one bulk reduce of a
+// contiguous 16 KB block (FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and
+// dV stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
+// only writer of its keys, so their sums are ordered.
+//
+// Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
+// 168: spills); dQ by float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce
+// per row (39 ms); the forward's turn-taking between the warpgroups (3-8% slower at both head dims).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -56,19 +62,20 @@ struct Shape {
   static constexpr int WG = 2, STAGES = 2;
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = 64, kBlockN = 64 * WG;
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
-  // A warpgroup's dQ tile (64 rows x D/2 fp32) staged for the bulk reduce, chunk-major: the thread's k-th
-  // float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
-  static constexpr int kStageBytes = kBlockM * D / 2 * 4;
+  // A warpgroup's dQ tile (64 rows x 64 columns fp32) staged for the bulk reduce, chunk-major: the thread's
+  // k-th float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  static constexpr int kStageBytes = kBlockM * 64 * 4;
   // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][128] floats.
   static constexpr int kRowBytes = WG * 2 * 128 * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
 };
 
-// The dQ scratch position (floats) of float4 chunk k (of D/16) of thread `thread` (of 128) of warpgroup w's
-// half of tile `tile`: [B][H][tiles][2][D/16][128][4].
-__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int k, int thread, int H, int tiles, int D) {
-  return ((((long long)(b * H + h) * tiles + tile) * 2 + w) * (D / 16) + k) * 512 + thread * 4;
+// The dQ scratch position (floats) of float4 chunk k (of 8) of thread `thread` (of 128) in the 64-column block
+// `cb` of tile `tile`: [B][H][tiles][D / 64][8][128][4]. Chunk k of a thread holds rows warp * 16 + g and + 8,
+// columns 64 cb + 8k + 2 t4 and + 1 (the wgmma accumulator layout).
+__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int cb, int k, int thread, int H, int tiles, int D) {
+  return ((((long long)(b * H + h) * tiles + tile) * (D / 64) + cb) * 8 + k) * 512 + thread * 4;
 }
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles whose every query comes
@@ -253,38 +260,42 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         const int r = key0 + 8 * hf;
         *reinterpret_cast<uint32_t*>(ds_buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * t4) = dsa[c / 2][(c & 1) * 2 + hf];
       }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    sm90::bar_sync(1, S::kConsumers);  // both warpgroups' dS^T are in
-    sm90::wgmma_wait<0>();
-    fwd::fence_regs<D / 2>(dv);
-    fwd::fence_regs<D / 2>(dk);
-    sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
-    // dQ[:, n0 : n0 + D/2] = dS K over the 128 keys: A = dS (queries x keys, MN-major), B = K (MN-major).
-    constexpr int DN = D / 2;
-    const int n0 = w * DN;
-    const uint32_t kb = k_addr + (n0 / 64) * (128 * 128) + (n0 % 64) * 2, dsb = fwd::smem_addr(ds_buf);
+    sm90::fence_proxy_async();
+    // dQ = dS K, issued behind dV and dK (one wait for all three). D = 128: both warpgroups' dS^T are needed
+    // (a CTA barrier) and each computes half of the head dim over the 128 keys; D = 64: each computes all of
+    // it over its own 64 keys (a warpgroup barrier; the two halves add up in the scratch), so the warpgroups
+    // never wait for each other.
+    constexpr bool kSplitN = D == 128;
+    constexpr int DN = kSplitN ? D / 2 : D;
+    if constexpr (kSplitN) sm90::bar_sync(1, S::kConsumers);
+    else sm90::bar_sync(2 + w, 128);
+    const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
+    const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
     float dq[DN / 2];
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kt = 0; kt < 8; ++kt)
+    for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
       sm90::wgmma_ss<T, DN, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
                                   sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
+    fwd::fence_regs<D / 2>(dv);
+    fwd::fence_regs<D / 2>(dk);
     fwd::fence_regs<DN / 2>(dq);
+    sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
     // Stage the tile (chunk k of the thread at (k * 128 + wt) * 16) once the previous tile's reduce has read
     // the buffer; thread 0 of the warpgroup adds it to the scratch.
     unsigned char* stage = sdQ + w * S::kStageBytes;
     if (wt == 0) sm90::bulk_wait_read();
     sm90::bar_sync(2 + w, 128);
 #pragma unroll
-    for (int k = 0; k < DN / 8; ++k)
+    for (int k = 0; k < 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
     sm90::fence_proxy_async();
     sm90::bar_sync(2 + w, 128);
     if (wt == 0) {
-      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, w, 0, 0, p.H, p.dq_tiles, D), fwd::smem_addr(stage),
-                                S::kStageBytes);
+      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
+                                fwd::smem_addr(stage), S::kStageBytes);
       sm90::bulk_commit();
     }
   }

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""The baseline a PyTorch user builds today: ring-flash-attention's ring (full masks) and zigzag ring (causal)
+algorithms, forward and backward, on PyTorch's own attention ops (cuDNN or FlashAttention-2 through
+torch.ops.aten._scaled_dot_product_{cudnn,flash}_attention[_backward]) on every local GPU, K/V exchanged with
+batch_isend_irecv overlapped with each block, dK/dV sums (fp32) travelling one hop behind K/V.
+
+Runs only on GPU machines with PyTorch (never a build dependency). Prints one line per workload and kernel:
+forward ms and forward+backward ms (median over iterations of the slowest rank), and with --check the
+relative errors of out, dq, dk, dv against one-GPU autograd on the whole sequence.
+Usage: torch_ring.py -w B=1,S=16384,H=32,D=128[,causal] [-w ...] [--kernel cudnn,fa2] [--iters 5] [--check]
+       [--csv out.csv]   (ranks = the visible GPUs)
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+
+def parse(text):
+    s = {"B": 1, "causal": False}
+    for item in text.split(","):
+        if item in ("causal", "full"):
+            s["causal"] = item == "causal"
+        else:
+            k, v = item.split("=")
+            v = v.lower()
+            s[k] = int(v[:-1]) * 1024 if v.endswith("k") else int(v)
+    return s
+
+
+# ---- one block: (out, lse, aux) forward and (dq, dk, dv) backward on the chosen kernel; tensors [B, H, S, D]
+
+def block_fwd(kernel, q, k, v, causal):
+    if kernel == "cudnn":
+        r = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+    else:
+        r = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)
+    out, lse = r[0], r[1]
+    return out, lse.reshape(q.shape[0], q.shape[1], q.shape[2]).float(), (r, lse.shape)
+
+
+def block_bwd(kernel, dout, q, k, v, out, lse, causal, aux):
+    r, lse_shape = aux
+    lse = lse.reshape(lse_shape).contiguous()
+    if kernel == "cudnn":
+        # (grad_out, q, k, v, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+        #  dropout_p, is_causal)
+        return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+            dout, q, k, v, out, lse, r[6], r[7], None, r[2], r[3], q.shape[2], k.shape[2], 0.0, causal)
+    # (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset)
+    return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+        dout, q, k, v, out, lse, r[2], r[3], q.shape[2], k.shape[2], 0.0, causal, r[6], r[7])
+
+
+def merge(out, lse, bout, blse):
+    """Folds a block's (out, lse) into the running fp32 (out, lse) in place (from out = 0, lse = -inf)."""
+    new = torch.logaddexp(lse, blse)
+    out.mul_(torch.exp(lse - new).unsqueeze(-1)).add_(bout.float() * torch.exp(blse - new).unsqueeze(-1))
+    lse.copy_(new)
+
+
+class Ring:
+    """One rank's ring exchange: send to rank+1, receive from rank-1, overlapped with the block it runs."""
+
+    def __init__(self, rank, n):
+        self.rank, self.n, self.reqs = rank, n, []
+
+    def start(self, *tensors):
+        outs = [torch.empty_like(t) for t in tensors]
+        ops = []
+        for t, o in zip(tensors, outs):
+            ops.append(dist.P2POp(dist.isend, t.contiguous(), (self.rank + 1) % self.n))
+            ops.append(dist.P2POp(dist.irecv, o, (self.rank - 1) % self.n))
+        self.reqs = dist.batch_isend_irecv(ops)
+        return outs
+
+    def wait(self):
+        for r in self.reqs:
+            r.wait()
+        self.reqs = []
+
+
+def forward(kernel, q, k, v, causal, rank, n):
+    """Ring (full) or zigzag ring (causal; each rank holds chunks rank and 2n-1-rank, back to back)."""
+    half = q.shape[2] // 2
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:3], -float("inf"), dtype=torch.float32, device=q.device)
+    aux = []
+    kv = Ring(rank, n)
+    for step in range(n):
+        if step + 1 < n:
+            nk, nv = kv.start(k, v)
+        if step == 0 or not causal:
+            bo, bl, a = block_fwd(kernel, q, k, v, causal)
+            merge(out, lse, bo, bl)
+        elif step <= rank:  # their first chunk precedes both of ours: all of our queries see it
+            bo, bl, a = block_fwd(kernel, q, k[:, :, :half].contiguous(), v[:, :, :half].contiguous(), False)
+            merge(out, lse, bo, bl)
+        else:  # both of their chunks precede our second one only
+            bo, bl, a = block_fwd(kernel, q[:, :, half:].contiguous(), k, v, False)
+            o2, l2 = out[:, :, half:], lse[:, :, half:]
+            merge(o2, l2, bo, bl)
+        aux.append(a)
+        if step + 1 < n:
+            kv.wait()
+            k, v = nk, nv
+    return out.to(q.dtype), lse, aux
+
+
+def backward(kernel, dout, q, k, v, out, lse, causal, aux, rank, n):
+    half = q.shape[2] // 2
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk = dv = None
+    kv, dkv = Ring(rank, n), Ring(rank, n)
+    for step in range(n):
+        if step + 1 < n:
+            nk, nv = kv.start(k, v)
+        if step == 0 or not causal:
+            bq, bk, bv = block_bwd(kernel, dout, q, k, v, out, lse, causal and step == 0, aux[step])
+            dq.add_(bq)
+            part = slice(None)
+        elif step <= rank:
+            bq, bk, bv = block_bwd(kernel, dout, q, k[:, :, :half].contiguous(), v[:, :, :half].contiguous(), out, lse,
+                                   False, aux[step])
+            dq.add_(bq)
+            part = slice(0, half)
+        else:
+            bq, bk, bv = block_bwd(kernel, dout[:, :, half:].contiguous(), q[:, :, half:].contiguous(), k, v,
+                                   out[:, :, half:].contiguous(), lse[:, :, half:].contiguous(), False, aux[step])
+            dq[:, :, half:].add_(bq)
+            part = slice(None)
+        if step == 0:
+            dk = torch.zeros(k.shape, dtype=torch.float32, device=k.device)
+            dv = torch.zeros_like(dk)
+        else:
+            dkv.wait()
+            dk, dv = ndk, ndv  # the accumulators of the piece we hold now, one hop behind it
+        dk[:, :, part].add_(bk)
+        dv[:, :, part].add_(bv)
+        if step + 1 < n:
+            kv.wait()
+            k, v = nk, nv
+        ndk, ndv = dkv.start(dk, dv)
+    dkv.wait()
+    return dq, ndk, ndv
+
+
+def shard(x, rank, n, causal):
+    """This rank's tokens of [B, H, S, D]: contiguous shard, or zigzag chunks rank and 2n-1-rank."""
+    S = x.shape[2]
+    if not causal:
+        c = S // n
+        return x[:, :, rank * c:(rank + 1) * c].contiguous()
+    c = S // (2 * n)
+    return torch.cat([x[:, :, rank * c:(rank + 1) * c], x[:, :, (2 * n - 1 - rank) * c:(2 * n - rank) * c]], 2).contiguous()
+
+
+def unshard(parts, n, causal):
+    if not causal:
+        return torch.cat(parts, 2)
+    c = parts[0].shape[2] // 2
+    chunks = [None] * (2 * n)
+    for r, p in enumerate(parts):
+        chunks[r], chunks[2 * n - 1 - r] = p[:, :, :c], p[:, :, c:]
+    return torch.cat(chunks, 2)
+
+
+def worker(rank, n, args, port, q_out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", rank))
+    rows = []
+    for text in args.workload:
+        w = parse(text)
+        B, S, H, D, causal = w["B"], w["S"], w["H"], w["D"], w["causal"]
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        full = [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)]
+        q, k, v, do = (shard(x, rank, n, causal) for x in full)
+        if not args.check:
+            del full
+        for kernel in args.kernel.split(","):
+            res = {"workload": text, "kernel": kernel, "algo": "zigzag" if causal else "ring", "ranks": n}
+            try:
+                def fwd():
+                    return forward(kernel, q, k, v, causal, rank, n)
+
+                def fwd_bwd():
+                    o, l, aux = fwd()
+                    return o, backward(kernel, do, q, k, v, o, l, causal, aux, rank, n)
+
+                for name, fn in (("fwd_ms", fwd), ("fwd_bwd_ms", fwd_bwd)):
+                    for _ in range(args.warmup):
+                        fn()
+                    times = []
+                    for _ in range(args.iters):
+                        dist.barrier()
+                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        a.record()
+                        fn()
+                        b.record()
+                        b.synchronize()
+                        t = torch.tensor([a.elapsed_time(b)], device="cuda")
+                        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank
+                        times.append(t.item())
+                    times.sort()
+                    res[name] = times[len(times) // 2]
+                if args.check:
+                    o, (dq, dk, dv) = fwd_bwd()
+                    got = []
+                    for x in (o.float(), dq, dk, dv):
+                        parts = [torch.empty_like(x) for _ in range(n)]
+                        dist.all_gather(parts, x.contiguous())
+                        got.append(unshard(parts, n, causal))
+                    if rank == 0:
+                        qf, kf, vf = (x.detach().clone().requires_grad_() for x in full[:3])
+                        ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
+                        ref.backward(full[3])
+                        for name, x, r in zip(("out", "dq", "dk", "dv"), got, (ref, qf.grad, kf.grad, vf.grad)):
+                            r = r.float()
+                            res["err_" + name] = ((x - r).norm() / r.norm()).item()
+            except Exception as e:  # a kernel that refuses the shape
+                res["error"] = str(e).splitlines()[0][:120]
+            if rank == 0:
+                rows.append(res)
+                errs = " ".join(f"{k[4:]} {v:.1e}" for k, v in res.items() if k.startswith("err_"))
+                if "error" in res:
+                    print(f"  {text:32} {kernel:6} error: {res['error']}", flush=True)
+                else:
+                    print(f"  {text:32} {kernel:6} {res['algo']:7} fwd {res['fwd_ms']:9.3f} ms  fwd+bwd "
+                          f"{res['fwd_bwd_ms']:9.3f} ms  {errs}", flush=True)
+            torch.cuda.empty_cache()
+    if rank == 0:
+        q_out.put(rows)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-w", "--workload", action="append", required=True)
+    ap.add_argument("--kernel", default="cudnn,fa2")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    n = torch.cuda.device_count()
+    for text in a.workload:
+        w = parse(text)
+        if w["S"] % (2 * n if w["causal"] else n):
+            sys.exit(f"{text}: S must split into {2 * n if w['causal'] else n} equal chunks")
+    print(f"# torch_ring: {n} x {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, median of {a.iters}, "
+          f"slowest rank")
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = 29500 + os.getpid() % 1000
+    procs = [ctx.Process(target=worker, args=(r, n, a, port, q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    rows = q.get()
+    for p in procs:
+        p.join()
+    if a.csv:
+        with open(a.csv, "w") as f:
+            f.write("config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks\n")
+            for r in rows:
+                if "error" not in r:
+                    f.write(f"\"{r['workload']}\",{r['kernel']},{r['algo']},{r['fwd_ms']},{r['fwd_bwd_ms']},{r['ranks']}\n")
+
+
+if __name__ == "__main__":
+    main()
