@@ -196,10 +196,11 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           std::vector<planner::StepTiming> tl;
           if (passes.fwd)
             for (int t = 0; t < fwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fwd.bytes[r][t], fwd.flops[r][t]));
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fwd.bytes[r][t], fwd.flops[r][t], false));
           if (passes.bwd)
             for (int t = 0; t < bwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bwd.bytes[r][t], bwd.flops[r][t]));
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bwd.bytes[r][t], bwd.flops[r][t],
+                                             !bwd.slots[r].steps[t].grad_add.empty()));
           std::lock_guard<std::mutex> lk(failure_lock);
           if (int(runs.size()) <= it - warmup) runs.resize(it - warmup + 1, std::vector<std::vector<planner::StepTiming>>(n));
           runs[it - warmup][r] = std::move(tl);
@@ -251,11 +252,12 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       return o;
     };
     if (env.multi_process()) {
-      // Rank 0 collects every rank's timings (6 numbers per step and iteration) and, with host inputs, outputs.
+      // Rank 0 collects every rank's timings (8 numbers per step and iteration) and, with host inputs, outputs.
       std::vector<double> mine;
       for (const auto& it : runs)
         for (const auto& st : it[env.rank])
-          for (double v : {st.comm_start_us, st.comm_end_us, st.compute_start_us, st.compute_end_us, st.bytes, st.flops})
+          for (double v : {st.comm_start_us, st.comm_end_us, st.compute_start_us, st.compute_end_us, st.bytes, st.flops,
+                           st.post_start_us, st.post_end_us})
             mine.push_back(v);
       std::vector<double> all = mpi_.gather(mine);
       if (env.rank != 0) {
@@ -270,8 +272,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         for (size_t i = 0; i < runs.size(); ++i) {
           runs[i][r].resize(steps);
           for (int t = 0; t < steps; ++t) {
-            const double* v = &all[((size_t(r) * runs.size() + i) * steps + t) * 6];
-            runs[i][r][t] = {v[0], v[1], v[2], v[3], v[4], v[5]};
+            const double* v = &all[((size_t(r) * runs.size() + i) * steps + t) * 8];
+            runs[i][r][t] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
           }
         }
     }

@@ -85,13 +85,13 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
 }
 
-planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops) {
+planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops, bool post) {
   float v[kStepEvents];
   for (int k = 0; k < kStepEvents; ++k) TASP_CUDA(cudaEventElapsedTime(&v[k], origin, e[k]));
   planner::StepTiming st;
   st.comm_start_us = v[0] * 1e3, st.comm_end_us = v[1] * 1e3;
-  st.compute_start_us = v[2] * 1e3;
-  st.compute_end_us = (v[3] + std::max(0.f, v[4] - std::max(v[1], v[3]))) * 1e3;
+  st.compute_start_us = v[2] * 1e3, st.compute_end_us = v[3] * 1e3;
+  if (post) st.post_start_us = std::max(v[1], v[3]) * 1e3, st.post_end_us = v[4] * 1e3;
   st.bytes = bytes, st.flops = flops;
   return st;
 }

@@ -56,9 +56,9 @@ std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vecto
 // Enqueues step t of a pass on rank r's streams, after `prev_done`.
 void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int r, int t,
                 cudaEvent_t prev_done);
-// A step's timing from its events, relative to `origin`. The accumulator adds (past e3 and the transfers'
-// end, up to e4) count as compute after the kernel.
-planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops);
+// A step's timing from its events, relative to `origin`; with `post` (the step adds received accumulators)
+// the closing interval from the later of the transfers' and the kernel's end to e4.
+planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops, bool post);
 
 // The whole problem on GPU 0 with the same kernels: out and lse, and with the backward dq, dk, dv.
 bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref);

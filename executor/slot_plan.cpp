@@ -62,7 +62,7 @@ RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int r) {
       }
     }
     for (const auto& c : list[t].compute) {
-      if (c.rank != r) continue;
+      if (c.rank != r || pass != planner::Pass::Bwd) continue;  // only the backward's computes add to accumulators
       const long k = key(c.owner, c.piece);
       auto it = acc.find(k);
       if (it == acc.end()) it = acc.emplace(k, grad.take()).first, s.grad_zero.push_back(it->second);

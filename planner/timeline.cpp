@@ -8,10 +8,12 @@
 
 namespace tasp::planner {
 
+double StepTiming::end_us() const { return std::max({comm_end_us, compute_end_us, post_us() > 0 ? post_end_us : 0.0}); }
+
 double Timeline::total_us() const {
   double t = 0;
   for (const auto& r : per_rank)
-    for (const auto& s : r) t = std::max({t, s.comm_end_us, s.compute_end_us});
+    for (const auto& s : r) t = std::max(t, s.end_us());
   return t;
 }
 // The slowest rank's sum of one kind of interval.
@@ -27,7 +29,13 @@ static double slowest_sum(const std::vector<std::vector<StepTiming>>& per_rank, 
 }
 double Timeline::comm_us() const { return slowest_sum(per_rank, &StepTiming::comm_start_us, &StepTiming::comm_end_us); }
 double Timeline::compute_us() const {
-  return slowest_sum(per_rank, &StepTiming::compute_start_us, &StepTiming::compute_end_us);
+  double m = 0;
+  for (const auto& r : per_rank) {
+    double c = 0;
+    for (const auto& s : r) c += s.compute_end_us - s.compute_start_us + s.post_us();
+    m = std::max(m, c);
+  }
+  return m;
 }
 double Timeline::exposed_comm_us() const { return std::max(0.0, total_us() - compute_us()); }
 
@@ -38,6 +46,7 @@ void Timeline::append(const Timeline& later, double offset_us) {
     for (StepTiming s : later.per_rank[r]) {
       s.comm_start_us += offset_us, s.comm_end_us += offset_us;
       s.compute_start_us += offset_us, s.compute_end_us += offset_us;
+      s.post_start_us += offset_us, s.post_end_us += offset_us;
       per_rank[r].push_back(s);
     }
 }
@@ -61,10 +70,13 @@ void write_timeline_json(std::ostream& o, const Timeline& t) {
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < t.per_rank.size(); ++r) {
     nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : t.per_rank[r])
-      steps.push_back({{"comm_start_us", s.comm_start_us}, {"comm_end_us", s.comm_end_us},
-                       {"compute_start_us", s.compute_start_us}, {"compute_end_us", s.compute_end_us},
-                       {"bytes", s.bytes}, {"flops", s.flops}});
+    for (const auto& s : t.per_rank[r]) {
+      nlohmann::json st = {{"comm_start_us", s.comm_start_us}, {"comm_end_us", s.comm_end_us},
+                           {"compute_start_us", s.compute_start_us}, {"compute_end_us", s.compute_end_us},
+                           {"bytes", s.bytes}, {"flops", s.flops}};
+      if (s.post_us() > 0) st["post_start_us"] = s.post_start_us, st["post_end_us"] = s.post_end_us;
+      steps.push_back(st);
+    }
     ranks.push_back({{"rank", r}, {"steps", steps}});
   }
   j["per_rank"] = ranks;
@@ -84,6 +96,9 @@ void write_chrome_trace(std::ostream& o, const Timeline& t) {
       if (x.compute_end_us > x.compute_start_us)
         ev.push_back({{"name", "compute " + step}, {"ph", "X"}, {"pid", r}, {"tid", 1},
                       {"ts", x.compute_start_us}, {"dur", x.compute_end_us - x.compute_start_us}, {"args", {{"flops", x.flops}}}});
+      if (x.post_us() > 0)
+        ev.push_back({{"name", "accumulate " + step}, {"ph", "X"}, {"pid", r}, {"tid", 1}, {"ts", x.post_start_us},
+                      {"dur", x.post_us()}});
     }
   o << nlohmann::json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}}.dump() << "\n";
 }
@@ -113,7 +128,7 @@ Timeline read_timeline_file(const std::string& path) {
       std::vector<StepTiming> steps;
       for (const auto& s : r.at("steps"))
         steps.push_back({s.at("comm_start_us"), s.at("comm_end_us"), s.at("compute_start_us"), s.at("compute_end_us"),
-                         s.at("bytes"), s.at("flops")});
+                         s.at("bytes"), s.at("flops"), s.value("post_start_us", 0.0), s.value("post_end_us", 0.0)});
       t.per_rank.push_back(std::move(steps));
     }
     return t;

@@ -11,6 +11,11 @@ struct StepTiming {
   double compute_start_us = 0, compute_end_us = 0;
   double bytes = 0;  // sent by this rank in this step
   double flops = 0;  // attention FLOPs done by this rank in this step
+  // Work that closes the step once its transfers and kernel are done (the backward's accumulator adds);
+  // empty when post_end_us <= post_start_us.
+  double post_start_us = 0, post_end_us = 0;
+  double post_us() const { return post_end_us > post_start_us ? post_end_us - post_start_us : 0; }
+  double end_us() const;  // the latest of the three intervals' ends
 };
 
 struct Timeline {
@@ -28,7 +33,7 @@ struct Timeline {
 
   double total_us() const;
   double comm_us() const;     // slowest rank's summed communication time
-  double compute_us() const;  // slowest rank's summed compute time
+  double compute_us() const;  // slowest rank's summed compute time (kernels and closing work)
   double exposed_comm_us() const;  // total minus the slowest rank's compute
 };
 

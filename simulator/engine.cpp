@@ -103,7 +103,9 @@ SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, i
       st.comm_start_us = t;
       st.comm_end_us = t + (comm ? (*comm)[r] : 0);
       st.compute_start_us = t;
-      st.compute_end_us = t + comp + add_s;
+      st.compute_end_us = t + comp;
+      st.post_start_us = t + std::max(max_comm, comp);
+      st.post_end_us = st.post_start_us + add_s;
       st.bytes = k * bytes;
       st.flops = computes ? (s == 0 ? diag : off).flops() * m.flops_factor() : 0;
     }
@@ -241,7 +243,9 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
         st.comm_start_us = ready[r];
         st.comm_end_us = comm_end[r];
         st.compute_start_us = ready[r];
-        st.compute_end_us = ready[r] + comp + add;
+        st.compute_end_us = ready[r] + comp;
+        st.post_start_us = std::max(comm_end[r], ready[r] + comp);
+        st.post_end_us = st.post_start_us + add;
         st.bytes = cur.bytes_out[r];
         st.flops = work[r].flops() * m.flops_factor();
       }

@@ -20,7 +20,12 @@ struct Acc {
 void replay(const Plan& p, Pass pass) {
   const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(pass);
   std::vector<executor::RankSlots> rs;
-  for (int r = 0; r < n; ++r) rs.push_back(executor::plan_slots(p, pass, r));
+  for (int r = 0; r < n; ++r) {
+    rs.push_back(executor::plan_slots(p, pass, r));
+    if (pass == Pass::Fwd) {
+      ASSERT_EQ(rs.back().grad_slots, 0) << "the forward has no accumulators";
+    }
+  }
   std::vector<std::vector<long>> kv(n);
   std::vector<std::vector<Acc>> acc(n);
   for (int r = 0; r < n; ++r) {

@@ -137,12 +137,16 @@ std::string gantt_svg(const std::vector<std::pair<std::string, const Timeline*>>
         o << "<text x='2' y='" << y + 8 << "'>rank " << r << (kind ? " compute" : " comm") << "</text>\n";
         for (size_t s = 0; s < t->per_rank[r].size(); ++s) {
           const auto& st = t->per_rank[r][s];
-          const double a = kind ? st.compute_start_us : st.comm_start_us, b = kind ? st.compute_end_us : st.comm_end_us;
-          if (b <= a) continue;
-          o << "<rect x='" << X(a) << "' y='" << y << "' width='" << std::max(0.5, X(b) - X(a)) << "' height='" << lane - 1
-            << "' fill='" << (kind ? (s % 2 ? "#4c9a5b" : "#6fbf7e") : (s % 2 ? "#b64b3b" : "#e07b6b")) << "'><title>"
-            << (t->backward_step(int(s)) ? "bwd" : "fwd") << " step " << s
-            << ": " << a << " - " << b << " us</title></rect>\n";
+          // Compute lanes also show the step's closing work (accumulator adds) in a darker shade.
+          for (int part = 0; part < (kind ? 2 : 1); ++part) {
+            const double a = part ? st.post_start_us : kind ? st.compute_start_us : st.comm_start_us;
+            const double b = part ? st.post_end_us : kind ? st.compute_end_us : st.comm_end_us;
+            if (b <= a) continue;
+            const char* fill = part ? "#2d6b3a" : kind ? (s % 2 ? "#4c9a5b" : "#6fbf7e") : (s % 2 ? "#b64b3b" : "#e07b6b");
+            o << "<rect x='" << X(a) << "' y='" << y << "' width='" << std::max(0.5, X(b) - X(a)) << "' height='" << lane - 1
+              << "' fill='" << fill << "'><title>" << (t->backward_step(int(s)) ? "bwd" : "fwd") << " step " << s
+              << (part ? " accumulate" : "") << ": " << a << " - " << b << " us</title></rect>\n";
+          }
         }
         y += lane;
       }

@@ -91,8 +91,8 @@ void register_run(CLI::App& app) {
         double cm = 0, cp = 0, end = 0;
         for (const auto& r : t.per_rank) {
           cm = std::max(cm, r[s].comm_end_us - r[s].comm_start_us);
-          cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us);
-          end = std::max({end, r[s].comm_end_us, r[s].compute_end_us});
+          cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us + r[s].post_us());
+          end = std::max(end, r[s].end_us());
         }
         const bool b = t.backward_step(int(s));
         std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(10) << cm << std::setw(12) << cp << std::setw(9) << end - prev_end << "\n";
