@@ -168,45 +168,41 @@ void reference_attention_backward(const std::vector<double>& q, const std::vecto
   const double scale = 1.0 / std::sqrt(double(D));
   auto Q = [&](int b, long i, int h) { return &q[((size_t(b) * S + i) * H + h) * D]; };
   auto KV = [&](const std::vector<double>& x, int b, long j, int hk) { return &x[((size_t(b) * S + j) * Hkv + hk) * D]; };
-  std::vector<double> P(size_t(S) * S), dP(size_t(S) * S);
+  // One query row at a time: its probability row P and dP = dO V^T, then the softmax Jacobian
+  // dS_j = P_j (dP_j - sum_l P_l dP_l). O(S) memory.
+  std::vector<double> P(S), dP(S);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const int hk = h / (H / Hkv);
-      // Full probability matrix row by row (masked entries 0), then dP = dO V^T.
       for (long i = 0; i < S; ++i) {
+        const long last = causal ? i : S - 1;
         double mx = -1e300;
-        for (long j = 0; j < S; ++j) {
+        for (long j = 0; j <= last; ++j) {
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += Q(b, i, h)[d] * KV(k, b, j, hk)[d];
-          P[i * S + j] = (causal && j > i) ? -1e300 : acc * scale;
-          mx = std::max(mx, P[i * S + j]);
+          P[j] = acc * scale;
+          mx = std::max(mx, P[j]);
         }
         double z = 0;
-        for (long j = 0; j < S; ++j) z += (P[i * S + j] = (causal && j > i) ? 0.0 : std::exp(P[i * S + j] - mx));
-        for (long j = 0; j < S; ++j) P[i * S + j] /= z;
+        for (long j = 0; j <= last; ++j) z += (P[j] = std::exp(P[j] - mx));
         const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
-        for (long j = 0; j < S; ++j) {
+        double c = 0;
+        for (long j = 0; j <= last; ++j) {
+          P[j] /= z;
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += go[d] * KV(v, b, j, hk)[d];
-          dP[i * S + j] = acc;
+          dP[j] = acc;
+          c += P[j] * dP[j];
         }
-      }
-      for (long i = 0; i < S; ++i) {
-        // Softmax Jacobian: dS_ij = P_ij (dP_ij - sum_l P_il dP_il).
-        double c = 0;
-        for (long j = 0; j < S; ++j) c += P[i * S + j] * dP[i * S + j];
-        const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
         double* gq = &dq[((size_t(b) * S + i) * H + h) * D];
-        for (long j = 0; j < S; ++j) {
-          const double pij = P[i * S + j];
-          if (pij == 0) continue;
-          const double ds = pij * (dP[i * S + j] - c) * scale;
+        for (long j = 0; j <= last; ++j) {
+          const double ds = P[j] * (dP[j] - c) * scale;
           double* gk = &dk[((size_t(b) * S + j) * Hkv + hk) * D];
           double* gv = &dv[((size_t(b) * S + j) * Hkv + hk) * D];
           for (int d = 0; d < D; ++d) {
             gq[d] += ds * KV(k, b, j, hk)[d];
             gk[d] += ds * Q(b, i, h)[d];
-            gv[d] += pij * go[d];
+            gv[d] += P[j] * go[d];
           }
         }
       }

@@ -33,7 +33,7 @@ void reference_attention(const std::vector<double>& q, const std::vector<double>
                          long S, int H, int Hkv, int D, bool causal, std::vector<double>& out, std::vector<double>& lse);
 
 // Gradients of sum(dout * attention(q, k, v)) in double over the whole sequence, by the textbook chain rule
-// through the full probability matrix (dS = P * (dP - rowsum(P * dP))), independent of the block code.
+// through each row of the probability matrix (dS = P * (dP - rowsum(P * dP))), independent of the block code.
 void reference_attention_backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
                                   const std::vector<double>& dout, int B, long S, int H, int Hkv, int D, bool causal,
                                   std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv);

@@ -1,6 +1,7 @@
 #pragma once
 // The executor's one abstract interface: a backend runs a verified plan on the whole problem's inputs
 // and returns the whole outputs plus a timeline. Two implementations: cpu (threads, exact math) and cuda.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ struct Result {
   std::vector<double> dq, dk, dv;  // backward: [B][S][H][D], [B][S][Hkv][D], [B][S][Hkv][D]
   planner::Timeline timeline;
   std::vector<double> iteration_totals_us;  // backends that repeat the run: every timed iteration, sorted
+  double device_bytes = 0;       // GPU backends: the busiest local rank's own buffers
+  double device_used_bytes = 0;  // GPU backends: the busiest local GPU's memory in use after the run, less before it
   bool reporter = true;  // false on the processes of a multi-process run that are not rank 0 (nothing to report)
 };
 
@@ -40,6 +43,9 @@ class Backend {
   virtual bool single_device_reference(const Problem&, planner::Passes, Result& /*ref*/) { return false; }
   // Whether run() can make its own random inputs (Problem with empty q/k/v) for unchecked timing runs.
   virtual bool makes_own_inputs() const { return false; }
+  // The whole problem's kernels on one device, median microseconds of `iters` after `warmup`; 0 where the
+  // backend has no such measure (speedup and parallel efficiency are then not reported).
+  virtual double single_device_us(const planner::Workload&, planner::Passes, int /*warmup*/, int /*iters*/) { return 0; }
 };
 
 // precision: "fp64" or "fp32".
@@ -48,6 +54,7 @@ std::unique_ptr<Backend> make_cpu_backend(const std::string& precision);
 struct CudaOptions {
   int warmup = 5, iters = 20;  // the timeline reported is the iteration with the median total
   int timeout_s = 120;         // a run that does not finish in time ends with an error, not a hang
+  std::function<void(int done, int total)> progress;  // after each iteration (warm-up ones included)
 };
 // bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA
 // or NCCL is missing at build time (has_cuda_backend() says which).

@@ -21,6 +21,7 @@
 #include "executor/cuda_rank.hpp"
 #include "executor/launch_env.hpp"
 #include "executor/mpi_link.hpp"
+#include "planner/rank_memory.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
 
@@ -41,6 +42,9 @@ class CudaBackend : public Backend {
   bool makes_own_inputs() const override { return true; }
   bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref) override {
     return cuda::single_device_reference(pr, passes, ref);
+  }
+  double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters) override {
+    return cuda::single_device_us(w, passes, warmup, iters);
   }
 
  private:
@@ -98,12 +102,24 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int r : local)
       for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
         if (pass == Pass::Bwd && !passes.bwd) continue;
-        const RankSlots s = plan_slots(plan, pass, r);
+        const planner::RankSlots s = planner::plan_slots(plan, pass, r);
         kv_slots[r] = std::max(kv_slots[r], s.kv_slots);
         grad_slots[r] = std::max(grad_slots[r], s.grad_slots);
       }
     std::vector<cuda::RankBuffers> bufs(n);
     const size_t se = g.slot_elems();
+    // Refuse before allocating what would not fit (the buffers as planner::rank_memory counts them).
+    for (int r : local) {
+      TASP_CUDA(cudaSetDevice(R[r].dev));
+      size_t free = 0, total = 0;
+      TASP_CUDA(cudaMemGetInfo(&free, &total));
+      R[r].used_before = double(total - free);
+      const double need = planner::rank_memory(plan, w, passes, r).total();
+      if (need > 0.95 * double(free))
+        throw std::invalid_argument("cuda backend: rank " + std::to_string(r) + " needs about " +
+                                    std::to_string(long(need / (1 << 20))) + " MiB of GPU memory for its buffers; GPU " +
+                                    std::to_string(R[r].dev) + " has " + std::to_string(long(free / (1 << 20))) + " MiB free");
+    }
     for (int r : local) {
       RankDevice& x = R[r];
       TASP_CUDA(cudaSetDevice(x.dev));
@@ -136,17 +152,18 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         auto put = [&](void* dst, const std::vector<uint16_t>& h) {
           TASP_CUDA(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
         };
-        put(b.q, cuda::pack_rows(pr.q, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r]));
-        if (passes.bwd) put(b.dout, cuda::pack_rows(pr.dout, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r]));
+        const kernels::DType dt = cuda::dtype_of(w);
+        put(b.q, cuda::pack_rows(pr.q, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
+        if (passes.bwd) put(b.dout, cuda::pack_rows(pr.dout, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         for (int c = 0; c < g.P; ++c) {
           const auto& rg = g.pranges[g.key(r, c)];
-          put(kv + se * c, cuda::pack_rows(pr.k, rg, w.B, w.S, g.row_elems, g.max_piece));
-          put(kv + se * c + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece));
+          put(kv + se * c, cuda::pack_rows(pr.k, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
+          put(kv + se * c + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
         }
       } else {
-        kernels::fill_random(b.q, kernels::DType::BF16, nq, 17 + r, nullptr);
-        if (passes.bwd) kernels::fill_random(b.dout, kernels::DType::BF16, nq, 29 + r, nullptr);
-        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, kernels::DType::BF16, se, 1000 + g.key(r, c), nullptr);
+        kernels::fill_random(b.q, cuda::dtype_of(w), nq, 17 + r, nullptr);
+        if (passes.bwd) kernels::fill_random(b.dout, cuda::dtype_of(w), nq, 29 + r, nullptr);
+        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, cuda::dtype_of(w), se, 1000 + g.key(r, c), nullptr);
       }
       TASP_CUDA(cudaDeviceSynchronize());
       bufs[r] = b;
@@ -192,6 +209,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
             std::this_thread::sleep_for(std::chrono::microseconds(50));
           }
           TASP_CUDA(cudaGetLastError());
+          if (r == local.front() && opt_.progress) opt_.progress(it + prime + 1, warmup + iters + prime);
           if (it < warmup) continue;
           std::vector<planner::StepTiming> tl;
           if (passes.fwd)
@@ -223,6 +241,12 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       std::rethrow_exception(failure);
     }
     const int steps = (passes.fwd ? fwd.num_steps() : 0) + (passes.bwd ? bwd.num_steps() : 0);
+    double own_bytes = 0, used_bytes = 0;
+    for (int r : local) {
+      TASP_CUDA(cudaSetDevice(R[r].dev));
+      own_bytes = std::max(own_bytes, R[r].bytes + double(R[r].ws.bytes));
+      used_bytes = std::max(used_bytes, cuda::device_used_bytes() - R[r].used_before);
+    }
     // Outputs of the last iteration per rank, in the order they are gathered: out, lse (and dq; then each
     // own piece's dk, dv).
     auto rank_outputs = [&](int r) {
@@ -292,6 +316,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     res.timeline.pass = planner::passes_name(passes);
     res.timeline.fwd_steps = passes.fwd ? fwd.num_steps() : 0;
     res.timeline.per_rank = runs[totals[totals.size() / 2].second];
+    res.device_bytes = own_bytes, res.device_used_bytes = used_bytes;
     for (auto& [tot, i] : totals) res.iteration_totals_us.push_back(tot);
     if (host_inputs) {
       res.out.assign(size_t(w.B) * w.S * w.H * w.D, 0.0);

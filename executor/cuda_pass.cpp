@@ -54,11 +54,11 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   if (bwd) pw.bwd.resize(n);
   else pw.fwd.resize(n);
   for (int r : local) {
-    pw.slots[r] = plan_slots(p, pass, r);
+    pw.slots[r] = planner::plan_slots(p, pass, r);
     const RankBuffers& x = bufs[r];
     bool first = true;
     for (int t = 0; t < steps; ++t) {
-      const StepSlots& s = pw.slots[r].steps[t];
+      const planner::StepSlots& s = pw.slots[r].steps[t];
       // One item per query range, over every piece the rank computes on in the step; a piece's token
       // ranges are views into its slot (and, backward, into its accumulator's slot).
       std::vector<kernels::KvPiece> pieces;
@@ -92,13 +92,13 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
       if (!pieces.empty()) first = false;
       if (bwd) {
         kernels::AttentionBackwardBatch b;
-        b.dtype = kernels::DType::BF16, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+        b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
         b.q = x.q, b.dout = x.dout, b.q_rows = int(g.qrows[r]), b.lse = x.lse, b.dsum = x.dsum, b.dq_accum = x.dq_accum;
         b.items = std::move(items), b.pieces = std::move(pieces), b.grads = std::move(grads);
         pw.bwd[r].push_back(std::move(b));
       } else {
         kernels::AttentionBatch b;
-        b.dtype = kernels::DType::BF16, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+        b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
         b.q = x.q, b.q_rows = int(g.qrows[r]), b.out = x.out, b.lse = x.lse;
         b.items = std::move(items), b.pieces = std::move(pieces);
         pw.fwd[r].push_back(std::move(b));

@@ -4,13 +4,16 @@
 // dK/dV accumulators) and what each step moves and computes (for the timeline). Plain C++: no CUDA calls.
 #include <vector>
 
-#include "executor/slot_plan.hpp"
+#include "planner/slot_plan.hpp"
 #include "kernels/attention.hpp"
 #include "planner/layout.hpp"
 #include "planner/plan.hpp"
 #include "planner/workload.hpp"
 
 namespace tasp::executor::cuda {
+
+// The kernels' input type of a workload (bf16 unless it says fp16).
+inline kernels::DType dtype_of(const planner::Workload& w) { return w.dtype == "fp16" ? kernels::DType::FP16 : kernels::DType::BF16; }
 
 struct Geometry {
   int n = 0, P = 0, B = 1;
@@ -43,7 +46,7 @@ struct RankBuffers {
 struct PassWork {
   planner::Pass pass = planner::Pass::Fwd;
   std::vector<planner::Step> steps;
-  std::vector<RankSlots> slots;                                   // [rank] (local ranks only)
+  std::vector<planner::RankSlots> slots;                                  // [rank] (local ranks only)
   std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [rank][step]
   std::vector<std::vector<kernels::AttentionBackwardBatch>> bwd;  // [rank][step]
   std::vector<std::vector<double>> bytes, flops;                  // [rank][step], every rank

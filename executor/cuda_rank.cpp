@@ -18,23 +18,41 @@ void RankDevice::release() {
   if (nccl) ncclCommDestroy(nccl);
 }
 
-uint16_t to_bf16(double x) {
-  float f = float(x);
+uint16_t to_half_bits(double x, kernels::DType t) {
+  const float f = float(x);
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0;
-  u += 0x7fff + ((u >> 16) & 1);
-  return uint16_t(u >> 16);
+  if (t == kernels::DType::BF16) {
+    if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return uint16_t(u >> 16);
+  }
+  // IEEE half: 5-bit exponent (bias 15), 10-bit mantissa; subnormals and overflow to infinity handled.
+  const uint32_t sign = (u >> 16) & 0x8000, abs = u & 0x7fffffff;
+  if (abs > 0x7f800000) return uint16_t(sign | 0x7e00);
+  if (abs >= 0x477ff000) return uint16_t(sign | 0x7c00);  // rounds to >= 65520: infinity
+  if (abs < 0x38800000) {  // below 2^-14: a subnormal half, m * 2^-24 with m = round(mantissa >> (126 - exponent))
+    const int shift = 126 - int(abs >> 23);
+    if (shift > 24) return uint16_t(sign);
+    const uint32_t m = (abs & 0x7fffff) | 0x800000, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    uint32_t h = m >> shift;
+    if (rem > mid || (rem == mid && (h & 1))) ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = ((abs - 0x38000000) >> 13);
+  const uint32_t rem = abs & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return uint16_t(sign | h);
 }
 
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<Range>& ranges, int B, long S, long width,
-                                long stride) {
+                                long stride, kernels::DType dt) {
   std::vector<uint16_t> h(size_t(B) * stride * width, 0);
   for (int b = 0; b < B; ++b) {
     size_t i = size_t(b) * stride * width;
     for (const Range& rg : ranges)
       for (long t = rg.begin; t < rg.end; ++t)
-        for (long e = 0; e < width; ++e) h[i++] = to_bf16(src[(size_t(b) * S + t) * width + e]);
+        for (long e = 0; e < width; ++e) h[i++] = to_half_bits(src[(size_t(b) * S + t) * width + e], dt);
   }
   return h;
 }
@@ -43,7 +61,7 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
                 cudaEvent_t prev_done) {
   const bool bwd = pw.pass == Pass::Bwd;
   cudaEvent_t* e = &(bwd ? x.ev_bwd : x.ev_fwd)[kStepEvents * t];
-  const StepSlots& s = pw.slots[r].steps[t];
+  const planner::StepSlots& s = pw.slots[r].steps[t];
   const size_t se = g.slot_elems();
   auto* kv = static_cast<uint16_t*>(x.buf.kv);
   TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
@@ -56,8 +74,9 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
       if (tr.dst == r)
         TASP_NCCL(ncclRecv(x.buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
     } else {
-      if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, ncclBfloat16, tr.dst, x.nccl, x.comm));
-      if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, ncclBfloat16, tr.src, x.nccl, x.comm));
+      const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+      if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, t, tr.dst, x.nccl, x.comm));
+      if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, t, tr.src, x.nccl, x.comm));
     }
   }
   TASP_NCCL(ncclGroupEnd());
@@ -68,7 +87,7 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
     const auto& b = pw.bwd[r][t];
     if (t == 0) {
       TASP_CUDA(cudaMemsetAsync(x.buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
-      kernels::attention_backward_prepare(x.buf.out, x.buf.dout, kernels::DType::BF16, w.B, int(g.qrows[r]), w.H, w.D,
+      kernels::attention_backward_prepare(x.buf.out, x.buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
                                           x.buf.dsum, x.compute);
     }
     if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
@@ -109,7 +128,7 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
   };
   auto upload = [&](const std::vector<double>& x) {
     std::vector<uint16_t> h(x.size());
-    for (size_t i = 0; i < x.size(); ++i) h[i] = to_bf16(x[i]);
+    for (size_t i = 0; i < x.size(); ++i) h[i] = to_half_bits(x[i], dtype_of(w));
     void* d = dev(h.size() * 2);
     TASP_CUDA(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
     return d;
@@ -124,7 +143,7 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
   auto* o = static_cast<float*>(dev(no * 4));
   auto* l = static_cast<float*>(dev(nl * 4));
   kernels::AttentionBatch b;
-  b.dtype = kernels::DType::BF16, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+  b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
   b.q = q, b.q_rows = int(w.S), b.out = o, b.lse = l;
   b.pieces.push_back({k, v, int(w.S), 0, 0});
   b.items.push_back({0, int(w.S), 0, 0, 1, w.causal, false});
@@ -139,9 +158,9 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
     TASP_CUDA(cudaMemset(dq, 0, no * 4));
     TASP_CUDA(cudaMemset(dk, 0, nk * 4));
     TASP_CUDA(cudaMemset(dv, 0, nk * 4));
-    kernels::attention_backward_prepare(o, dout, kernels::DType::BF16, w.B, int(w.S), w.H, w.D, dsum, nullptr);
+    kernels::attention_backward_prepare(o, dout, dtype_of(w), w.B, int(w.S), w.H, w.D, dsum, nullptr);
     kernels::AttentionBackwardBatch bb;
-    bb.dtype = kernels::DType::BF16, bb.B = w.B, bb.H = w.H, bb.Hkv = w.Hkv, bb.D = w.D;
+    bb.dtype = dtype_of(w), bb.B = w.B, bb.H = w.H, bb.Hkv = w.Hkv, bb.D = w.D;
     bb.q = q, bb.dout = dout, bb.q_rows = int(w.S), bb.lse = l, bb.dsum = dsum;
     bb.pieces = b.pieces, bb.items = b.items;
     bb.grads.push_back({dk, dv, 0});
@@ -159,6 +178,78 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
       for (long s = 0; s < w.S; ++s) ref.lse[(size_t(bb) * w.S + s) * w.H + h] = hl[(size_t(bb) * w.H + h) * w.S + s];
   for (void* p : allocs) cudaFree(p);
   return true;
+}
+
+double device_used_bytes() {
+  size_t free = 0, total = 0;
+  TASP_CUDA(cudaMemGetInfo(&free, &total));
+  return double(total - free);
+}
+
+double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters) {
+  TASP_CUDA(cudaSetDevice(0));
+  const kernels::DType dt = dtype_of(w);
+  const size_t no = size_t(w.B) * w.S * w.H * w.D, nl = size_t(w.B) * w.H * w.S, nk = size_t(w.B) * w.S * w.Hkv * w.D;
+  std::vector<void*> allocs;
+  auto dev = [&](size_t bytes) {
+    void* d = nullptr;
+    TASP_CUDA(cudaMalloc(&d, std::max<size_t>(16, bytes)));
+    allocs.push_back(d);
+    return d;
+  };
+  void *q = dev(no * 2), *k = dev(nk * 2), *v = dev(nk * 2);
+  kernels::fill_random(q, dt, no, 1, nullptr), kernels::fill_random(k, dt, nk, 2, nullptr);
+  kernels::fill_random(v, dt, nk, 3, nullptr);
+  auto* o = static_cast<float*>(dev(no * 4));
+  auto* l = static_cast<float*>(dev(nl * 4));
+  kernels::AttentionBatch b;
+  b.dtype = dt, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+  b.q = q, b.q_rows = int(w.S), b.out = o, b.lse = l;
+  b.pieces.push_back({k, v, int(w.S), 0, 0});
+  b.items.push_back({0, int(w.S), 0, 0, 1, w.causal, false});
+  kernels::AttentionBackwardBatch bb;
+  float* dq = nullptr;
+  if (passes.bwd) {
+    bb.dtype = dt, bb.B = w.B, bb.H = w.H, bb.Hkv = w.Hkv, bb.D = w.D;
+    bb.q = q, bb.q_rows = int(w.S), bb.lse = l, bb.pieces = b.pieces, bb.items = b.items;
+    void* dout = dev(no * 2);
+    kernels::fill_random(dout, dt, no, 4, nullptr);
+    bb.dout = dout;
+    bb.dsum = static_cast<float*>(dev(nl * 4));
+    dq = static_cast<float*>(dev(no * 4));
+    auto* grad = static_cast<float*>(dev(2 * nk * 4));
+    TASP_CUDA(cudaMemset(grad, 0, 2 * nk * 4));
+    bb.grads.push_back({grad, grad + nk, 0});
+    bb.dq_accum = static_cast<float*>(dev(kernels::dq_accum_floats(bb) * 4));
+  }
+  kernels::Workspace ws;
+  if (!passes.fwd) kernels::attention_forward(b, ws, nullptr);  // the backward's input, untimed
+  auto once = [&] {
+    if (passes.fwd) kernels::attention_forward(b, ws, nullptr);
+    if (!passes.bwd) return;
+    kernels::attention_backward_prepare(o, bb.dout, dt, w.B, int(w.S), w.H, w.D, const_cast<float*>(bb.dsum), nullptr);
+    TASP_CUDA(cudaMemsetAsync(bb.dq_accum, 0, kernels::dq_accum_floats(bb) * 4));
+    kernels::attention_backward(bb, ws, nullptr);
+    kernels::attention_backward_finish(bb, dq, ws, nullptr);
+  };
+  cudaEvent_t e0, e1;
+  TASP_CUDA(cudaEventCreate(&e0));
+  TASP_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < warmup; ++i) once();
+  std::vector<float> ms;
+  for (int i = 0; i < std::max(1, iters); ++i) {
+    TASP_CUDA(cudaEventRecord(e0));
+    once();
+    TASP_CUDA(cudaEventRecord(e1));
+    TASP_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    TASP_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  for (void* p : allocs) cudaFree(p);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
 }
 
 }  // namespace tasp::executor::cuda

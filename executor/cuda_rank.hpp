@@ -37,21 +37,24 @@ struct RankDevice {
   cudaEvent_t origin = nullptr, done = nullptr;
   kernels::Workspace ws;
   std::vector<void*> allocs;
+  double bytes = 0;       // of its own buffers
+  double used_before = 0;  // device memory in use before the run's setup
   template <class T>
   T* alloc(size_t elems) {
     void* p = nullptr;
     TASP_CUDA(cudaMalloc(&p, std::max<size_t>(16, elems * sizeof(T))));
     allocs.push_back(p);
+    bytes += double(std::max<size_t>(16, elems * sizeof(T)));
     return static_cast<T*>(p);
   }
   void release();
 };
 
-// Host-side bf16 conversion (round to nearest even), so the backend needs no device code of its own.
-uint16_t to_bf16(double x);
-// The tokens `ranges` of the global [B][S][width] tensor `src`, one after the other, as bf16 [B][stride][width].
+// Host-side bf16 or fp16 conversion (round to nearest even), so the backend needs no device code of its own.
+uint16_t to_half_bits(double x, kernels::DType t);
+// The tokens `ranges` of the global [B][S][width] tensor `src`, one after the other, as 16-bit [B][stride][width].
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
-                                long width, long stride);
+                                long width, long stride, kernels::DType t);
 
 // Enqueues step t of a pass on rank r's streams, after `prev_done`.
 void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int r, int t,
@@ -62,5 +65,9 @@ planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double
 
 // The whole problem on GPU 0 with the same kernels: out and lse, and with the backward dq, dk, dv.
 bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref);
+// The same kernels on the whole (random) problem on GPU 0, timed: median microseconds.
+double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters);
+// Device memory in use on the current device.
+double device_used_bytes();
 
 }  // namespace tasp::executor::cuda

@@ -27,7 +27,7 @@ int local_gpu_count() {
 }
 
 std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>& sizes, int warmup, int iters,
-                                                bool verbose) {
+                                                bool verbose, const std::function<void(int, int)>& progress) {
   int devices = local_gpu_count();
   if (devices == 0) throw std::invalid_argument("calibrate --measure: no CUDA device visible");
   if (n < 2 || n > devices)
@@ -92,6 +92,7 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
           float t = 0;
           TASP_CUDA(cudaEventElapsedTime(&t, e0, e1));
           ms[k * sizes.size() + z][r] = t / iters;
+          if (r == 0 && progress) progress(int(k * sizes.size() + z + 1), int(kinds.size() * sizes.size()));
           sync.arrive_and_wait();
         }
       cudaFree(send), cudaFree(recv);

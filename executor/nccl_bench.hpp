@@ -1,5 +1,6 @@
 #pragma once
 // NCCL step microbenchmarks on the local GPUs: what `tasp calibrate --measure` fits a profile to.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@ int local_gpu_count();  // 0 without CUDA
 
 // One process, a thread per GPU 0..ranks-1; each (kind, size) timed `iters` times after `warmup`.
 // Throws where this build has no NCCL.
+// `progress(done, total)` is called after each (kind, size) when given.
 std::vector<CommMeasurement> measure_nccl_steps(int ranks, const std::vector<double>& sizes, int warmup, int iters,
-                                                bool verbose);
+                                                bool verbose, const std::function<void(int, int)>& progress = {});
 
 }  // namespace tasp::executor

@@ -6,7 +6,8 @@ namespace tasp::executor {
 
 int local_gpu_count() { return 0; }
 
-std::vector<CommMeasurement> measure_nccl_steps(int, const std::vector<double>&, int, int, bool) {
+std::vector<CommMeasurement> measure_nccl_steps(int, const std::vector<double>&, int, int, bool,
+                                                const std::function<void(int, int)>&) {
   throw std::invalid_argument("calibrate --measure: this build has no CUDA/NCCL");
 }
 

@@ -27,6 +27,16 @@ Problem random_problem(const planner::Workload& w, unsigned seed, bool with_dout
   return p;
 }
 
+double host_memory_bytes(const planner::Workload& w, planner::Passes passes, bool cpu, bool host_problem, bool check) {
+  const double q = double(w.B) * w.S * w.H * w.D, kv = double(w.B) * w.S * w.Hkv * w.D, l = double(w.B) * w.S * w.H;
+  const double inputs = (q + 2 * kv + (passes.bwd ? q : 0)) * 8;
+  const double outputs = (q + l + (passes.bwd ? q + 2 * kv : 0)) * 8;
+  double total = host_problem || cpu ? inputs + outputs : 0;
+  if (cpu) total += inputs + outputs;  // each rank's copies of its rows and pieces, and its accumulators
+  if (check) total += outputs;
+  return total;
+}
+
 TensorCheck compare(const std::string& name, const std::vector<double>& x, const std::vector<double>& ref) {
   TensorCheck c{name, 0, 0};
   if (x.size() != ref.size()) return c.rel_err = INFINITY, c;
@@ -56,6 +66,7 @@ double RunReport::max_rel_err() const {
 
 RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::Workload& w, const RunOptions& o) {
   if (!o.passes.fwd && !o.passes.bwd) throw planner::InputError("nothing to run (no pass)");
+  if (const std::string u = planner::unsupported(w); !u.empty()) throw planner::InputError("workload: " + u);
   if (o.passes.bwd && !plan.has_backward)
     throw planner::InputError("the plan has no backward part: plan it with `tasp plan --pass fwd+bwd`, or run --pass fwd");
   if (o.verify) {
@@ -67,12 +78,23 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
                               (plan.causal ? "causal" : "full"));
   const std::string split = planner::check_split(plan.layout, plan.ranks, plan.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
+  const bool host_problem = o.check || !backend.makes_own_inputs();
+  if (o.host_memory_bytes > 0) {
+    const double need = host_memory_bytes(w, o.passes, backend.name().rfind("cpu", 0) == 0, host_problem, o.check);
+    if (need > o.host_memory_bytes)
+      throw planner::InputError("workload: the run would take about " + std::to_string(long(need / (1 << 20))) +
+                                " MiB of host memory, this machine has " + std::to_string(long(o.host_memory_bytes / (1 << 20))) +
+                                " MiB (smaller B, S or H; or --backend cuda without --check)");
+  }
   Problem pr;
-  if (o.check || !backend.makes_own_inputs()) pr = random_problem(w, o.seed, o.passes.bwd);
+  if (host_problem) pr = random_problem(w, o.seed, o.passes.bwd);
   else pr.w = w;
   RunReport rep;
   rep.result = backend.run(plan, pr, o.passes);
   rep.result.timeline.workload = planner::to_string(w);
+  const double total = rep.result.timeline.total_us();
+  rep.tokens_per_s = total > 0 ? double(w.B) * w.S / (total * 1e-6) : 0;
+  if (o.speedup && rep.result.reporter) rep.single_device_us = backend.single_device_us(w, o.passes, o.warmup, o.iters);
   if (o.check && rep.result.reporter) {
     Result ref;
     const double flops = 4.0 * w.B * double(w.S) * double(w.S) * w.H * w.D * (o.passes.bwd ? 3.5 : 1.0);

@@ -13,6 +13,9 @@ struct RunOptions {
   unsigned seed = 1;
   // Check against the fp64 CPU reference up to this many FLOPs, above that the backend's single-device one.
   double cpu_reference_max_flops = 2e10;
+  bool speedup = false;  // also time the whole problem on one device
+  int warmup = 2, iters = 5;  // for that timing
+  double host_memory_bytes = 0;  // refuse runs whose host arrays would not fit in this (0: no check)
 };
 
 // One output compared with the reference: relative L2 error ||x - ref|| / ||ref|| and cosine similarity
@@ -27,12 +30,17 @@ struct RunReport {
   bool checked = false;
   std::vector<TensorCheck> checks;  // out and lse for the forward, dq, dk, dv for the backward
   std::string reference;            // what the check compared with
+  double single_device_us = 0;      // with RunOptions::speedup, where the backend can
+  double tokens_per_s = 0;          // B * S over the reported total
   double rel_err(const std::string& name) const;  // -1 when not checked
   double max_rel_err() const;
 };
 
 // Random normal q, k, v (and dO when `with_dout`).
 Problem random_problem(const planner::Workload& w, unsigned seed, bool with_dout = false);
+// Host memory a run takes: the problem's arrays, the outputs, the CPU backend's per-rank copies (cpu), the
+// fp64 reference's outputs (check).
+double host_memory_bytes(const planner::Workload& w, planner::Passes passes, bool cpu, bool host_problem, bool check);
 TensorCheck compare(const std::string& name, const std::vector<double>& x, const std::vector<double>& ref);
 // Throws planner::InputError for a plan that fails verification or a workload the layout cannot split.
 RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::Workload& w, const RunOptions& o);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "planner/topology.hpp"
+#include "planner/yaml_ctx.hpp"
 
 namespace tasp::planner {
 namespace {
@@ -36,9 +37,12 @@ namespace {
 const char* format_of(const Plan& p) { return p.has_backward ? "tasp-plan/2" : "tasp-plan/1"; }
 const char* accumulator_name(const Plan& p) { return p.accumulator_bytes == 2 ? "bf16" : "fp32"; }
 
-void write_steps_json(std::ostream& o, const std::vector<Step>& steps, const char* indent) {
+using Progress = std::function<void(int, int)>;
+
+void write_steps_json(std::ostream& o, const std::vector<Step>& steps, const char* indent, const Progress& progress) {
   o << "[";
   for (size_t t = 0; t < steps.size(); ++t) {
+    if (progress) progress(int(t), int(steps.size()));
     const Step& s = steps[t];
     o << (t ? ",\n" : "\n") << indent << " {\"transfers\": [";
     for (size_t i = 0; i < s.transfers.size(); ++i) {
@@ -55,8 +59,9 @@ void write_steps_json(std::ostream& o, const std::vector<Step>& steps, const cha
   o << "\n" << indent << "]";
 }
 
-void write_steps_yaml(std::ostream& o, const std::vector<Step>& steps, const std::string& indent) {
+void write_steps_yaml(std::ostream& o, const std::vector<Step>& steps, const std::string& indent, const Progress& progress) {
   for (const Step& s : steps) {
+    if (progress) progress(int(&s - steps.data()), int(steps.size()));
     o << indent << "- transfers:" << (s.transfers.empty() ? " []\n" : "\n");
     for (const auto& x : s.transfers) {
       o << indent << "    - ";
@@ -74,7 +79,7 @@ void write_steps_yaml(std::ostream& o, const std::vector<Step>& steps, const std
 
 }  // namespace
 
-void write_plan_json(std::ostream& o, const Plan& p) {
+void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "{\n\"format\": " << quoted(format_of(p)) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
@@ -82,6 +87,7 @@ void write_plan_json(std::ostream& o, const Plan& p) {
   if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
   o << ",\n\"rings\": [";
   for (size_t i = 0; i < p.rings.size(); ++i) {
+    if (progress && p.compact()) progress(int(i), int(p.rings.size()));
     o << (i ? ",\n  " : "\n  ");
     write_ring(o, p.rings[i]);
   }
@@ -90,7 +96,7 @@ void write_plan_json(std::ostream& o, const Plan& p) {
     o << ",\n\"schedule\": " << quoted(p.schedule) << ",\n\"step_count\": " << p.step_count;
   } else {
     o << ",\n\"steps\": ";
-    write_steps_json(o, p.steps, "");
+    write_steps_json(o, p.steps, "", progress);
   }
   if (p.has_backward) {
     o << ",\n\"backward\": {\"accumulator\": " << quoted(accumulator_name(p));
@@ -98,14 +104,14 @@ void write_plan_json(std::ostream& o, const Plan& p) {
       o << ", \"schedule\": " << quoted(p.backward.rule) << ", \"step_count\": " << p.backward.step_count << "}";
     } else {
       o << ",\n \"steps\": ";
-      write_steps_json(o, p.backward.steps, " ");
+      write_steps_json(o, p.backward.steps, " ", progress);
       o << "}";
     }
   }
   o << "\n}\n";
 }
 
-void write_plan_yaml(std::ostream& o, const Plan& p) {
+void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "format: " << quoted(format_of(p)) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
@@ -121,7 +127,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p) {
     o << "schedule: " << p.schedule << "\nstep_count: " << p.step_count << "\n";
   } else {
     o << "steps:" << (p.steps.empty() ? " []\n" : "\n");
-    write_steps_yaml(o, p.steps, "  ");
+    write_steps_yaml(o, p.steps, "  ", progress);
   }
   if (!p.has_backward) return;
   o << "backward:\n  accumulator: " << accumulator_name(p) << "\n";
@@ -129,7 +135,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p) {
     o << "  schedule: " << p.backward.rule << "\n  step_count: " << p.backward.step_count << "\n";
   } else {
     o << "  steps:" << (p.backward.steps.empty() ? " []\n" : "\n");
-    write_steps_yaml(o, p.backward.steps, "    ");
+    write_steps_yaml(o, p.backward.steps, "    ", progress);
   }
 }
 
@@ -370,19 +376,30 @@ Plan read_plan_json(std::istream& in, const std::string& name) {
   return std::move(sax.plan);
 }
 
+Plan plan_from_yaml_text(const std::string& text, const std::string& name) {
+  const YAML::Node root = load_yaml_checked(text, name);
+  nlohmann::json j;
+  try {
+    j = yaml_to_json(root);
+  } catch (const YAML::Exception& e) {
+    throw InputError(name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  std::string text_json;
+  try {
+    text_json = j.dump();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(name + ": a string is not valid UTF-8");
+  }
+  std::istringstream js(text_json);
+  return read_plan_json(js, name);
+}
+
 Plan read_plan_file(const std::string& path) {
   const bool yaml = path.size() > 5 && (path.substr(path.size() - 5) == ".yaml" || path.substr(path.size() - 4) == ".yml");
+  if (yaml) return plan_from_yaml_text(read_text_file(path, "plan file"), path);
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open plan file");
-  if (!yaml) return read_plan_json(in, path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(in);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": (syntax): " + e.msg);
-  }
-  std::istringstream js(yaml_to_json(root).dump());
-  return read_plan_json(js, path);
+  return read_plan_json(in, path);
 }
 
 }  // namespace tasp::planner

@@ -218,6 +218,11 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (!replay_compact && p.compact() && p.schedule == "ring-flow" &&
       (!bwd || (p.backward.compact() && p.backward.rule == "ring-flow")))
     return verify_ring_flow_rule(p, arcs, stats, check_backward);
+  // The replay keeps per rank a byte for each piece held and computed (an int for accumulators).
+  const double replay_bytes = double(n) * n * p.pieces_per_rank * (bwd ? 6 : 2) + 2.0 * n * n * 4;
+  if (replay_bytes > 16.0 * (1 << 30))
+    return "ranks: replaying " + std::to_string(n) + " ranks x " + std::to_string(p.pieces_per_rank) +
+           " pieces would take " + std::to_string(long(replay_bytes / (1 << 30))) + " GiB (a compact ring-flow plan is checked by rule)";
   PlanStats st;
   std::string err = Replay(p, Pass::Fwd, arcs).run(&st);
   if (!err.empty()) return err;

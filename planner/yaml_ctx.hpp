@@ -76,11 +76,33 @@ struct YamlCtx {
   }
 };
 
-// Parses `text` with `body`, turning yaml-cpp's own exceptions into InputError with file and line.
-template <class T>
-T parse_yaml_text(const std::string& text, const std::string& name_for_errors,
-                  const std::function<T(const YAML::Node&, const YamlCtx&)>& body) {
-  YamlCtx cx{name_for_errors};
+// A document whose tree, aliases followed, has more nodes than its text has bytes repeats parts through
+// aliases (*name); nested ones grow exponentially ("billion laughs"). Refused before anything walks it:
+// the count stops at the budget, so this costs O(bytes). Nesting is capped too: no tasp format goes deeper
+// than a few levels, and an alias inside its own anchor makes a cycle that only the depth cap ends before
+// the stack does (found by fuzzing).
+inline void check_yaml_expansion(const YAML::Node& root, size_t text_bytes, const std::string& name) {
+  const size_t budget = 2 * text_bytes + 1024;
+  constexpr int max_depth = 64;
+  size_t count = 0;
+  std::function<void(const YAML::Node&, int)> walk = [&](const YAML::Node& n, int depth) {
+    if (++count > budget)
+      throw InputError(name + ": the document expands to more than " + std::to_string(budget) +
+                       " nodes through aliases (*name); write the repeated parts out");
+    if (depth > max_depth)
+      throw InputError(name + ":" + std::to_string(n.Mark().line + 1) + ": nested deeper than " +
+                       std::to_string(max_depth) + " levels (or an alias refers to its own anchor)");
+    if (n.IsSequence())
+      for (const auto& e : n) walk(e, depth + 1);
+    else if (n.IsMap())
+      for (auto it = n.begin(); it != n.end(); ++it) walk(it->first, depth + 1), walk(it->second, depth + 1);
+  };
+  walk(root, 0);
+}
+
+// Parses `text` (up to 1 GiB) into a tree, turning yaml-cpp's exceptions into InputError with file and line.
+inline YAML::Node load_yaml_checked(const std::string& text, const std::string& name_for_errors) {
+  if (text.size() > (size_t(1) << 30)) throw InputError(name_for_errors + ": larger than 1 GiB (use JSON for big plans)");
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -89,6 +111,16 @@ T parse_yaml_text(const std::string& text, const std::string& name_for_errors,
     o << name_for_errors << ":" << e.mark.line + 1 << ":" << e.mark.column + 1 << ": (syntax): " << e.msg;
     throw InputError(o.str());
   }
+  check_yaml_expansion(root, text.size(), name_for_errors);
+  return root;
+}
+
+// Parses `text` with `body`, turning yaml-cpp's own exceptions into InputError with file and line.
+template <class T>
+T parse_yaml_text(const std::string& text, const std::string& name_for_errors,
+                  const std::function<T(const YAML::Node&, const YamlCtx&)>& body) {
+  YamlCtx cx{name_for_errors};
+  const YAML::Node root = load_yaml_checked(text, name_for_errors);
   try {
     return body(root, cx);
   } catch (const YAML::Exception& e) {  // anything the checks did not anticipate

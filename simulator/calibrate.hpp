@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/timeline.hpp"
 #include "simulator/network.hpp"
 #include "simulator/profile.hpp"
 
@@ -21,6 +22,9 @@ struct KernelSample {
   bool causal = false;
   bool backward = false;  // the backward launch (row sums + kernel) rather than the forward
   double us = 0;
+  double heat_ms = 0;  // the GPU was kept busy this long before the timing (> 0: a sustained-clock sample)
+  bool mix = false;    // ... with the forward and backward taking turns
+  bool hot() const { return heat_ms > 0; }
 };
 struct Samples {
   std::vector<CommSample> comm;
@@ -35,13 +39,30 @@ struct FitCheck {
 };
 
 // Fits latency, per-peer latency, per-flow and per-rank rate curves (per communicator size) and the
-// kernel rate (peak per head dim and mask, launch, half length); backward samples give the backward peaks
-// (with the forward's launch and size curves); fields without samples keep `base`'s.
+// kernel rate (peak per head dim and mask, launch, half length) from the cold samples; backward samples give
+// the backward peaks (with the forward's launch and size curves); hot samples (heat_ms > 0) give the
+// sustained fraction per head dim and pass; fields without samples keep `base`'s.
 // `net` (the machine's topology) replays every sample for the checks.
 Profile fit_profile(const Samples& s, const Profile& base, const Network& net, std::vector<FitCheck>* checks);
 
+// The executor's own costs around kernels and NCCL steps from its measured timelines: medians of the
+// forward's first launch start, the backward's first launch start after the forward's end, and the gap
+// between a step's end and the next step's first launch or transfer. Keeps `base`'s where no timeline shows it.
+ExecutorProfile fit_executor(const std::vector<planner::Timeline>& measured, const ExecutorProfile& base);
+
+// The HBM rate of the backward's dQ finish: the last backward step of measured timelines, which computes
+// nothing else (3 x dQ's fp32 bytes, less two small launches). `cp`'s where none shows it.
+double fit_elementwise_gbps(const std::vector<planner::Timeline>& measured, const ComputeProfile& cp);
+
+// The share of the kernels' throughput NCCL takes while transfers run beside them, from measured timelines
+// and the same runs simulated without that term: per step, measured over predicted kernel time against the
+// fraction of the kernel that overlapped transfers (least squares, an intercept per run: the kernel model's
+// own error differs by shape). Keeps `base` when the runs show no such variation.
+double fit_comm_compute_share(const std::vector<std::pair<planner::Timeline, planner::Timeline>>& measured_predicted,
+                              double base);
+
 // CSV with a header naming its columns: kind,ranks,bytes,ms for communication rows;
-// kind=attention|attention_bwd,B,H,Lq,Lk,D,causal,ms for kernel rows ('S' may stand for Lq = Lk). Column order is free,
+// kind=attention|attention_bwd,B,H,Lq,Lk,D,causal,ms[,heat_ms] for kernel rows ('S' may stand for Lq = Lk). Column order is free,
 // '#' starts a comment line. Throws planner::InputError naming file, line and column.
 Samples read_samples_csv(const std::string& text, const std::string& name_for_errors);
 

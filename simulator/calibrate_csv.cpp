@@ -81,6 +81,13 @@ Samples read_samples_csv(const std::string& text, const std::string& file) {
       if (c != "" && c != "0" && c != "1" && c != "true" && c != "false") fail("causal", "expected 0/1/true/false");
       k.causal = c == "1" || c == "true";
       k.us = ms * 1e3;
+      if (col.count("heat_ms") && !cells[col["heat_ms"]].empty() && cells[col["heat_ms"]] != "0")
+        k.heat_ms = number("heat_ms", false);
+      if (col.count("mix")) {
+        const std::string& m = cells[col["mix"]];
+        if (m != "" && m != "0" && m != "1") fail("mix", "expected 0 or 1");
+        k.mix = m == "1";
+      }
       s.kernel.push_back(k);
     } else {
       fail("kind", "unknown kind '" + kind + "' (ring, multi, pairs, allgather, attention, attention_bwd)");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "planner/layout.hpp"
 
@@ -29,47 +30,82 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
   const double per_pair = 4.0 * w.B * w.H * w.D;
   const auto q = planner::shard_ranges(p.layout, p.ranks, w.S, rank);
   const auto k = planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece);
-  for (const auto& kr : k) bw.lk += double(kr.size());
+  long last_q = -1;  // the last query position: a causal key after it is seen by no query
+  for (const auto& qr : q)
+    if (qr.size() > 0) last_q = std::max(last_q, long(qr.end) - 1);
+  for (const auto& kr : k) {
+    bw.lk += double(kr.size());
+    const double seen = w.causal ? std::clamp(double(last_q + 1 - long(kr.begin)), 0.0, double(kr.size())) : double(kr.size());
+    bw.key_tiles += std::ceil(seen / kBackwardKeyTile);
+  }
   for (const auto& qr : q) {
     bw.lq += double(qr.size());
     for (const auto& kr : k) {
       const double all = double(qr.size()) * double(kr.size());
       const double pairs = planner::visible_pairs(qr, kr, w.causal);
-      (pairs == all ? bw.full_flops : bw.causal_flops) += pairs * per_pair;
+      if (pairs <= 0) continue;
+      const double f = pairs * per_pair, inv = 1 / double(qr.size()) + 1 / double(kr.size());
+      if (pairs == all) bw.full_flops += f, bw.full_inv += f * inv;
+      else bw.causal_flops += f, bw.causal_inv += f * inv;
     }
   }
   return bw;
 }
 
+BlockWork whole_block(const planner::Workload& w, double lq, double lk, bool causal) {
+  BlockWork b;
+  b.lq = lq, b.lk = lk;
+  const double per_pair = 4.0 * w.B * w.H * w.D, inv = 1 / std::max(1.0, lq) + 1 / std::max(1.0, lk);
+  if (causal) {
+    b.causal_flops = planner::visible_pairs({0, long(lq)}, {long(lq - lk), long(lq)}, true) * per_pair;
+    b.causal_inv = b.causal_flops * inv;
+  } else {
+    b.full_flops = lq * lk * per_pair;
+    b.full_inv = b.full_flops * inv;
+  }
+  return b;
+}
+
 namespace {
 
-// Kernel time over a step's work list at the given peak rates, with the forward's size curves and waves.
+// Kernel time over a step's work list at the given peak rates and size curves (half lengths), in waves.
 double math_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, double full_tflops,
-               double causal_tflops, double flops_factor) {
-  const ComputeRate& r = cp.rate(w.D);
-  // Tiles of tile_m query rows per (batch, head) run in waves over the SMs; a part-filled last wave idles.
-  const double ctas = double(w.B) * w.H * std::ceil(sum.lq / cp.tile_rows(w.D));
-  const double waves = std::ceil(ctas / cp.sms);
-  const double fill = ctas / (waves * cp.sms);
-  const double inv = 1 / std::max(1.0, sum.lq) + 1 / std::max(1.0, sum.lk);
-  const double hf = r.full_half_len >= 0 ? r.full_half_len : cp.half_len;
-  const double hc = r.causal_half_len >= 0 ? r.causal_half_len : cp.half_len;
-  return flops_factor * (sum.full_flops / full_tflops * (1 + hf * inv) + sum.causal_flops / causal_tflops * (1 + hc * inv)) *
-         1e-6 / fill;
+               double causal_tflops, double hf, double hc, double flops_factor, bool backward) {
+  return flops_factor * ((sum.full_flops + hf * sum.full_inv) / full_tflops + (sum.causal_flops + hc * sum.causal_inv) / causal_tflops) *
+         1e-6 / launch_fill(cp, w, sum, backward);
 }
 
 }  // namespace
 
+double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward) {
+  const double tiles = backward ? (sum.key_tiles > 0 ? sum.key_tiles : std::ceil(sum.lk / kBackwardKeyTile))
+                                : std::ceil(sum.lq / cp.tile_rows(w.D));
+  const double ctas = double(w.B) * (backward ? w.Hkv : w.H) * std::max(1.0, tiles);
+  return ctas / (std::ceil(ctas / cp.sms) * cp.sms);
+}
+
 double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first) {
   // dO (2-byte) and O (4-byte, the forward's fp32 output) read once, D written.
-  const double pre = first ? cp.small_launch_us + double(w.B) * w.H * lq * (w.D * 6.0 + 4) / (cp.hbm_gbps * 1e3) : 0;
+  const double dq_bytes = double(w.B) * w.H * lq * w.D * 4;
+  const double pre = first ? 2 * cp.small_launch_us + double(w.B) * w.H * lq * (w.D * 6.0 + 4) / (cp.hbm_gbps * 1e3) +
+                                 dq_bytes / (cp.elementwise_gbps * 1e3)
+                           : 0;
   return cp.launch_us + pre;
+}
+
+double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq) {
+  return 2 * cp.small_launch_us + 3 * double(w.B) * w.H * lq * w.D * 4 / (cp.elementwise_gbps * 1e3);
 }
 
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first) {
   if (sum.flops() <= 0) return 0;
   const BwdRate br = cp.bwd_rate(w.D);
-  return backward_fixed_us(cp, w, sum.lq, first) + math_us(cp, w, sum, br.full_tflops, br.causal_tflops, kBackwardFlopsFactor);
+  return backward_fixed_us(cp, w, sum.lq, first) +
+         math_us(cp, w, sum, br.full_tflops, br.causal_tflops, br.full_half_len, br.causal_half_len, kBackwardFlopsFactor, true);
+}
+
+double backward_alone_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum) {
+  return backward_compute_us(cp, w, sum, true) + backward_finish_us(cp, w, sum.lq);
 }
 
 double accumulate_us(const ComputeProfile& cp, double bytes) {
@@ -79,7 +115,7 @@ double accumulate_us(const ComputeProfile& cp, double bytes) {
 double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge) {
   if (sum.flops() <= 0) return 0;
   const ComputeRate& r = cp.rate(w.D);
-  const double m = math_us(cp, w, sum, r.full_tflops, r.causal_tflops, 1.0);
+  const double m = math_us(cp, w, sum, r.full_tflops, r.causal_tflops, cp.full_half_len(w.D), cp.causal_half_len(w.D), 1.0, false);
   // The merge into the running fp32 out/LSE is fused into the kernel's epilogue: it reads the running
   // values and writes them back, hidden under the math unless the block is too small to cover it.
   const double merge_us = merge ? 2.0 * w.B * w.H * sum.lq * (w.D + 1) * 4.0 / (cp.hbm_gbps * 1e3) : 0;

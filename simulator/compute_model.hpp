@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 // What a rank computes in a step and how long its kernels take. Pure.
 #include "planner/plan.hpp"
 #include "planner/workload.hpp"
@@ -11,12 +12,26 @@ namespace tasp::simulator {
 struct BlockWork {
   double lq = 0, lk = 0;
   double full_flops = 0, causal_flops = 0;
+  // Tiles of kBackwardKeyTile keys that some query sees: the backward kernel's CTAs per batch and KV head
+  // (it walks the queries of a key tile, all query heads of the group in one CTA).
+  double key_tiles = 0;
+  // The size curves act per block of a query range against a key range (a zigzag shard is two such
+  // ranges, a causal step's diagonal blocks are chunk-sized): FLOPs times 1/|q range| + 1/|k range|, summed.
+  double full_inv = 0, causal_inv = 0;
   double flops() const { return full_flops + causal_flops; }
-  // Another piece for the same queries in the same launch: keys and FLOPs add up.
+  // Another piece for the same queries in the same launch: keys, key tiles and FLOPs add up.
   void add(const BlockWork& b) {
-    lq = b.lq, lk += b.lk, full_flops += b.full_flops, causal_flops += b.causal_flops;
+    lq = b.lq, lk += b.lk, full_flops += b.full_flops, causal_flops += b.causal_flops, key_tiles += b.key_tiles;
+    full_inv += b.full_inv, causal_inv += b.causal_inv;
   }
 };
+// One block of lq queries against lk keys (the causal one: the keys end where the queries end).
+BlockWork whole_block(const planner::Workload& w, double lq, double lk, bool causal);
+constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backward kernel
+
+// The occupancy of a launch's last wave (1: whole waves): the forward runs B * H * ceil(lq / tile_m) CTAs,
+// the backward B * Hkv * key_tiles (with GQA few, so a short last wave weighs).
+double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward);
 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece);
 double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);  // K and V
@@ -32,8 +47,14 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
 // profile's backward rates (BwdRate). `first`: the rank's first backward launch also pays the row sums
 // D = rowsum(dO * O) over its queries (an elementwise pass over dO and O).
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first);
-// Its part that does not depend on the FLOPs: the launch, and with `first` the row sums over lq queries.
+// Its part that does not depend on the FLOPs: the launch, and with `first` the row sums over lq queries and
+// clearing the dQ scratch.
 double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first);
+// After the pass's last backward launch: dQ cleared and read out of the scratch (3 x its fp32 bytes).
+double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq);
+// A whole backward of one work list on its own (what tasp bench kernel --pass bwd times): row sums, scratch,
+// kernel, finish.
+double backward_alone_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum);
 // Adding `bytes` of received fp32/bf16 accumulators into the rank's own (read both, write one).
 double accumulate_us(const ComputeProfile& cp, double bytes);
 constexpr double kBackwardFlopsFactor = 2.5;

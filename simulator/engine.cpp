@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "planner/layout.hpp"
+#include "planner/rank_memory.hpp"
 #include "simulator/comm_rules.hpp"
 #include "simulator/compute_model.hpp"
 #include "simulator/fluid.hpp"
@@ -42,18 +43,37 @@ struct PassModel {
   const planner::Workload& w;
   const Profile& prof;
   planner::Pass pass;
+  double clock_factor;  // this pass's kernel rates over their boost-clock values
   bool bwd() const { return pass == planner::Pass::Bwd; }
   double flops_factor() const { return bwd() ? kBackwardFlopsFactor : 1.0; }
   // A launch over `work`; `first`: the rank's first launch of this pass.
   double launch_us(const BlockWork& work, bool first) const {
     return bwd() ? backward_compute_us(prof.compute, w, work, first) : compute_us(prof.compute, w, work, !first);
   }
+  // Its fixed part (launch; the backward's row sums), the rest being math.
+  double fixed_us(const BlockWork& work, bool first) const {
+    if (work.flops() <= 0) return 0;
+    return bwd() ? backward_fixed_us(prof.compute, w, work.lq, first) : prof.compute.launch_us;
+  }
+  // The share of the math the sustained clock adds (0 at the boost clock).
+  double clock_share() const { return 1 - clock_factor; }
+  double start_us() const { return bwd() ? prof.executor.bwd_start_us : prof.executor.fwd_start_us; }
+  // What a launch of `comp` us loses to NCCL over `comm` us of transfers beside it.
+  double overlap_us(double comp, double comm) const {
+    return comp > 0 ? prof.executor.comm_compute_share * std::min(comp, std::max(0.0, comm)) : 0;
+  }
+  double gap_us() const { return prof.executor.step_gap_us; }
+  // One launch's terms into `t`.
+  void add_launch(ModelTerms& t, const BlockWork& work, bool first, double total) const {
+    const double fixed = fixed_us(work, first), math = std::max(0.0, total - fixed);
+    t.launch_us += fixed, t.math_us += math * (1 - clock_share()), t.clock_us += math * clock_share();
+  }
   // The kernels' peak in the FLOPs this pass counts (the backward's 2.5x included).
   double peak_tflops() const { return bwd() ? prof.compute.bwd_rate(w.D).full_tflops : prof.compute.rate(w.D).full_tflops; }
 };
 
-// Ring flow with work that is the same on every rank and off-diagonal step (no mask, or causal on the
-// zigzag layout, where every off-diagonal piece is exactly half masked): every step of a kind moves the
+// Ring flow with work that is the same on every rank and off-diagonal step (no mask, or the causal forward on
+// the zigzag layout, where every off-diagonal piece is exactly half masked): every step of a kind moves the
 // same flows, so the network is solved once per kind (forward: K/V; backward: K/V, K/V + accumulators,
 // accumulators alone); ranks advance together step by step (the ring couples them, so the slowest rank
 // paces each step).
@@ -80,42 +100,56 @@ SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, i
     solved.push_back({bytes, std::move(comm)});
     return solved.back().second;
   };
-  BlockWork diag, off;
+  // Off the diagonal the causal backward's shapes differ by rank (see simulate()): a rank's pieces from
+  // earlier owners leave it half the keys, from later ones half the queries; the slower pure kind paces a
+  // step here (an upper bound: a rank's pieces of a step come from owners of both kinds).
+  BlockWork diag, off, off_other;
   for (int c = 0; c < k; ++c) {
-    BlockWork a = block_work(p, w, 0, 0, c), o = block_work(p, w, 0, n > 1 ? 1 : 0, c);
-    diag.add(a);
-    off.add(o);
+    diag.add(block_work(p, w, 0, 0, c));
+    off.add(block_work(p, w, 0, n > 1 ? 1 : 0, c));
+    if (n > 1) off_other.add(block_work(p, w, 1, 0, c));
   }
+  if (n > 1 && m.launch_us(off_other, false) > m.launch_us(off, false)) std::swap(off, off_other);
   const double comp0 = m.launch_us(diag, true), comp1 = m.launch_us(off, false);
   const double add = m.bwd() ? accumulate_us(m.prof.compute, k * g) : 0;
 
   auto& tl = res.timeline;
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
   double t = 0, flow_total = 0;
+  ModelTerms& terms = res.terms;
   for (int s = 0; s < steps; ++s) {
     const bool computes = s < n, sends_kv = s < n - 1, sends_grad = m.bwd() && s >= 1 && s <= n && n > 1;
     const double bytes = (sends_kv ? b : 0) + (sends_grad ? g : 0);
     const std::vector<double>* comm = bytes > 0 ? &comm_of(bytes) : nullptr;
     const double max_comm = comm ? *std::max_element(comm->begin(), comm->end()) : 0;
-    const double comp = computes ? (s == 0 ? comp0 : comp1) : 0, add_s = sends_grad ? add : 0;
+    const double fin = m.bwd() && s == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, 0)) : 0;
+    const double base = (computes ? (s == 0 ? comp0 : comp1) : 0) + fin, add_s = sends_grad ? add : 0;
+    const double lead = s == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
+    const double lost = m.overlap_us(base, max_comm - lead), comp = base + lost;
+    terms.overlap_us += lost;
+    if (s > 0) t += m.gap_us(), terms.executor_us += m.gap_us();
     for (int r = 0; r < keep; ++r) {
       StepTiming& st = tl.per_rank[r][s];
       st.comm_start_us = t;
       st.comm_end_us = t + (comm ? (*comm)[r] : 0);
-      st.compute_start_us = t;
-      st.compute_end_us = t + comp;
-      st.post_start_us = t + std::max(max_comm, comp);
+      st.compute_start_us = t + lead;
+      st.compute_end_us = t + lead + comp;
+      st.post_start_us = t + std::max(max_comm, lead + comp);
       st.post_end_us = st.post_start_us + add_s;
       st.bytes = k * bytes;
       st.flops = computes ? (s == 0 ? diag : off).flops() * m.flops_factor() : 0;
     }
-    t += std::max(max_comm, comp) + add_s;
+    if (computes) m.add_launch(terms, s == 0 ? diag : off, s == 0, base - fin);
+    terms.launch_us += fin;
+    terms.executor_us += lead;
+    terms.accumulate_us += add_s;
+    t += std::max(max_comm, lead + comp) + add_s;
     res.comm_us += max_comm;
     res.compute_us += comp + add_s;
     flow_total += bytes;
   }
   res.total_us = t;
-  res.exposed_comm_us = std::max(0.0, res.total_us - res.compute_us);
+  res.exposed_comm_us = std::max(0.0, res.total_us - res.compute_us - res.terms.executor_us);
   res.max_rank_bytes = k * flow_total;
   res.max_rank_flops = (diag.flops() + off.flops() * (std::min(steps, n) - 1)) * m.flops_factor();
 
@@ -165,6 +199,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
 
   std::vector<double> ready(n, 0), rank_bytes(n, 0), rank_flops(n, 0), recv_total(n, 0), comm_sum(n, 0),
       comp_sum(n, 0);
+  std::vector<ModelTerms> terms(n);
   std::vector<double> node_in(net.node_ingress_gbps.size(), 0);
   std::vector<char> computed(n, 0);
   std::vector<double> grads_in(n, 0);
@@ -178,6 +213,9 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   for (int t = 0; t < steps; ++t) {
     if (opt.progress && (t % 64 == 0 || t == steps - 1)) opt.progress(t, steps);
     const planner::Step& s = planner::step_at(p, t, scratch, m.pass);
+    if (t > 0)
+      for (int r = 0; r < n; ++r) ready[r] += m.gap_us(), terms[r].executor_us += m.gap_us();
+    const double lead = t == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
     pairs.clear();
     std::fill(grads_in.begin(), grads_in.end(), 0.0);
     for (const auto& x : s.transfers) {
@@ -234,17 +272,24 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece));
     }
     for (int r = 0; r < n; ++r) {
-      const double comp = m.launch_us(work[r], !computed[r]);
+      const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r)) : 0;
+      const double base = m.launch_us(work[r], !computed[r]) + fin;
+      const double lost = m.overlap_us(base, comm_end[r] - ready[r] - lead), comp = base + lost;
+      terms[r].overlap_us += lost;
       // Received accumulators are added to the rank's own once they are in, before the next step sends them.
       const double add = accumulate_us(m.prof.compute, grads_in[r]);
+      if (work[r].flops() > 0) m.add_launch(terms[r], work[r], !computed[r], base - fin);
+      terms[r].launch_us += fin;
+      terms[r].executor_us += lead;
+      terms[r].accumulate_us += add;
       computed[r] |= work[r].flops() > 0;
       if (r < keep) {
         StepTiming& st = tl.per_rank[r][t];
         st.comm_start_us = ready[r];
         st.comm_end_us = comm_end[r];
-        st.compute_start_us = ready[r];
-        st.compute_end_us = ready[r] + comp;
-        st.post_start_us = std::max(comm_end[r], ready[r] + comp);
+        st.compute_start_us = ready[r] + lead;
+        st.compute_end_us = ready[r] + lead + comp;
+        st.post_start_us = std::max(comm_end[r], ready[r] + lead + comp);
         st.post_end_us = st.post_start_us + add;
         st.bytes = cur.bytes_out[r];
         st.flops = work[r].flops() * m.flops_factor();
@@ -254,13 +299,15 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       rank_bytes[r] += cur.bytes_out[r];
       recv_total[r] += cur.bytes_in[r];
       rank_flops[r] += work[r].flops() * m.flops_factor();
-      ready[r] = std::max(comm_end[r], ready[r] + comp) + add;
+      ready[r] = std::max(comm_end[r], ready[r] + lead + comp) + add;
     }
   }
-  res.total_us = n ? *std::max_element(ready.begin(), ready.end()) : 0;
+  const int last = n ? int(std::max_element(ready.begin(), ready.end()) - ready.begin()) : 0;
+  res.total_us = n ? ready[last] : 0;
+  if (n) res.terms = terms[last];
   res.comm_us = *std::max_element(comm_sum.begin(), comm_sum.end());
   res.compute_us = *std::max_element(comp_sum.begin(), comp_sum.end());
-  res.exposed_comm_us = std::max(0.0, res.total_us - res.compute_us);
+  res.exposed_comm_us = std::max(0.0, res.total_us - res.compute_us - res.terms.executor_us);
   res.max_rank_bytes = *std::max_element(rank_bytes.begin(), rank_bytes.end());
   res.max_rank_flops = *std::max_element(rank_flops.begin(), rank_flops.end());
   for (int r = 0; r < n; ++r)
@@ -275,8 +322,14 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
 
 }  // namespace
 
+double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::Passes passes) {
+  const BlockWork all = whole_block(w, double(w.S), double(w.S), w.causal);
+  return (passes.fwd ? compute_us(prof.compute, w, all, false) : 0) +
+         (passes.bwd ? backward_alone_us(prof.compute, w, all) : 0);
+}
+
 SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const planner::Workload& w,
-                   const Profile& prof, const SimOptions& opt) {
+                   const Profile& prof_in, const SimOptions& opt) {
   if (p.ranks != topo.ranks())
     throw planner::InputError("plan has " + std::to_string(p.ranks) + " ranks but topology " + topo.name + " has " +
                               std::to_string(topo.ranks()) + " GPUs");
@@ -285,19 +338,36 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
                               (p.causal ? "is" : "is not"));
   const std::string split = planner::check_split(p.layout, p.ranks, p.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
+  if (const std::string u = planner::unsupported(w); !u.empty()) throw planner::InputError("workload: " + u);
   if (opt.passes.bwd && !p.has_backward)
     throw planner::InputError("the plan has no backward part (plan it with --pass fwd+bwd, or simulate --pass fwd)");
   if (!opt.passes.fwd && !opt.passes.bwd) throw planner::InputError("nothing to simulate (no pass)");
+  const Profile eff = prof_in.at_clock(opt.clock, opt.passes.fwd && opt.passes.bwd);
+  const Profile& prof = eff;
   const Network net = build_network(topo, prof.link_efficiency);
   const int steps = (opt.passes.fwd ? p.num_steps() : 0) + (opt.passes.bwd ? p.num_steps(planner::Pass::Bwd) : 0);
   const int keep = kept_ranks(p.ranks, steps, opt.max_timeline_cells);
   auto one_pass = [&](planner::Pass pass) {
-    const PassModel m{p, w, prof, pass};
+    const double factor = pass == planner::Pass::Bwd
+                              ? prof.compute.bwd_rate(w.D).full_tflops / prof_in.compute.bwd_rate(w.D).full_tflops
+                              : prof.compute.rate(w.D).full_tflops / prof_in.compute.rate(w.D).full_tflops;
+    const PassModel m{p, w, prof, pass, factor};
     const bool ring_flow = p.compact(pass) && p.rule(pass) == "ring-flow" && p.compact() && p.schedule == "ring-flow";
-    const bool symmetric = ring_flow && (!p.causal || p.layout == planner::Layout::Zigzag);
+    // Causal zigzag: the same FLOPs on every rank, but off the diagonal the backward's shapes differ (all of a
+    // rank's queries against half an earlier owner's keys, or half of them against all of a later one's), and
+    // the backward kernel's CTAs follow the keys: only the forward is the same everywhere. The backward runs
+    // rank by rank unless that means more than kMaxExactFlows flows; then the ranks step together at the
+    // slower shape's pace.
+    constexpr double kMaxExactFlows = 4e6;
+    const bool exact_fits = double(p.ranks) * double(p.rings.size()) * p.num_steps(pass) <= kMaxExactFlows;
+    const bool same_work =
+        !p.causal || (p.layout == planner::Layout::Zigzag && (pass == planner::Pass::Fwd || !exact_fits));
+    const bool symmetric = ring_flow && same_work;
     SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
                                                    : simulate_general(m, net, opt, keep);
     r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
+    r.terms.exposed_comm_us = 0;
+    r.terms.exposed_comm_us = std::max(0.0, r.total_us - r.terms.sum());
     return r;
   };
   SimResult r;
@@ -323,9 +393,13 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
       r.bound.comm_us += b.bound.comm_us;
       r.bound.compute_us += b.bound.compute_us;
       r.network_solves += b.network_solves;
+      r.terms.add(b.terms);
       r.symmetric_fast_path = r.symmetric_fast_path && b.symmetric_fast_path;
     }
   }
+  r.single_gpu_us = single_gpu_us(w, prof, opt.passes);
+  r.peak_memory_bytes = planner::peak_rank_memory(p, w, opt.passes).total();
+  r.tokens_per_s = r.total_us > 0 ? double(w.B) * w.S / (r.total_us * 1e-6) : 0;
   auto& tl = r.timeline;
   tl.source = "simulated";
   tl.scheme = p.scheme;

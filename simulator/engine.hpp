@@ -19,15 +19,34 @@ struct Bounds {
   double us() const { return comm_us > compute_us ? comm_us : compute_us; }
 };
 
+// Where the time of the rank that finishes last goes; the terms add up to total_us. Kernel time is split into
+// its fixed part (launch, the backward's row sums and dQ scratch and finish), its math at the boost clock, and what the sustained clock
+// adds to that math; the executor's share is its pass starts and step gaps (Profile::executor).
+// overlap_us is what the kernels lose to NCCL's kernels while transfers run beside them.
+struct ModelTerms {
+  double launch_us = 0, math_us = 0, clock_us = 0, overlap_us = 0, accumulate_us = 0, executor_us = 0, exposed_comm_us = 0;
+  double sum() const { return launch_us + math_us + clock_us + overlap_us + accumulate_us + executor_us + exposed_comm_us; }
+  void add(const ModelTerms& o) {
+    launch_us += o.launch_us, math_us += o.math_us, clock_us += o.clock_us, overlap_us += o.overlap_us;
+    accumulate_us += o.accumulate_us, executor_us += o.executor_us, exposed_comm_us += o.exposed_comm_us;
+  }
+};
+
 struct SimResult {
   planner::Timeline timeline;  // per rank; above SimOptions::max_timeline_cells only the first ranks
   double total_us = 0, comm_us = 0, compute_us = 0, exposed_comm_us = 0;
   double fwd_us = 0, bwd_us = 0;  // each pass's share of total_us (the backward starts when the forward ends)
   bool bwd_rate_estimated = false;  // the backward's kernel rates are the forward's scaled (no measured ones)
+  double single_gpu_us = 0;      // the whole problem's kernels on one GPU (same passes), for speedup and efficiency
+  double peak_memory_bytes = 0;  // the busiest rank's GPU buffers (planner::rank_memory; NCCL's not counted)
+  double tokens_per_s = 0;       // B * S over the total
+  double speedup() const { return total_us > 0 ? single_gpu_us / total_us : 0; }
+  double parallel_efficiency(int ranks) const { return ranks > 0 ? speedup() / ranks : 0; }
   double max_rank_bytes = 0, max_rank_flops = 0;  // over the whole run
   Bounds bound;
   double efficiency() const { return total_us > 0 ? bound.us() / total_us : 0; }
   double ccr() const { return compute_us > 0 ? comm_us / compute_us : 0; }
+  ModelTerms terms;
   bool symmetric_fast_path = false;  // steps solved once for the whole ring flow (see simulate())
   int network_solves = 0;
 };
@@ -37,11 +56,15 @@ struct SimOptions {
   std::function<void(int step, int steps)> progress;  // called now and then on long runs
   bool allow_fast_path = true;
   planner::Passes passes;  // the forward (default), the backward, or both one after the other
+  Clock clock = Clock::Sustained;  // the kernels' clock: settled under the power limit, or boost
 };
 
 // Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan
 // without one.
 SimResult simulate(const planner::Plan& plan, const planner::Topology& topo, const planner::Workload& w,
                    const Profile& prof, const SimOptions& opt = {});
+
+// The whole problem on one GPU: one forward and/or one backward launch over all S queries and keys.
+double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::Passes passes);
 
 }  // namespace tasp::simulator

@@ -25,10 +25,22 @@ const ComputeRate& ComputeProfile::rate(int head_dim) const {
   });
 }
 
+double ComputeProfile::full_half_len(int head_dim) const {
+  const ComputeRate& r = rate(head_dim);
+  return r.full_half_len >= 0 ? r.full_half_len : half_len;
+}
+double ComputeProfile::causal_half_len(int head_dim) const {
+  const ComputeRate& r = rate(head_dim);
+  return r.causal_half_len >= 0 ? r.causal_half_len : half_len;
+}
+
 BwdRate ComputeProfile::bwd_rate(int head_dim) const {
   const ComputeRate& r = rate(head_dim);
-  if (r.bwd_full_tflops > 0) return {r.bwd_full_tflops, r.bwd_causal_tflops > 0 ? r.bwd_causal_tflops : r.bwd_full_tflops, false};
-  return {r.full_tflops * bwd_estimate, r.causal_tflops * bwd_estimate, true};
+  const double hf = r.bwd_full_half_len >= 0 ? r.bwd_full_half_len : full_half_len(head_dim);
+  const double hc = r.bwd_causal_half_len >= 0 ? r.bwd_causal_half_len : causal_half_len(head_dim);
+  if (r.bwd_full_tflops > 0)
+    return {r.bwd_full_tflops, r.bwd_causal_tflops > 0 ? r.bwd_causal_tflops : r.bwd_full_tflops, hf, hc, false};
+  return {r.full_tflops * bwd_estimate, r.causal_tflops * bwd_estimate, full_half_len(head_dim), causal_half_len(head_dim), true};
 }
 
 int ComputeProfile::tile_rows(int head_dim) const {
@@ -44,6 +56,17 @@ const CommProfile& Profile::comm_for(int ranks) const {
   if (best) return *best;
   return *std::min_element(comm.begin(), comm.end(),
                            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
+}
+
+Profile Profile::at_clock(Clock clock, bool mixed) const {
+  Profile p = *this;
+  if (clock == Clock::Boost) return p;
+  for (auto& r : p.compute.rates) {
+    const double f = mixed ? r.mix_sustained : r.sustained, b = mixed ? r.bwd_mix_sustained : r.bwd_sustained;
+    r.full_tflops *= f, r.causal_tflops *= f;
+    r.bwd_full_tflops *= b, r.bwd_causal_tflops *= b;
+  }
+  return p;
 }
 
 }  // namespace tasp::simulator

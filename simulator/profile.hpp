@@ -35,11 +35,18 @@ struct ComputeRate {
   // Backward kernel rates (TFLOP/s counting 2.5x the forward's FLOPs: 5 matmuls against 2); 0: estimated as
   // the forward's times ComputeProfile::bwd_estimate until a backward kernel is measured.
   double bwd_full_tflops = 0, bwd_causal_tflops = 0;
+  // The backward's own size curves (< 0: the forward's).
+  double bwd_full_half_len = -1, bwd_causal_half_len = -1;
+  // The fraction of these (cold, boost-clock) rates a GPU kept busy holds once its clock settles under the
+  // power limit: the forward kernel draws more power per second than the backward and loses more clock.
+  // Alone (a pass after pass of one kind) and mixed (forward and backward taking turns, as in training).
+  double sustained = 1, bwd_sustained = 1, mix_sustained = 1, bwd_mix_sustained = 1;
 };
 
 // The backward rate a profile gives for a head dim, and whether it was measured or estimated.
 struct BwdRate {
   double full_tflops = 0, causal_tflops = 0;
+  double full_half_len = 0, causal_half_len = 0;
   bool estimated = true;
 };
 
@@ -50,14 +57,35 @@ struct ComputeProfile {
   int tile_m = 128;        // query rows per CTA
   double hbm_gbps = 3000;  // the fused out/LSE merge's traffic bounds small blocks
   double small_launch_us = 4;  // an elementwise kernel (the backward's accumulator add and dO.O row sums)
+  // HBM rate of the backward's dQ scratch work (cleared at the start, read out into dQ at the end); fitted
+  // from the executor's timelines (tasp calibrate --timeline).
+  double elementwise_gbps = 1500;
   // Backward/forward rate ratio used where a rate has no measured backward figures: cuDNN's through PyTorch
   // on one H200 (../shared/measurements/h200-sdpa-fwd-bwd.txt): 523/613 at D=128, 437/474 at D=64.
   double bwd_estimate = 0.87;
   std::vector<ComputeRate> rates;  // by head dim; nearest head dim is used
   const ComputeRate& rate(int head_dim) const;
   BwdRate bwd_rate(int head_dim) const;
+  double full_half_len(int head_dim) const;    // the rate's, else half_len
+  double causal_half_len(int head_dim) const;
   int tile_rows(int head_dim) const;  // the rate's tile_m if it has one, else tile_m
 };
+
+// What tasp's executor adds around the kernels and NCCL steps, fitted from its own timelines (`tasp
+// calibrate --timeline`): the host work before a pass's first launch (work lists, tensor maps, the
+// forward's out/LSE initialisation) and the event and stream hand-over between steps.
+struct ExecutorProfile {
+  double fwd_start_us = 0;  // the forward's first launch starts this long after the pass starts
+  double bwd_start_us = 0;  // the backward's, after the forward ends (or its pass starts)
+  double step_gap_us = 0;   // a step starts this long after the previous one ends
+  // While a step's transfers are in flight NCCL's kernels hold SMs and HBM bandwidth: the attention kernel
+  // loses this share of its throughput over the overlap.
+  double comm_compute_share = 0;
+};
+
+// Which clock the kernel rates are taken at: the boost clock of a short burst on a cool GPU (what a single
+// timed launch sees) or the clock a GPU kept busy settles to (what training and long runs see).
+enum class Clock { Sustained, Boost };
 
 struct Profile {
   std::string format = "tasp-profile/1";
@@ -66,8 +94,12 @@ struct Profile {
   double link_efficiency = 1.0;      // fraction of a link's nominal bandwidth flows can use together
   std::vector<CommProfile> comm;     // by communicator size
   ComputeProfile compute;
+  ExecutorProfile executor;
   // The figures of the largest measured communicator not larger than `ranks` (else the smallest).
   const CommProfile& comm_for(int ranks) const;
+  // This profile with its kernel rates at `clock` (Sustained: each rate times its sustained fraction, the
+  // mixed ones where forward and backward take turns).
+  Profile at_clock(Clock clock, bool mixed = false) const;
 };
 
 // Built-in profiles (shipped files in topologies/*.profile.yaml, embedded at build time).

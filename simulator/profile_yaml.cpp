@@ -32,7 +32,7 @@ Curve curve(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
 
 Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   if (!root.IsDefined() || root.IsNull()) cx.fail(root, "(document)", "empty profile file");
-  cx.only_keys(root, "(top level)", {"format", "name", "description", "link_efficiency", "comm", "compute"});
+  cx.only_keys(root, "(top level)", {"format", "name", "description", "link_efficiency", "comm", "compute", "executor"});
   Profile p;
   if (root["format"] && cx.str(root["format"], "format") != "tasp-profile/1")
     cx.fail(root["format"], "format", "unsupported format (expected tasp-profile/1)");
@@ -64,7 +64,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   }
   const YAML::Node k = root["compute"];
   if (!k.IsDefined()) cx.fail(root, "compute", "missing");
-  cx.only_keys(k, "compute", {"launch_us", "half_len", "sms", "tile_m", "hbm_gbps", "small_launch_us", "bwd_estimate", "rates"});
+  cx.only_keys(k, "compute", {"launch_us", "half_len", "sms", "tile_m", "hbm_gbps", "small_launch_us", "elementwise_gbps", "bwd_estimate", "rates"});
   ComputeProfile& cp = p.compute;
   if (k["launch_us"]) cp.launch_us = positive(cx, k["launch_us"], "compute.launch_us", true);
   if (k["half_len"]) cp.half_len = positive(cx, k["half_len"], "compute.half_len", true);
@@ -78,6 +78,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   }
   if (k["hbm_gbps"]) cp.hbm_gbps = positive(cx, k["hbm_gbps"], "compute.hbm_gbps");
   if (k["small_launch_us"]) cp.small_launch_us = positive(cx, k["small_launch_us"], "compute.small_launch_us", true);
+  if (k["elementwise_gbps"]) cp.elementwise_gbps = positive(cx, k["elementwise_gbps"], "compute.elementwise_gbps");
   if (k["bwd_estimate"]) {
     cp.bwd_estimate = positive(cx, k["bwd_estimate"], "compute.bwd_estimate");
     if (cp.bwd_estimate > 2) cx.fail(k["bwd_estimate"], "compute.bwd_estimate", "must be in (0, 2]");
@@ -88,7 +89,8 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   for (size_t i = 0; i < rates.size(); ++i) {
     const std::string f = "compute.rates[" + std::to_string(i) + "]";
     cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len", "tile_m",
-                               "bwd_full_tflops", "bwd_causal_tflops"});
+                               "bwd_full_tflops", "bwd_causal_tflops", "bwd_full_half_len", "bwd_causal_half_len",
+                               "sustained", "bwd_sustained", "mix_sustained", "bwd_mix_sustained"});
     ComputeRate r;
     if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
     r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
@@ -109,7 +111,26 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
       if (!rates[i]["bwd_full_tflops"]) cx.fail(rates[i], f + ".bwd_full_tflops", "missing (bwd_causal_tflops needs it)");
       r.bwd_causal_tflops = positive(cx, rates[i]["bwd_causal_tflops"], f + ".bwd_causal_tflops");
     }
+    for (auto [key, field] : {std::pair{"bwd_full_half_len", &r.bwd_full_half_len}, std::pair{"bwd_causal_half_len", &r.bwd_causal_half_len}})
+      if (rates[i][key]) *field = positive(cx, rates[i][key], f + "." + key, true);
+    for (auto [key, field] : {std::pair{"sustained", &r.sustained}, std::pair{"bwd_sustained", &r.bwd_sustained},
+                              std::pair{"mix_sustained", &r.mix_sustained}, std::pair{"bwd_mix_sustained", &r.bwd_mix_sustained}})
+      if (rates[i][key]) {
+        *field = positive(cx, rates[i][key], f + "." + key);
+        if (*field > 1) cx.fail(rates[i][key], f + "." + key, "must be in (0, 1]: a fraction of the rate");
+      }
     cp.rates.push_back(r);
+  }
+  if (const YAML::Node e = root["executor"]; e.IsDefined()) {
+    cx.only_keys(e, "executor", {"fwd_start_us", "bwd_start_us", "step_gap_us", "comm_compute_share"});
+    if (e["comm_compute_share"]) {
+      p.executor.comm_compute_share = positive(cx, e["comm_compute_share"], "executor.comm_compute_share", true);
+      if (p.executor.comm_compute_share >= 1)
+        cx.fail(e["comm_compute_share"], "executor.comm_compute_share", "must be in [0, 1): a share of the kernel's throughput");
+    }
+    if (e["fwd_start_us"]) p.executor.fwd_start_us = positive(cx, e["fwd_start_us"], "executor.fwd_start_us", true);
+    if (e["bwd_start_us"]) p.executor.bwd_start_us = positive(cx, e["bwd_start_us"], "executor.bwd_start_us", true);
+    if (e["step_gap_us"]) p.executor.step_gap_us = positive(cx, e["step_gap_us"], "executor.step_gap_us", true);
   }
   return p;
 }
@@ -145,7 +166,7 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
   }
   const auto& k = p.compute;
   o << "compute:\n  launch_us: " << k.launch_us << "\n  half_len: " << k.half_len << "\n  sms: " << k.sms
-    << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  small_launch_us: " << k.small_launch_us
+    << "\n  tile_m: " << k.tile_m << "\n  hbm_gbps: " << k.hbm_gbps << "\n  small_launch_us: " << k.small_launch_us << "\n  elementwise_gbps: " << k.elementwise_gbps
     << "\n  bwd_estimate: " << k.bwd_estimate << "\n  rates:\n";
   for (const auto& r : k.rates)
   {
@@ -154,8 +175,18 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
     if (r.causal_half_len >= 0) o << ", causal_half_len: " << r.causal_half_len;
     if (r.tile_m > 0) o << ", tile_m: " << r.tile_m;
     if (r.bwd_full_tflops > 0) o << ", bwd_full_tflops: " << r.bwd_full_tflops << ", bwd_causal_tflops: " << r.bwd_causal_tflops;
+    if (r.bwd_full_half_len >= 0) o << ", bwd_full_half_len: " << r.bwd_full_half_len;
+    if (r.bwd_causal_half_len >= 0) o << ", bwd_causal_half_len: " << r.bwd_causal_half_len;
+    if (r.sustained != 1) o << ", sustained: " << r.sustained;
+    if (r.bwd_sustained != 1) o << ", bwd_sustained: " << r.bwd_sustained;
+    if (r.mix_sustained != 1) o << ", mix_sustained: " << r.mix_sustained;
+    if (r.bwd_mix_sustained != 1) o << ", bwd_mix_sustained: " << r.bwd_mix_sustained;
     o << "}\n";
   }
+  const auto& e = p.executor;
+  o << "# What tasp's executor adds around kernels and NCCL steps (tasp calibrate --timeline).\nexecutor:\n  fwd_start_us: "
+    << e.fwd_start_us << "\n  bwd_start_us: " << e.bwd_start_us << "\n  step_gap_us: " << e.step_gap_us
+    << "\n  comm_compute_share: " << e.comm_compute_share << "\n";
 }
 
 }  // namespace tasp::simulator

@@ -3,7 +3,7 @@
 # expected to be on the machine already when the GPU parts are wanted; the CPU build works without them.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build libboost-dev libyaml-cpp-dev libcli11-dev libeigen3-dev
-      nlohmann-json3-dev libgtest-dev)
+      nlohmann-json3-dev libgtest-dev clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

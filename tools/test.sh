@@ -5,3 +5,5 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 tools/build.sh
 ctest --test-dir build -j "$(nproc)" --output-on-failure --timeout 600
+# The loaders under libFuzzer (clang, sanitizers): a fixed number of inputs from a fixed seed.
+tools/fuzz.sh --ci

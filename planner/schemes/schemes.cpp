@@ -1,5 +1,8 @@
 #include "planner/schemes/schemes.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace tasp::planner {
 
 const std::vector<std::string>& scheme_names() {
@@ -21,9 +24,26 @@ bool scheme_applies(const std::string& scheme, const Topology& t, bool causal, s
   return no("unknown scheme '" + scheme + "'");
 }
 
+double plan_memory_bytes(const Topology& t, const std::string& scheme, const PlanOptions& o) {
+  const double n = t.ranks();
+  // Rings: as many as the ranks' degree allows (n - 1 on a complete fabric), a piece per ring and rank.
+  const double k = scheme == "hamilton" || scheme == "two-level" ? std::max(1.0, n - 1) : 1;
+  const bool listed = t.ranks() <= o.expand_max_ranks;
+  // A listed step holds every rank's transfers and computes (about 32 bytes each), the backward about twice.
+  const double pieces = scheme == "allgather" ? n : k;
+  const double steps = listed ? n * n * pieces * 32 * (o.backward ? 3 : 1) : 0;
+  return n * n + k * n * 4 + steps;
+}
+
 Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions& o) {
   const int n = t.ranks();
   const bool ex = n <= o.expand_max_ranks;
+  if (const double need = plan_memory_bytes(t, scheme, o); need > o.max_bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f GiB (limit %.1f GiB)", need / (1 << 30), o.max_bytes / (1 << 30));
+    throw InputError(t.source + ": a " + scheme + " plan for " + std::to_string(n) + " ranks would take about " + buf +
+                     " of memory to build; use fewer ranks, or raise the limit (--max-memory)");
+  }
   const Layout layout = o.layout_given ? o.layout : (o.causal ? Layout::Zigzag : Layout::Contiguous);
   std::string why;
   if (!scheme_applies(scheme, t, o.causal, &why)) throw InputError(t.source + ": " + why);

@@ -16,7 +16,12 @@ struct PlanOptions {
   int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
   bool backward = true;        // also plan the backward (add_backward)
   int accumulator_bytes = 4;   // the backward's dK/dV accumulators in transit: 4 (fp32) or 2 (bf16)
+  double max_bytes = 8.0 * (1 << 30);  // refuse plans whose building would take more memory than this
 };
+
+// Memory that building (and verifying) a scheme's plan on a topology takes: the rank digraph (n^2 bytes),
+// the rings, and the listed steps when the plan is expanded.
+double plan_memory_bytes(const Topology& t, const std::string& scheme, const PlanOptions& o);
 
 Plan build_ring(const Topology& t, bool causal, Layout layout, bool expand_steps);
 Plan build_zigzag(const Topology& t, bool expand_steps);

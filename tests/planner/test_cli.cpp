@@ -1,10 +1,12 @@
 // The command line's contract: exit 0 / 1 (verification failed) / 2 (bad input), no partial files.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -152,6 +154,61 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_FALSE(fs::exists(none));
 }
 
+// Named workloads: listed, usable wherever -w is, overridable; a wrong name lists the close ones.
+TEST(Cli, ConfigsAndMetrics) {
+  const std::string dir = ::testing::TempDir();
+  const std::string list = dir + "/configs.txt", json = dir + "/configs.json";
+  ASSERT_EQ(run("configs > " + list + " 2>&1; true"), 0);
+  ASSERT_EQ(std::system((std::string(TASP_BINARY) + " configs > " + list).c_str()), 0);
+  const std::string text = slurp(list);
+  for (const char* n : {"tiny", "small_window", "medium_large_head", "xlarge", "qwen3_235b_a22b", "qwen3_4b", "zigzag_gqa",
+                        "llama3-8b", "llama3-70b"})
+    EXPECT_NE(text.find(n), std::string::npos) << n;
+  ASSERT_EQ(std::system((std::string(TASP_BINARY) + " configs --json > " + json).c_str()), 0);
+  EXPECT_NE(slurp(json).find("\"qwen3_14b\""), std::string::npos);
+  const std::string sim = dir + "/sim_cfg.json";
+  EXPECT_EQ(run("simulate --config qwen3_14b -t h200-hgx-8 --json " + sim), 0);
+  const std::string st = slurp(sim);
+  for (const char* k : {"\"config\": \"qwen3_14b\"", "tokens_per_s", "peak_memory_bytes", "parallel_efficiency", "speedup_vs_1gpu"})
+    EXPECT_NE(st.find(k), std::string::npos) << k;
+  EXPECT_EQ(run("simulate --config qwen3_14b -w S=32k,B=1 -t h200-hgx-8"), 0);  // -w keys override
+  EXPECT_EQ(run("simulate --config mediun"), 2);
+  EXPECT_EQ(run("simulate --config small_window"), 2);  // windows: a clear "not supported yet"
+  const std::string rj = dir + "/run.json";
+  EXPECT_EQ(run("run --backend cpu -t complete:2 -s zigzag --config tiny -w S=256 --check --json " + rj), 0);
+  const std::string r = slurp(rj);
+  for (const char* k : {"tasp-run/1", "tokens_per_s", "\"cosine\"", "check_passed"}) EXPECT_NE(r.find(k), std::string::npos) << k;
+}
+
+// The inputs that used to hang, exhaust memory or be accepted silently: each ends in under 2 s, exit 2, no file.
+TEST(Cli, HostileInputsEndFastWithAClearError) {
+  const std::string dir = ::testing::TempDir();
+  std::string bomb = "format: \"tasp-plan/1\"\nranks: 2\na0: &a0 [1,1,1,1,1,1,1,1,1]\n";
+  for (int i = 1; i < 10; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 9; ++j) bomb += (j ? ",*a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  bomb += "steps: *a9\n";
+  std::ofstream(dir + "/bomb.yaml") << bomb;
+  const std::string out = dir + "/hostile.out";
+  const std::vector<std::string> cmds = {
+      "verify " + dir + "/bomb.yaml",
+      "plan -t complete:100000 -o " + out,
+      "run --backend cpu -t complete:8 -s hamilton -w B=1,S=100000000,H=64,D=128 --timeline " + out,
+      "run --backend cpu -t complete:2 -s ring -w B=1,B=2,S=64,H=2,D=16 --timeline " + out,
+      "run --backend cpu -t complete:2 -s ring -w S=-1,H=2,D=16 --timeline " + out,
+  };
+  for (const auto& c : cmds) {
+    fs::remove(out);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(run(c), 2) << c;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0) << c;
+    EXPECT_FALSE(fs::exists(out)) << c;
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << c;
+  }
+}
+
 // Without a GPU (CI) the GPU commands end with a clear error and status 2, never a crash.
 TEST(Cli, GpuCommandsWithoutGpu) {
   if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU is visible";
@@ -182,4 +239,13 @@ TEST(Cli, ReportFromRunsAndTimelines) {
   EXPECT_EQ(run("report --runs " + bad + " -o " + dir + "/rep3"), 2);
   EXPECT_EQ(run("report --runs " + dir + "/missing.csv -o " + dir + "/rep3"), 2);
   EXPECT_EQ(run("report -o " + dir + "/rep3"), 2);
+  // A ranks column picks complete:N when no topology is given, and a topology of another size is refused
+  // (its predictions would be for other runs); a bad ranks value is named.
+  const std::string ranked = dir + "/ranked.csv";
+  std::ofstream(ranked) << "config,scheme,measured_ms,ranks\n\"B=1,H=8,D=128,S=8192\",ring,1.5,2\n";
+  EXPECT_EQ(run("report --runs " + ranked + " -o " + dir + "/rep4"), 0);
+  EXPECT_EQ(run("report --runs " + ranked + " -t h200-hgx-8 -o " + dir + "/rep5"), 2);
+  EXPECT_FALSE(fs::exists(dir + "/rep5/report.md"));
+  std::ofstream(ranked) << "config,scheme,measured_ms,ranks\n\"B=1,H=8,D=128,S=8192\",ring,1.5,two\n";
+  EXPECT_EQ(run("report --runs " + ranked + " -o " + dir + "/rep6"), 2);
 }

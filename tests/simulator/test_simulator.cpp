@@ -188,10 +188,12 @@ TEST(Engine, RingBackwardOnCompleteGraphByHand) {
   const double kv = 1024.0 * 128 * 2 * 2, grad = 2 * kv;
   auto comm = [](double bytes) { return 10 + bytes / 40e3; };
   const double comp = 2 + 2.5 * 4.0 * 1024 * 1024 * 128 / 50e6;  // launch + 2.5x the FLOPs at 50 TF/s
-  const double pre = 1 + 1024.0 * (128 * 6 + 4) / 1e12;          // dO.O row sums in the first launch
-  const double add = 1 + 3 * grad / 1e12;                         // received accumulator added to the own one
+  const double dq = 1024.0 * 128 * 4, ew = prof.compute.elementwise_gbps * 1e3;
+  const double pre = 2 + 1024.0 * (128 * 6 + 4) / 1e12 + dq / ew;  // dO.O row sums, dQ scratch cleared: first launch
+  const double fin = 2 + 3 * dq / ew;                               // dQ cleared and read out: the last step
+  const double add = 1 + 3 * grad / 1e12;                           // received accumulator added to the own one
   const double expect = std::max(comm(kv), comp + pre) + 2 * (std::max(comm(kv + grad), comp) + add) +
-                        (std::max(comm(grad), comp) + add) + (comm(grad) + add);
+                        (std::max(comm(grad), comp) + add) + (std::max(comm(grad), fin) + add);
   for (int expand : {128, 0}) {
     planner::PlanOptions o;
     o.expand_max_ranks = expand;
@@ -255,7 +257,8 @@ TEST(Engine, GeneralAndRingFlowEnginesAgree) {
         so.passes = passes;
         auto a = simulator::simulate(full, t, w, prof, so), b = simulator::simulate(compact, t, w, prof, so);
         SCOPED_TRACE(std::string(topo) + " " + scheme + (causal ? " causal " : " ") + planner::passes_name(passes));
-        EXPECT_TRUE(b.symmetric_fast_path);
+        // The causal backward's work differs by rank in shape (see simulate()): the general engine runs it.
+        EXPECT_EQ(b.symmetric_fast_path, !causal || !passes.bwd);
         // The ring-flow engine moves the mean piece; the general one each piece's exact size (pieces
         // of a shard differ by a token when they do not divide it).
         EXPECT_NEAR(a.total_us, b.total_us, 1e-3 * a.total_us);
@@ -330,14 +333,11 @@ TEST(Calibrate, RecoversAKnownProfile) {
       k.B = 1, k.H = 16, k.D = 128, k.lq = k.lk = S, k.causal = causal;
       planner::Workload w;
       w.B = 1, w.H = 16, w.Hkv = 16, w.D = 128;
-      simulator::BlockWork b;
-      b.lq = b.lk = S;
-      (causal ? b.causal_flops : b.full_flops) =
-          (causal ? planner::visible_pairs({0, S}, {0, S}, true) : double(S) * S) * 4 * 16 * 128;
+      const simulator::BlockWork b = simulator::whole_block(w, S, S, causal);
       k.us = simulator::compute_us(truth.compute, w, b, false);
       s.kernel.push_back(k);
       k.backward = true;
-      k.us = simulator::backward_compute_us(truth.compute, w, b, true);
+      k.us = simulator::backward_alone_us(truth.compute, w, b);
       s.kernel.push_back(k);
     }
   std::vector<simulator::FitCheck> checks;
@@ -354,6 +354,91 @@ TEST(Calibrate, RecoversAKnownProfile) {
   EXPECT_NEAR(fit.compute.bwd_rate(128).full_tflops, 290, 0.5);
   EXPECT_NEAR(fit.compute.bwd_rate(128).causal_tflops, 260, 0.5);
   for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.01) << ch.what;
+}
+
+TEST(Engine, ExecutorGapsAndSustainedClockByHand) {
+  // The ring of RingOnCompleteGraphByHand with the executor's start and step gaps and a GPU that holds half
+  // its boost rate: the compute stream starts 7 us late in the first step, every later step 3 us after the
+  // previous one ends, and the math takes twice as long.
+  auto t = star(4, 100);
+  auto prof = simple_profile(10, 40, 1e9, 100);
+  prof.compute.rates[0].sustained = 0.5;
+  prof.executor = {7, 0, 3};
+  planner::Workload w = planner::parse_workload("B=1,S=4096,H=1,D=128");
+  const double bytes = 1024.0 * 128 * 2 * 2, comm = 10 + bytes / 40e3, math = 4.0 * 1024 * 1024 * 128 / 100e6;
+  for (simulator::Clock clock : {simulator::Clock::Sustained, simulator::Clock::Boost}) {
+    const double m = clock == simulator::Clock::Sustained ? 2 * math : math, comp = 2 + m;
+    const double expect = std::max(comm, 7 + comp) + 2 * std::max(comm, comp) + comp + 3 * 3;
+    for (int expand : {128, 0}) {
+      planner::PlanOptions o;
+      o.expand_max_ranks = expand;
+      planner::Plan p = planner::build_plan(t, "ring", o);
+      simulator::SimOptions so;
+      so.clock = clock;
+      auto r = simulator::simulate(p, t, w, prof, so);
+      SCOPED_TRACE(expand);
+      EXPECT_NEAR(r.total_us, expect, 1e-6);
+      EXPECT_NEAR(r.timeline.per_rank[1][0].compute_start_us, 7, 1e-9);
+      EXPECT_NEAR(r.timeline.per_rank[1][1].comm_start_us, std::max(comm, 7 + comp) + 3, 1e-9);
+      const auto& x = r.terms;
+      EXPECT_NEAR(x.launch_us, 4 * 2, 1e-9);
+      EXPECT_NEAR(x.math_us, 4 * math, 1e-6);
+      EXPECT_NEAR(x.clock_us, clock == simulator::Clock::Sustained ? 4 * math : 0, 1e-6);
+      EXPECT_NEAR(x.executor_us, 7 + 3 * 3, 1e-9);
+      EXPECT_NEAR(x.sum(), r.total_us, 1e-6);
+    }
+  }
+}
+
+TEST(Calibrate, SustainedFractionsAndExecutorTermsFromMeasurements) {
+  auto net = simulator::build_network(star(2, 450));
+  simulator::Profile truth = simple_profile(5, 100, 100, 1);
+  truth.compute.launch_us = 5, truth.compute.half_len = 80, truth.compute.sms = 132, truth.compute.tile_m = 128;
+  truth.compute.rates = {{128, 600, 560}};
+  truth.compute.rates[0].bwd_full_tflops = 420, truth.compute.rates[0].bwd_causal_tflops = 390;
+  const simulator::Profile hot = [&] {
+    simulator::Profile h = truth;
+    h.compute.rates[0].sustained = 0.9, h.compute.rates[0].bwd_sustained = 0.97;
+    return h.at_clock(simulator::Clock::Sustained);
+  }();
+  simulator::Samples s;
+  for (int S : {2048, 4096, 8192, 16384})
+    for (bool causal : {false, true})
+      for (bool bwd : {false, true})
+        for (double heat : {0.0, 500.0}) {
+          simulator::KernelSample k;
+          k.B = 1, k.H = 32, k.D = 128, k.lq = k.lk = S, k.causal = causal, k.backward = bwd, k.heat_ms = heat;
+          planner::Workload w;
+          w.B = 1, w.H = 32, w.Hkv = 32, w.D = 128, w.causal = causal;
+          const simulator::BlockWork b = simulator::whole_block(w, S, S, causal);
+          const auto& cp = heat > 0 ? hot.compute : truth.compute;
+          k.us = bwd ? simulator::backward_alone_us(cp, w, b) : simulator::compute_us(cp, w, b, false);
+          s.kernel.push_back(k);
+        }
+  simulator::Profile base = simple_profile(1, 1, 1, 1);
+  base.compute.sms = 132, base.compute.tile_m = 128;
+  std::vector<simulator::FitCheck> checks;
+  auto fit = simulator::fit_profile(s, base, net, &checks);
+  EXPECT_NEAR(fit.compute.rate(128).full_tflops, 600, 0.5);  // the peaks from the cold rows only
+  EXPECT_NEAR(fit.compute.rate(128).sustained, 0.9, 2e-3);
+  EXPECT_NEAR(fit.compute.rate(128).bwd_sustained, 0.97, 2e-3);
+  for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.01) << ch.what;
+
+  // A measured fwd+bwd timeline: forward launch 40 us in, steps 4 us apart, the backward's launch 6 us after
+  // the forward's end.
+  planner::Timeline tl;
+  tl.source = "cuda", tl.pass = "fwd+bwd", tl.fwd_steps = 2;
+  auto step = [](double c0, double c1, double k0, double k1, double bytes) {
+    planner::StepTiming x;
+    x.comm_start_us = c0, x.comm_end_us = c1, x.compute_start_us = k0, x.compute_end_us = k1, x.bytes = bytes, x.flops = 1;
+    return x;
+  };
+  tl.per_rank = {{step(5, 300, 40, 500, 1), step(504, 504, 504, 900, 0), step(910, 1200, 906, 1500, 1),
+                  step(1504, 1800, 1505, 2000, 1)}};
+  const auto e = simulator::fit_executor({tl}, {});
+  EXPECT_NEAR(e.fwd_start_us, 40, 1e-9);
+  EXPECT_NEAR(e.bwd_start_us, 6, 1e-9);
+  EXPECT_NEAR(e.step_gap_us, 4, 1e-9);
 }
 
 TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
@@ -377,6 +462,21 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   q = simulator::profile_from_yaml_text(o2.str(), "rt2.yaml");
   EXPECT_FALSE(q.compute.bwd_rate(p.compute.rates.back().head_dim).estimated);
   EXPECT_NEAR(q.compute.bwd_rate(p.compute.rates.back().head_dim).causal_tflops, 480, 1e-9);
+  // Sustained fractions and the executor's terms survive it too, and at_clock applies the fractions.
+  p.compute.rates.back().sustained = 0.9, p.compute.rates.back().bwd_sustained = 0.95;
+  p.executor = {41.5, 3.25, 4.5};
+  std::ostringstream o3;
+  simulator::write_profile_yaml(o3, p);
+  q = simulator::profile_from_yaml_text(o3.str(), "rt3.yaml");
+  const int hd = p.compute.rates.back().head_dim;
+  EXPECT_NEAR(q.compute.rate(hd).sustained, 0.9, 1e-9);
+  EXPECT_NEAR(q.executor.fwd_start_us, 41.5, 1e-9);
+  EXPECT_NEAR(q.executor.bwd_start_us, 3.25, 1e-9);
+  EXPECT_NEAR(q.executor.step_gap_us, 4.5, 1e-9);
+  const auto hot = q.at_clock(simulator::Clock::Sustained), cool = q.at_clock(simulator::Clock::Boost);
+  EXPECT_NEAR(hot.compute.rate(hd).full_tflops, 0.9 * q.compute.rate(hd).full_tflops, 1e-9);
+  EXPECT_NEAR(hot.compute.bwd_rate(hd).causal_tflops, 0.95 * 480, 1e-9);
+  EXPECT_NEAR(cool.compute.rate(hd).full_tflops, q.compute.rate(hd).full_tflops, 1e-9);
   struct Case { std::string text, expect; };
   const std::vector<Case> bad = {
       {"", "empty profile"},
@@ -393,6 +493,12 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
        "rates[0].bwd_full_tflops"},
       {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {bwd_estimate: 0, rates: [{head_dim: 64, full_tflops: 1}]}\n",
        "compute.bwd_estimate"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, sustained: 1.5}]}\n",
+       "rates[0].sustained"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1}]}\nexecutor: {step_gap_us: -2}\n",
+       "executor.step_gap_us"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1}]}\nexecutor: {gap: 2}\n",
+       "gap"},
       {"name: x\nbogus: 1\n", "bogus"},
       {"name: [x\n", "syntax"},
   };

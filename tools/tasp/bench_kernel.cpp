@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "planner/plan.hpp"
 #include "planner/topology.hpp"
 #include "planner/workload.hpp"
+#include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
 
 namespace tasp::cli {
@@ -34,8 +36,9 @@ struct Row {
 };
 
 // Median ms of the forward launch, or with `backward` of the backward (row sums, kernel, dQ finish) on the
-// forward's out and LSE.
-double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward) {
+// forward's out and LSE. `heat_ms`: the kernel runs that long first; with `mix` the forward and the backward
+// take turns then and between the timed launches (as in training, where the clock follows their mix).
+double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward, double heat_ms, bool mix) {
   const size_t elt = 2, qn = size_t(sh.B) * sh.S * sh.H * sh.D, kn = size_t(sh.B) * sh.S * sh.kv_heads() * sh.D;
   std::vector<void*> allocs;
   auto dev = [&](size_t bytes) {
@@ -64,7 +67,7 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
   kernels::Workspace ws;
   kernels::AttentionBackwardBatch bb;
   float* dq = nullptr;
-  if (backward) {
+  if (backward || mix) {
     kernels::attention_forward(b, ws, nullptr);
     bb.dtype = dt, bb.B = sh.B, bb.H = sh.H, bb.Hkv = sh.kv_heads(), bb.D = sh.D, bb.q = q, bb.q_rows = int(sh.S);
     bb.dout = dev(qn * elt);
@@ -81,18 +84,38 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
       bb.grads.push_back({grad + off, grad + kn + off, 0});
     }
   }
-  auto launch = [&] {
-    if (!backward) return kernels::attention_forward(b, ws, nullptr);
+  auto forward = [&] { kernels::attention_forward(b, ws, nullptr); };
+  auto backward_launch = [&] {
     // What one backward costs: row sums, the scratch cleared, the kernel, dQ out of the scratch.
     kernels::attention_backward_prepare(out, bb.dout, dt, sh.B, int(sh.S), sh.H, sh.D, const_cast<float*>(bb.dsum), nullptr);
     TASP_CUDA(cudaMemsetAsync(bb.dq_accum, 0, kernels::dq_accum_floats(bb) * 4));
     kernels::attention_backward(bb, ws, nullptr);
     kernels::attention_backward_finish(bb, dq, ws, nullptr);
   };
+  auto launch = [&] { backward ? backward_launch() : forward(); };
+  auto other = [&] {  // the other pass, with `mix`
+    if (mix) backward ? forward() : backward_launch();
+  };
   cudaEvent_t e0, e1;
   TASP_CUDA(cudaEventCreate(&e0));
   TASP_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < warmup; ++i) launch();
+  // Heat: keep the GPU busy with this kernel until its clock settles under the power limit, in batches of
+  // about 20 ms so that host round trips do not let it cool.
+  if (heat_ms > 0) {
+    TASP_CUDA(cudaEventRecord(e0));
+    launch();
+    TASP_CUDA(cudaEventRecord(e1));
+    TASP_CUDA(cudaEventSynchronize(e1));
+    float one = 0;
+    TASP_CUDA(cudaEventElapsedTime(&one, e0, e1));
+    const int batch = std::max(1, int(20 / std::max(one, 1e-3f)));
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < heat_ms) {
+      for (int i = 0; i < batch; ++i) launch(), other();
+      TASP_CUDA(cudaDeviceSynchronize());
+    }
+  }
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {
     TASP_CUDA(cudaEventRecord(e0));
@@ -102,6 +125,7 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     float t = 0;
     TASP_CUDA(cudaEventElapsedTime(&t, e0, e1));
     ms.push_back(t);
+    other();
   }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   for (void* p : allocs) cudaFree(p);
@@ -117,23 +141,33 @@ void register_bench_kernel(CLI::App& bench) {
                                    "half when causal)");
   auto dtype = std::make_shared<std::string>("bf16"), pass = std::make_shared<std::string>("fwd");
   auto iters = std::make_shared<int>(20), warmup = std::make_shared<int>(3);
-  auto shapes = std::make_shared<std::vector<std::string>>();
+  auto shapes = std::make_shared<std::vector<std::string>>(), configs = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<std::string>(), csv = std::make_shared<std::string>();
+  auto heat_ms = std::make_shared<double>(0);
+  auto mix = std::make_shared<bool>(false);
   cmd->add_option("--dtype", *dtype, "bf16 | fp16")->capture_default_str();
   cmd->add_option("--pass", *pass, "fwd | bwd | fwd+bwd: which kernels to time (bwd: row sums + backward kernel)")
       ->capture_default_str();
   cmd->add_option("--iters", *iters, "Timed launches (median reported)")->capture_default_str();
   cmd->add_option("--warmup", *warmup, "Untimed launches first")->capture_default_str();
+  cmd->add_option("--heat-ms", *heat_ms, "Keep the GPU busy with each kernel this long before timing it, so that it runs at the\n"
+                                          "clock it settles to under the power limit (a hot sample for tasp calibrate; 0: cold)")
+      ->capture_default_str();
+  cmd->add_flag("--mix", *mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
+                               "as in training; each is timed in that mix (a mixed hot sample)");
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,pieces=P] (repeatable; default: the issue's set)");
+  cmd->add_option("-c,--config", *configs, "A named workload's shape (tasp configs; repeatable)");
   cmd->add_option("--json", *json, "Also write the rows as JSON here");
   cmd->add_option("--csv", *csv, "Also write the rows as calibration CSV (tasp calibrate --fit) here");
   cmd->callback([=] {
     if (*dtype != "bf16" && *dtype != "fp16") throw planner::InputError("--dtype: expected bf16 or fp16");
     if (*iters < 1 || *warmup < 0) throw planner::InputError("--iters must be >= 1, --warmup >= 0");
+    if (!(*heat_ms >= 0) || *heat_ms > 600000) throw planner::InputError("--heat-ms must be in [0, 600000]");
+    if (*mix && *heat_ms <= 0) throw planner::InputError("--mix needs --heat-ms");
     planner::Passes passes;
     if (!planner::parse_passes(*pass, &passes)) throw planner::InputError("--pass: expected fwd, bwd or fwd+bwd");
     if (!kernels::cuda_device_available()) throw Exit(kBadInput, "bench kernel: no CUDA device visible");
-    if (passes.bwd && !kernels::backward_supported())
+    if ((passes.bwd || *mix) && !kernels::backward_supported())
       throw Exit(kBadInput, "bench kernel: the backward kernel needs a Hopper GPU (compute capability 9.0)");
     const DType dt = *dtype == "bf16" ? DType::BF16 : DType::FP16;
     std::vector<Shape> list;
@@ -149,6 +183,12 @@ void register_bench_kernel(CLI::App& bench) {
       if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--shape " + text + ": D must be 64 or 128");
       list.push_back({w.B, w.H, w.D, w.S, w.causal, pieces, w.Hkv});
     }
+    for (const auto& name : *configs) {
+      const planner::Workload w = planner::find_workload(name).w;
+      if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--config " + name + ": D=" + std::to_string(w.D) + " is not supported by the kernels (64, 128)");
+      if (!planner::unsupported(w).empty()) throw planner::InputError("--config " + name + ": " + planner::unsupported(w));
+      list.push_back({w.B, w.H, w.D, w.S, w.causal, 1, w.Hkv});
+    }
     if (list.empty())
       list = {{1, 32, 128, 16384, false, 1}, {1, 32, 128, 16384, true, 1}, {2, 16, 64, 16384, false, 1},
               {2, 16, 64, 16384, true, 1},  {1, 32, 128, 8192, false, 1},  {1, 32, 128, 16384, false, 7}};
@@ -157,32 +197,34 @@ void register_bench_kernel(CLI::App& bench) {
     TASP_CUDA(cudaGetDevice(&dev));
     TASP_CUDA(cudaGetDeviceProperties(&prop, dev));
     std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << *iters << " after " << *warmup
-              << " warm-up\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
+              << " warm-up" << (*heat_ms > 0 ? ", each kernel heated " + std::to_string(long(*heat_ms)) + " ms first" : "")
+              << (*mix ? ", forward and backward taking turns" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
               << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(8) << "mask" << std::setw(8) << "pieces" << std::setw(11)
-              << "ms" << std::setw(10) << "TFLOP/s\n";
+              << "ms" << std::setw(10) << "TFLOP/s" << std::setw(10) << "Mtok/s\n";
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& s : list)
       for (bool bwd : {false, true}) {
         if (bwd ? !passes.bwd : !passes.fwd) continue;
-        const double ms = time_shape(s, dt, *warmup, *iters, bwd);
+        const double ms = time_shape(s, dt, *warmup, *iters, bwd, *heat_ms, *mix);
         const double flops = 4.0 * s.B * s.H * double(s.S) * double(s.S) * s.D * (s.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
         const double tf = flops / (ms * 1e-3) / 1e12;
         std::cout << " " << std::setw(4) << (bwd ? "bwd" : "fwd") << std::setw(5) << s.B << std::setw(6) << s.H << std::setw(5)
                   << s.kv_heads() << std::setw(8) << s.S << std::setw(6) << s.D << std::setw(8) << (s.causal ? "causal" : "none")
                   << std::setw(8) << s.pieces << std::fixed << std::setprecision(3) << std::setw(11) << ms << std::setprecision(1)
-                  << std::setw(9) << tf << std::endl;
+                  << std::setw(9) << tf << std::setw(10) << std::setprecision(2) << s.B * double(s.S) / (ms * 1e3) << std::endl;
         rows.push_back({{"pass", bwd ? "bwd" : "fwd"}, {"B", s.B}, {"H", s.H}, {"Hkv", s.kv_heads()}, {"S", s.S}, {"D", s.D},
-                        {"causal", s.causal}, {"pieces", s.pieces}, {"ms", ms}, {"tflops", tf}, {"dtype", *dtype},
-                        {"device", prop.name}});
+                        {"causal", s.causal}, {"pieces", s.pieces}, {"ms", ms}, {"tflops", tf},
+                        {"tokens_per_s", s.B * double(s.S) / (ms * 1e-3)}, {"dtype", *dtype},
+                        {"device", prop.name}, {"heat_ms", *heat_ms}, {"mix", *mix}});
       }
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
     if (!csv->empty())
       write_output(*csv, [&](std::ostream& o) {
-        o << "kind,B,H,S,D,causal,ms\n";
+        o << "kind,B,H,S,D,causal,ms,heat_ms,mix\n";
         for (const auto& r : rows)
           if (r["pieces"] == 1 && r["Hkv"] == r["H"])
             o << (r["pass"] == "bwd" ? "attention_bwd," : "attention,") << r["B"] << "," << r["H"] << "," << r["S"] << "," << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0)
-              << "," << r["ms"].get<double>() << "\n";
+              << "," << r["ms"].get<double>() << "," << *heat_ms << "," << (*mix ? 1 : 0) << "\n";
       });
   });
 }

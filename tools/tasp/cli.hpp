@@ -21,6 +21,9 @@ struct Exit : std::runtime_error {
 // path "-" or "" writes to stdout.
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& body);
 
+// This machine's physical memory (0 where it cannot be read).
+double physical_memory_bytes();
+
 void register_plan(CLI::App& app);
 void register_verify(CLI::App& app);
 void register_simulate(CLI::App& app);
@@ -29,5 +32,6 @@ void register_calibrate(CLI::App& app);
 void register_report(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_kernel(CLI::App& bench);  // CUDA builds only
+void register_configs(CLI::App& app);
 
 }  // namespace tasp::cli

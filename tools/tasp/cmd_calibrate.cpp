@@ -5,20 +5,22 @@
 #include <iostream>
 
 #include "executor/nccl_bench.hpp"
+#include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 #include "simulator/calibrate.hpp"
 #include "tools/tasp/cli.hpp"
+#include "tools/tasp/progress.hpp"
 #include "tools/tasp/compare.hpp"
 
 namespace tasp::cli {
 namespace {
 
 struct Args {
-  std::vector<std::string> fit;
+  std::vector<std::string> fit, timelines;
   bool measure = false;
   int ranks = 0, iters = 20, warmup = 5;
   std::string csv;
-  std::string out, base, topology = "h200-hgx-8", name;
+  std::string out, base, topology = "h200-hgx-8", name, description;
   bool quiet = false;
 };
 
@@ -32,6 +34,7 @@ void register_calibrate(CLI::App& app) {
       "CSV columns: kind,ranks,bytes,ms (kind ring|multi|pairs|allgather) and kind=attention,B,H,S|Lq,Lk,D,causal,ms.");
   auto a = std::make_shared<Args>();
   cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)");
+  cmd->add_option("--timeline", a->timelines, "Measured timelines (tasp run --timeline): the executor's pass starts and step gaps");
   cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather; 256 KiB..512 MiB) on the local GPUs first");
   cmd->add_option("--ranks", a->ranks, "--measure: GPUs to use (default: all)");
   cmd->add_option("--iters", a->iters, "--measure: timed repetitions per size")->capture_default_str();
@@ -41,19 +44,23 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--base", a->base, "Profile whose fields the measurements do not cover are kept (default: built-in)");
   cmd->add_option("-t,--topology", a->topology, "The measured machine: replays the samples on its links")->capture_default_str();
   cmd->add_option("--name", a->name, "Name of the fitted profile (default: the topology's name)");
+  cmd->add_option("--description", a->description, "Its description (default: what it was fitted from)");
   cmd->add_flag("-q,--quiet", a->quiet, "No check table");
   cmd->callback([a] {
     const planner::Topology t = planner::load_topology(a->topology);
     simulator::Samples s;
     std::string files;
-    if (a->fit.empty() && !a->measure) throw planner::InputError("calibrate: give --fit CSV..., --measure, or both");
+    if (a->fit.empty() && !a->measure && a->timelines.empty())
+      throw planner::InputError("calibrate: give --fit CSV..., --measure, --timeline FILE..., or several");
     if (a->measure) {
       int n = a->ranks;
       if (n == 0) n = executor::local_gpu_count();
       std::vector<double> sizes;
       for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
       std::cerr << "calibrate: measuring NCCL steps on " << n << " GPUs\n";
-      auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true);
+      Progress progress("measuring NCCL steps on " + std::to_string(n) + " GPUs:");
+      auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true,
+                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes"); });
       for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
       if (!a->csv.empty())
         write_output(a->csv, [&](std::ostream& o) {
@@ -69,11 +76,39 @@ void register_calibrate(CLI::App& app) {
       files += (files.empty() ? "" : " ") + f;
     }
     simulator::Profile base = choose_profile(a->base, t, nullptr);
+    std::vector<planner::Timeline> tls;
+    for (const auto& f : a->timelines) {
+      tls.push_back(planner::read_timeline_file(f));
+      if (tls.back().source == "simulated") throw planner::InputError(f + ": a simulated timeline (give measured ones)");
+    }
+    // The backward's dQ finish first: the kernel fit takes it out of the backward samples.
+    base.compute.elementwise_gbps = simulator::fit_elementwise_gbps(tls, base.compute);
     const simulator::Network net = simulator::build_network(t, base.link_efficiency);
     std::vector<simulator::FitCheck> checks;
     simulator::Profile p = simulator::fit_profile(s, base, net, &checks);
+    if (!tls.empty()) {
+      p.executor = simulator::fit_executor(tls, p.executor);
+      // The same runs simulated without the overlap term give the kernel times NCCL's share is measured against.
+      std::vector<std::pair<planner::Timeline, planner::Timeline>> pairs;
+      simulator::Profile no_share = p;
+      no_share.executor.comm_compute_share = 0;
+      for (auto& m : tls) {
+        const planner::Topology mt = planner::load_topology(m.topology);
+        planner::Workload w = planner::parse_workload(m.workload);
+        simulator::SimOptions so;
+        if (!planner::parse_passes(m.pass, &so.passes)) throw planner::InputError("timeline: unknown pass '" + m.pass + "'");
+        const planner::Plan plan = planner::build_plan(mt, m.scheme, plan_options(m.scheme, w));
+        pairs.push_back({m, simulator::simulate(plan, mt, w, no_share, so).timeline});
+      }
+      p.executor.comm_compute_share = simulator::fit_comm_compute_share(pairs, p.executor.comm_compute_share);
+      files += (files.empty() ? "" : ", ") + std::to_string(tls.size()) + " measured timelines";
+      std::cerr << "calibrate: executor from " << tls.size() << " timelines: forward start " << p.executor.fwd_start_us
+                << " us, backward start " << p.executor.bwd_start_us << " us, step gap " << p.executor.step_gap_us
+                << " us, kernel share lost to NCCL beside it " << p.executor.comm_compute_share << ", dQ finish at "
+                << p.compute.elementwise_gbps << " GB/s\n";
+    }
     p.name = a->name.empty() ? t.name : a->name;
-    p.description = "fitted by tasp calibrate from " + files + " on " + t.name;
+    p.description = a->description.empty() ? "fitted by tasp calibrate from " + files + " on " + t.name : a->description;
     write_output(a->out, [&](std::ostream& o) { simulator::write_profile_yaml(o, p); });
     if (a->quiet) return;
     std::ostream& o = a->out.empty() || a->out == "-" ? std::cerr : std::cout;

@@ -8,6 +8,7 @@
 #include "planner/verify_plan.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/plan_auto.hpp"
+#include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
 namespace {
@@ -61,10 +62,11 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
 void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
   struct Args {
-    std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, profile;
+    std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile;
     std::string pass = "fwd+bwd", accumulator = "fp32";
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
+    double max_memory_gib = 8;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "Topology: YAML file or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
@@ -79,8 +81,11 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16")
       ->capture_default_str();
-  cmd->add_option("--workload", a->workload, "For --scheme auto: B=..,S=..,H=..,Hkv=..,D=..[,causal]");
+  cmd->add_option("-w,--workload", a->workload, "For --scheme auto: B=..,S=..,H=..,Hkv=..,D=..[,causal] (with --config: overrides)");
+  cmd->add_option("-c,--config", a->config, "For --scheme auto: a named workload (tasp configs)");
   cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
+  cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
   cmd->callback([a] {
     if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
@@ -88,6 +93,8 @@ void register_plan(CLI::App& app) {
     PlanOptions o;
     o.causal = a->causal;
     o.expand_max_ranks = a->compact ? 0 : a->expand_max;
+    if (!(a->max_memory_gib > 0)) throw InputError("--max-memory: must be positive");
+    o.max_bytes = a->max_memory_gib * (1 << 30);
     Passes passes;
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd or fwd+bwd, got '" + a->pass + "'");
     if (!passes.fwd) throw InputError("--pass: a plan always holds the forward (the backward needs its output): use fwd+bwd");
@@ -101,14 +108,16 @@ void register_plan(CLI::App& app) {
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->workload, a->profile, passes, &o, std::cerr);
+      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr);
     }
     Plan p = build_plan(t, scheme, o);
     const std::string err = verify_plan(p, nullptr);
     if (!err.empty()) throw std::logic_error("planner produced an invalid plan: " + err);
+    Progress progress("writing the plan: step");
+    auto report = [&](int done, int total) { progress.update(done + 1, total); };
     write_output(a->out, [&](std::ostream& os) {
-      if (a->format == "json") write_plan_json(os, p);
-      else write_plan_yaml(os, p);
+      if (a->format == "json") write_plan_json(os, p, report);
+      else write_plan_yaml(os, p, report);
     });
     if (!a->quiet) print_summary(a->out.empty() || a->out == "-" ? std::cerr : std::cout, p, t);
   });

@@ -4,6 +4,7 @@
 //   --simulated T1 --measured T2 (tasp-timeline/1): step by step comparison and a Gantt chart of both.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -13,7 +14,9 @@
 
 #include "planner/timeline.hpp"
 #include "tools/tasp/cli.hpp"
+#include "simulator/validation.hpp"
 #include "tools/tasp/compare.hpp"
+#include "tools/tasp/report_svg.hpp"
 
 namespace tasp::cli {
 namespace {
@@ -22,6 +25,7 @@ using namespace tasp::planner;
 
 struct RunRow {
   std::string config, scheme, pass = "fwd";
+  int ranks = 0, line = 0;  // ranks: 0 where the CSV does not say
   double measured_ms = 0, predicted_ms = 0, comm_ms = 0, compute_ms = 0;
   double error() const { return (predicted_ms - measured_ms) / measured_ms; }
 };
@@ -32,7 +36,7 @@ std::vector<RunRow> read_runs(const std::string& path, const std::string& defaul
   std::istringstream in(read_text_file(path, "runs file"));
   std::vector<RunRow> rows;
   std::string line;
-  int n = 0, pass_col = -1;
+  int n = 0, pass_col = -1, ranks_col = -1;
   while (std::getline(in, line)) {
     ++n;
     if (line.rfind("config,", 0) == 0) {
@@ -40,6 +44,7 @@ std::vector<RunRow> read_runs(const std::string& path, const std::string& defaul
       std::string name;
       for (int i = 0; std::getline(h, name, ','); ++i)
         if (name == "pass") pass_col = i;
+        else if (name == "ranks") ranks_col = i;
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
@@ -54,8 +59,15 @@ std::vector<RunRow> read_runs(const std::string& path, const std::string& defaul
     std::string ms, field;
     std::getline(rest, r.scheme, ',');
     std::getline(rest, ms, ',');
+    r.line = n;
     for (int col = 3; std::getline(rest, field, ','); ++col)
-      if (col == pass_col) {
+      if (col == ranks_col) {
+        char* end = nullptr;
+        const long v = std::strtol(field.c_str(), &end, 10);
+        if (field.empty() || *end || v < 1 || v > 1 << 20)
+          throw InputError(path + ":" + std::to_string(n) + ": ranks: expected a positive integer, got '" + field + "'");
+        r.ranks = int(v);
+      } else if (col == pass_col) {
         planner::Passes p;
         if (!parse_passes(field, &p))
           throw InputError(path + ":" + std::to_string(n) + ": pass: expected fwd, bwd or fwd+bwd, got '" + field + "'");
@@ -80,80 +92,9 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-// Grouped bars: measured and predicted per scheme, one group per configuration.
-std::string bars_svg(const std::vector<RunRow>& rows) {
-  std::vector<std::string> configs;
-  for (const auto& r : rows)
-    if (std::find(configs.begin(), configs.end(), r.config) == configs.end()) configs.push_back(r.config);
-  const int bar = 9, gap = 4, h = 160, label = 14;
+std::string pct(double x) {
   std::ostringstream o;
-  int x = 10, width = 10;
-  for (const auto& c : configs) {
-    int k = 0;
-    for (const auto& r : rows) k += r.config == c;
-    width += k * (2 * bar + gap) + 30;
-  }
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << h + 4 * label + 10
-    << "' font-family='sans-serif' font-size='10'>\n";
-  for (const auto& c : configs) {
-    double mx = 0;
-    for (const auto& r : rows)
-      if (r.config == c) mx = std::max({mx, r.measured_ms, r.predicted_ms});
-    const int x0 = x;
-    for (const auto& r : rows) {
-      if (r.config != c) continue;
-      const int hm = int(h * r.measured_ms / mx), hp = int(h * r.predicted_ms / mx);
-      o << "<rect x='" << x << "' y='" << h - hm + 5 << "' width='" << bar << "' height='" << hm << "' fill='#3b6fb6'><title>"
-        << esc(r.scheme) << " measured " << r.measured_ms << " ms</title></rect>\n";
-      o << "<rect x='" << x + bar << "' y='" << h - hp + 5 << "' width='" << bar << "' height='" << hp
-        << "' fill='#e39b3b'><title>" << esc(r.scheme) << " predicted " << r.predicted_ms << " ms</title></rect>\n";
-      o << "<text x='" << x << "' y='" << h + 5 + label << "' transform='rotate(45 " << x << "," << h + 5 + label << ")'>"
-        << esc(r.scheme) << "</text>\n";
-      x += 2 * bar + gap;
-    }
-    o << "<text x='" << x0 << "' y='" << h + 4 * label + 5 << "'>" << esc(c) << "</text>\n";
-    x += 30;
-  }
-  o << "<text x='10' y='12' fill='#3b6fb6'>measured</text><text x='70' y='12' fill='#e39b3b'>predicted</text></svg>\n";
-  return o.str();
-}
-
-// Gantt: per rank two lanes (comm, compute) for each timeline, stacked.
-std::string gantt_svg(const std::vector<std::pair<std::string, const Timeline*>>& tls) {
-  double end = 0;
-  int lanes = 0;
-  for (auto& [name, t] : tls) end = std::max(end, t->total_us()), lanes += 2 * int(t->per_rank.size()) + 1;
-  const int lane = 9, w = 900, left = 110;
-  std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w + left + 10 << "' height='" << lanes * lane + 30
-    << "' font-family='sans-serif' font-size='9'>\n";
-  int y = 5;
-  auto X = [&](double us) { return left + w * us / std::max(end, 1e-9); };
-  for (auto& [name, t] : tls) {
-    o << "<text x='2' y='" << y + 8 << "' font-weight='bold'>" << esc(name) << "</text>\n";
-    y += lane;
-    for (size_t r = 0; r < t->per_rank.size(); ++r) {
-      for (int kind = 0; kind < 2; ++kind) {
-        o << "<text x='2' y='" << y + 8 << "'>rank " << r << (kind ? " compute" : " comm") << "</text>\n";
-        for (size_t s = 0; s < t->per_rank[r].size(); ++s) {
-          const auto& st = t->per_rank[r][s];
-          // Compute lanes also show the step's closing work (accumulator adds) in a darker shade.
-          for (int part = 0; part < (kind ? 2 : 1); ++part) {
-            const double a = part ? st.post_start_us : kind ? st.compute_start_us : st.comm_start_us;
-            const double b = part ? st.post_end_us : kind ? st.compute_end_us : st.comm_end_us;
-            if (b <= a) continue;
-            const char* fill = part ? "#2d6b3a" : kind ? (s % 2 ? "#4c9a5b" : "#6fbf7e") : (s % 2 ? "#b64b3b" : "#e07b6b");
-            o << "<rect x='" << X(a) << "' y='" << y << "' width='" << std::max(0.5, X(b) - X(a)) << "' height='" << lane - 1
-              << "' fill='" << fill << "'><title>" << (t->backward_step(int(s)) ? "bwd" : "fwd") << " step " << s
-              << (part ? " accumulate" : "") << ": " << a << " - " << b << " us</title></rect>\n";
-          }
-        }
-        y += lane;
-      }
-    }
-  }
-  o << "<text x='" << left << "' y='" << y + 12 << "'>0</text><text x='" << left + w - 60 << "' y='" << y + 12 << "'>"
-    << std::fixed << std::setprecision(1) << end / 1e3 << " ms</text></svg>\n";
+  o << std::showpos << std::fixed << std::setprecision(1) << 100 * x << "%";
   return o.str();
 }
 
@@ -161,9 +102,10 @@ void write_pair(const std::string& dir, const std::string& md, const std::string
   std::filesystem::create_directories(dir);
   write_output(dir + "/report.md", [&](std::ostream& o) { o << md; });
   write_output(dir + "/report.html", [&](std::ostream& o) {
-    o << "<!doctype html><html><head><meta charset='utf-8'><title>tasp report</title><style>body{font-family:sans-serif;"
-         "max-width:1100px;margin:2em auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
-         "text-align:right}</style></head><body>\n"
+    o << "<!doctype html><html><head><meta charset='utf-8'><title>tasp report</title><style>body{font-family:Helvetica,"
+         "Arial,sans-serif;max-width:1340px;margin:1.5em auto;color:#222}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}td:first-child,td:nth-child(2)"
+         "{text-align:left}.big{font-size:15px}.tie{color:#555}</style></head><body>\n"
       << html_body << "</body></html>\n";
   });
 }
@@ -173,17 +115,22 @@ void write_pair(const std::string& dir, const std::string& md, const std::string
 void register_report(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "Simulated against measured: markdown + HTML with SVG plots");
   struct Args {
-    std::string runs, simulated, measured, out = "report", topology = "h200-hgx-8", profile, pass = "fwd";
+    std::string runs, simulated, measured, out = "report", topology, profile, pass = "fwd", clock = "sustained";
+    double tie_margin = 0.02;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/executor.sh writes it)");
   cmd->add_option("--simulated", a->simulated, "A simulated tasp-timeline/1 (tasp simulate --timeline)");
   cmd->add_option("--measured", a->measured, "The measured tasp-timeline/1 of the same run (tasp run --timeline)");
-  cmd->add_option("-t,--topology", a->topology, "Topology the runs were made on (for --runs)")->capture_default_str();
+  cmd->add_option("-t,--topology", a->topology, "Topology the runs were made on (for --runs; default: complete:N from the CSV's\n"
+                                               "ranks column, else h200-hgx-8)");
   cmd->add_option("--profile", a->profile, "Machine profile for the predictions (default: built-in)");
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: what the --runs rows measured, unless the CSV has a pass column")
       ->capture_default_str();
+  cmd->add_option("--clock", a->clock, "Kernel clock of the predictions: sustained | boost (see tasp simulate --help)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Directory for report.md and report.html")->capture_default_str();
+  cmd->add_option("--tie", a->tie_margin, "Schemes measured within this fraction of the fastest count as tied")->capture_default_str();
   cmd->callback([a] {
     std::ostringstream md, html;
     md << "# tasp report\n\n";
@@ -191,59 +138,103 @@ void register_report(CLI::App& app) {
     if (a->runs.empty() && (a->simulated.empty() || a->measured.empty()))
       throw InputError("report: give --runs CSV, or --simulated and --measured timelines");
     if (!a->runs.empty()) {
-      const Topology t = load_topology(a->topology);
-      const auto prof = choose_profile(a->profile, t, &std::cerr);
       planner::Passes check;
       if (!parse_passes(a->pass, &check)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
       auto rows = read_runs(a->runs, a->pass);
-      std::vector<double> errs;
+      std::string topo_name = a->topology;
+      if (topo_name.empty()) topo_name = rows[0].ranks > 0 ? "complete:" + std::to_string(rows[0].ranks) : "h200-hgx-8";
+      const Topology t = load_topology(topo_name);
+      for (const auto& r : rows)
+        if (r.ranks > 0 && r.ranks != t.ranks())
+          throw InputError(a->runs + ":" + std::to_string(r.line) + ": ranks: the run was on " + std::to_string(r.ranks) +
+                           " GPUs, topology " + t.name + " has " + std::to_string(t.ranks()) +
+                           " (give -t with the topology the runs were made on, e.g. complete:" + std::to_string(r.ranks) + ")");
+      const auto prof = choose_profile(a->profile, t, &std::cerr);
+      std::vector<simulator::RunPoint> points;
+      std::vector<std::string> configs;
       for (auto& r : rows) {
         const Workload w = parse_workload(r.config);
         simulator::SimOptions so;
+        so.clock = parse_clock(a->clock);
         parse_passes(r.pass, &so.passes);
         auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
         r.comm_ms = sim[0].sim.comm_us / 1e3;
         r.compute_ms = sim[0].sim.compute_us / 1e3;
-        errs.push_back(std::abs(r.error()));
+        const std::string key = r.config + (r.pass == "fwd" ? "" : "," + r.pass);
+        points.push_back({key, r.scheme, r.measured_ms, r.predicted_ms});
+        if (std::find(configs.begin(), configs.end(), key) == configs.end()) configs.push_back(key);
       }
-      std::sort(errs.begin(), errs.end());
-      const double med = errs[errs.size() / 2];
-      md << "Topology " << t.name << ", profile " << prof.name << ", " << rows.size() << " runs: median |error| "
-         << std::fixed << std::setprecision(1) << 100 * med << "%, max " << 100 * errs.back() << "%.\n\n"
+      const simulator::Validation v = simulator::validate(points, a->tie_margin);
+      std::string common;
+      const auto labels = short_labels(configs, &common);
+      size_t ties = 0;
+      for (const auto& o : v.orders) ties += o.tie;
+      std::ostringstream summary;
+      summary << "Topology " << t.name << ", profile " << prof.name << ", " << v.runs << " runs in " << v.orders.size()
+              << " configurations" << (common.empty() ? std::string() : " (" + common + ")") << ": median |error| " << std::fixed << std::setprecision(1)
+              << 100 * v.median_abs << "%, mean signed error (bias) " << pct(v.mean_signed) << ", max |error| "
+              << 100 * v.max_abs << "%. Predicted fastest scheme among the measured fastest in "
+              << std::setprecision(0) << 100 * v.agreement() << "% of configurations (" << ties << " of "
+              << v.orders.size() << " have several schemes within " << 100 * a->tie_margin
+              << "% of the fastest: a tie, shown as such)";
+      if (v.ranked())
+        summary << "; mean rank correlation of predicted and measured order " << std::setprecision(2) << v.mean_rank_correlation()
+                << " over the " << v.ranked() << " configurations whose schemes spread beyond the tie";
+      else
+        summary << "; no configuration's schemes spread beyond the tie, so there is no order to rank";
+      summary << ".";
+      std::cout << summary.str() << "\n";
+      md << summary.str() << "\n\n"
          << "| workload | scheme | pass | measured ms | predicted ms | error | predicted comm ms | predicted compute ms |\n"
             "|---|---|---|---:|---:|---:|---:|---:|\n";
-      html << "<p>Topology " << esc(t.name) << ", profile " << esc(prof.name) << ", " << rows.size()
-           << " runs: median |error| " << std::fixed << std::setprecision(1) << 100 * med << "%, max " << 100 * errs.back()
-           << "%.</p>\n" << bars_svg(rows)
-           << "<table><tr><th>workload</th><th>scheme</th><th>pass</th><th>measured ms</th><th>predicted ms</th><th>error</th>"
-              "<th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
+      html << "<p class='big'>" << esc(summary.str()) << "</p>\n"
+           << "<p>A positive error means the prediction is slower than the measurement. Where several schemes measure within "
+           << std::setprecision(0) << 100 * a->tie_margin
+           << "% of the fastest they are marked = (a tie: no single winner to predict); * marks the predicted fastest.</p>\n"
+           << scatter_svg(points) << "<h2>Per configuration</h2>\n" << bars_svg(points, v, labels)
+           << "<h2>Scheme order</h2><table><tr><th>configuration</th><th>measured fastest</th><th>predicted fastest</th>"
+              "<th>agrees</th><th>rank correlation</th></tr>\n";
+      for (const auto& o : v.orders) {
+        std::string label = o.config;
+        for (const auto& [full, shortl] : labels)
+          if (full == o.config) label = shortl;
+        auto join = [](const std::vector<std::string>& v) {
+          std::string out;
+          for (const auto& s : v) out += (out.empty() ? "" : " = ") + s;
+          return v.size() > 1 ? out + " (tie)" : out;
+        };
+        html << "<tr><td>" << esc(label) << "</td><td>" << esc(join(o.fastest_measured)) << "</td><td>"
+             << esc(join(o.fastest_predicted)) << "</td><td>" << (o.agrees ? "yes" : "no") << "</td><td>"
+             << (o.ranked() ? std::to_string(o.spearman).substr(0, 5) : o.all_tied ? std::string("- (all tie)") : std::string("-"))
+             << "</td></tr>\n";
+      }
+      html << "</table><h2>Runs</h2><table><tr><th>workload</th><th>scheme</th><th>pass</th><th>measured ms</th>"
+              "<th>predicted ms</th><th>error</th><th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
       for (const auto& r : rows) {
         md << "| " << r.config << " | " << r.scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
-           << r.predicted_ms << " | " << std::setprecision(1) << 100 * r.error() << "% | " << std::setprecision(3)
-           << r.comm_ms << " | " << r.compute_ms << " |\n";
+           << r.predicted_ms << " | " << pct(r.error()) << " | " << r.comm_ms << " | " << r.compute_ms << " |\n";
         html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(r.scheme) << "</td><td>" << r.pass << "</td><td>"
-             << std::setprecision(3)
-             << r.measured_ms << "</td><td>" << r.predicted_ms << "</td><td>" << std::setprecision(1) << 100 * r.error()
-             << "%</td><td>" << std::setprecision(3) << r.comm_ms << "</td><td>" << r.compute_ms << "</td></tr>\n";
+             << std::setprecision(3) << r.measured_ms << "</td><td>" << r.predicted_ms << "</td><td>" << pct(r.error())
+             << "</td><td>" << r.comm_ms << "</td><td>" << r.compute_ms << "</td></tr>\n";
       }
       html << "</table>\n";
-      md << "\nThe HTML report has the bar chart (measured blue, predicted orange).\n";
+      md << "\nThe HTML report has the charts: predicted against measured, and the schemes of each configuration.\n";
     }
     if (!a->simulated.empty() && !a->measured.empty()) {
       const Timeline s = read_timeline_file(a->simulated), m = read_timeline_file(a->measured);
       if (s.per_rank.empty() || m.per_rank.empty()) throw InputError("report: empty timeline");
       const size_t steps = std::min(s.per_rank[0].size(), m.per_rank[0].size());
-      md << "\n## " << m.scheme << " on " << m.ranks << " ranks, " << m.workload << "\n\n"
+      md << "\n## " << m.scheme << " on " << m.ranks << " ranks, " << m.workload << ", " << m.pass << "\n\n"
          << "| | total ms | comm ms | compute ms | exposed comm ms |\n|---|---:|---:|---:|---:|\n";
       for (auto* t : {&s, &m})
         md << "| " << (t == &s ? "simulated" : "measured") << " | " << std::fixed << std::setprecision(3) << t->total_us() / 1e3
            << " | " << t->comm_us() / 1e3 << " | " << t->compute_us() / 1e3 << " | " << t->exposed_comm_us() / 1e3 << " |\n";
-      md << "\nError of the total: " << std::setprecision(1) << 100 * (s.total_us() - m.total_us()) / m.total_us()
-         << "%. Steps compared: " << steps << ".\n";
-      html << "<h2>" << esc(m.scheme) << " on " << m.ranks << " ranks, " << esc(m.workload) << "</h2>\n<p>total simulated "
-           << std::setprecision(3) << s.total_us() / 1e3 << " ms, measured " << m.total_us() / 1e3 << " ms</p>\n"
-           << gantt_svg({{"simulated", &s}, {"measured", &m}});
+      const double err = (s.total_us() - m.total_us()) / m.total_us();
+      md << "\nError of the total: " << pct(err) << ". Steps compared: " << steps << ".\n";
+      html << "<h2>" << esc(m.scheme) << " on " << m.ranks << " ranks, " << esc(m.workload) << ", " << esc(m.pass)
+           << "</h2>\n<p>Total: simulated " << std::setprecision(3) << s.total_us() / 1e3 << " ms, measured " << m.total_us() / 1e3
+           << " ms (" << pct(err) << "); per rank the simulated lanes above the measured ones.</p>\n" << gantt_svg(s, m);
     }
     write_pair(a->out, md.str(), html.str());
     std::cout << md.str();

@@ -4,27 +4,34 @@
 #include <iostream>
 
 #include "executor/run.hpp"
+#include "planner/rank_memory.hpp"
+#include <nlohmann/json.hpp>
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
+#include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
+#include "tools/tasp/compare.hpp"
+#include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
 
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
   struct Args {
-    std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, precision = "fp64", timeline, trace;
-    std::string pass = "fwd+bwd";
-    bool check = false, no_verify = false, steps = false;
+    std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace;
+    std::string pass = "fwd+bwd", json;
+    bool check = false, no_verify = false, steps = false, speedup = false;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
+    double heat_ms = 0;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-b,--backend", a->backend, "cpu | cuda")->capture_default_str();
   cmd->add_option("-p,--plan", a->plan, "Plan file (tasp-plan/1); or give --topology and --scheme");
   cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
   cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
-  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->required();
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16] (with --config: overrides)");
+  cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: the forward, the backward (dQ, dK, dV for a random dO, after an\n"
                                      "untimed forward), or both")->capture_default_str();
   cmd->add_option("--precision", a->precision, "cpu backend arithmetic: fp64 | fp32")->capture_default_str();
@@ -35,13 +42,18 @@ void register_run(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Random inputs' seed")->capture_default_str();
   cmd->add_option("--iters", a->iters, "cuda: timed runs (the median one is reported)")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "cuda: untimed runs first")->capture_default_str();
+  cmd->add_option("--heat-ms", a->heat_ms, "cuda: untimed runs for at least this long first (by the predicted time of a run), so\n"
+                                          "that the GPUs time at the clock they settle to under the power limit, as in training")
+      ->capture_default_str();
   cmd->add_option("--timeout", a->timeout, "cuda: seconds before a run that does not finish is ended")->capture_default_str();
+  cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
+  cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
   cmd->add_option("--timeline", a->timeline, "Write tasp-timeline/1 JSON here");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) here");
   cmd->callback([a] {
     using namespace tasp::planner;
-    Workload w = parse_workload(a->workload);
+    Workload w = workload_from(a->config, a->workload);
     Passes passes;
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     Plan p;
@@ -56,12 +68,23 @@ void register_run(CLI::App& app) {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
     std::unique_ptr<executor::Backend> backend;
+    Progress progress("running: iteration");
     if (a->backend == "cpu") {
       backend = executor::make_cpu_backend(a->precision);
     } else if (a->backend == "cuda") {
-      if (a->iters < 1 || a->warmup < 0 || a->timeout < 1) throw InputError("--iters >= 1, --warmup >= 0, --timeout >= 1");
+      if (a->iters < 1 || a->warmup < 0 || a->timeout < 1 || !(a->heat_ms >= 0))
+        throw InputError("--iters >= 1, --warmup >= 0, --timeout >= 1, --heat-ms >= 0");
       executor::CudaOptions co;
       co.iters = a->iters, co.warmup = a->warmup, co.timeout_s = a->timeout;
+      if (a->heat_ms > 0) {  // as many untimed runs as the predicted time says fill the heating time
+        const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
+        simulator::SimOptions so;
+        so.passes = passes;
+        so.max_timeline_cells = 0;
+        const double us = simulator::simulate(p, topo, w, choose_profile("", topo, nullptr), so).total_us;
+        if (us > 0) co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / us))));
+      }
+      co.progress = [&](int done, int total) { progress.update(done, total); };
       backend = executor::make_cuda_backend(co);
     } else {
       throw InputError("--backend: expected cpu or cuda, got '" + a->backend + "'");
@@ -71,6 +94,9 @@ void register_run(CLI::App& app) {
     ro.check = a->check;
     ro.seed = a->seed;
     ro.passes = passes;
+    ro.speedup = a->speedup;
+    ro.warmup = a->warmup, ro.iters = std::min(a->iters, 10);
+    ro.host_memory_bytes = physical_memory_bytes();
     executor::RunReport rep = executor::run_plan(*backend, p, w, ro);
     if (!rep.result.reporter) return;  // a multi-process run reports on rank 0
     Timeline& t = rep.result.timeline;
@@ -84,6 +110,18 @@ void register_run(CLI::App& app) {
       std::cout << "  " << v.size() << " timed runs: min " << v.front() << " us, median " << v[v.size() / 2] << " us, max "
                 << v.back() << " us (the median run's timeline is reported)\n";
     }
+    std::cout << "  " << std::setprecision(0) << rep.tokens_per_s << " tokens/s";
+    const double predicted_mem = planner::peak_rank_memory(p, w, passes).total();
+    if (rep.result.device_bytes > 0)
+      std::cout << std::setprecision(2) << "; GPU memory per rank: " << rep.result.device_bytes / (1 << 30)
+                << " GiB of tasp buffers (predicted " << predicted_mem / (1 << 30) << "), " << rep.result.device_used_bytes / (1 << 30)
+                << " GiB in use with NCCL's";
+    std::cout << "\n";
+    if (rep.single_device_us > 0)
+      std::cout << std::setprecision(1) << "  one GPU (same kernels, whole problem): " << rep.single_device_us << " us: speedup "
+                << std::setprecision(2) << rep.single_device_us / t.total_us() << "x on " << p.ranks
+                << " GPUs, parallel efficiency " << std::setprecision(0) << 100 * rep.single_device_us / t.total_us() / p.ranks
+                << "%\n";
     if (a->steps) {
       std::cout << "  pass step   comm_us  compute_us  step_us  (slowest rank)\n";
       double prev_end = 0;
@@ -101,9 +139,30 @@ void register_run(CLI::App& app) {
     }
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, t); });
+    const double tol = a->backend == "cuda" ? 1e-2 : a->precision == "fp64" ? 1e-10 : 1e-5;
+    const bool ok = rep.max_rel_err() < tol;
+    if (!a->json.empty())
+      write_output(a->json, [&](std::ostream& o) {
+        nlohmann::json j = {{"format", "tasp-run/1"}, {"scheme", p.scheme}, {"ranks", p.ranks}, {"backend", backend->name()},
+                            {"workload", to_string(w)}, {"pass", passes_name(passes)}, {"total_us", t.total_us()},
+                            {"comm_us", t.comm_us()}, {"compute_us", t.compute_us()}, {"exposed_comm_us", t.exposed_comm_us()},
+                            {"iteration_totals_us", rep.result.iteration_totals_us}, {"tokens_per_s", rep.tokens_per_s},
+                            {"predicted_memory_bytes_per_rank", predicted_mem}};
+        if (!w.config.empty()) j["config"] = w.config;
+        if (rep.result.device_bytes > 0)
+          j["device_bytes_per_rank"] = rep.result.device_bytes, j["device_used_bytes"] = rep.result.device_used_bytes;
+        if (rep.single_device_us > 0) {
+          j["single_device_us"] = rep.single_device_us;
+          j["speedup"] = rep.single_device_us / t.total_us();
+          j["parallel_efficiency"] = rep.single_device_us / t.total_us() / p.ranks;
+        }
+        if (rep.checked) {
+          j["reference"] = rep.reference, j["tolerance"] = tol, j["check_passed"] = ok;
+          for (const auto& c : rep.checks) j["checks"].push_back({{"name", c.name}, {"rel_err", c.rel_err}, {"cosine", c.cosine}});
+        }
+        o << j.dump(1) << "\n";
+      });
     if (rep.checked) {
-      const double tol = a->backend == "cuda" ? 1e-2 : a->precision == "fp64" ? 1e-10 : 1e-5;
-      const bool ok = rep.max_rel_err() < tol;
       std::cout << "  check vs " << rep.reference << " (tolerance " << std::scientific << std::setprecision(0) << tol
                 << "): " << (ok ? "PASS" : "FAIL") << "\n";
       for (const auto& c : rep.checks)

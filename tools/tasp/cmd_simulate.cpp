@@ -8,8 +8,10 @@
 #include "planner/plan_io.hpp"
 #include "planner/timeline.hpp"
 #include "planner/verify_plan.hpp"
+#include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
+#include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
 namespace {
@@ -18,8 +20,8 @@ using namespace tasp::planner;
 using simulator::SimResult;
 
 struct Args {
-  std::string topology = "h200-hgx-8", workload = "B=1,S=128k,H=32,Hkv=8,D=128,causal", schemes = "all";
-  std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd";
+  std::string topology = "h200-hgx-8", workload, config, schemes = "all";
+  std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
   bool quiet = false;
 };
 
@@ -37,31 +39,36 @@ std::string ratio(double x) {
 
 void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
                  const simulator::Profile& prof, Passes passes) {
-  o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w) << ", pass " << passes_name(passes)
-    << ", profile " << prof.name << "\n#\n";
+  o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w)
+    << (w.config.empty() ? "" : " (" + w.config + ")") << ", pass " << passes_name(passes) << ", profile " << prof.name
+    << "\n#\n";
   const SchemeRun* ring = nullptr;
   for (const auto& r : runs)
     if (r.scheme == "ring") ring = &r;
   const bool both = passes.fwd && passes.bwd;
-  o << "#  " << std::left << std::setw(11) << "scheme" << std::right << std::setw(12) << "total ms";
+  o << "#  " << std::left << std::setw(11) << "scheme" << std::right << std::setw(11) << "total ms";
   if (both) o << std::setw(10) << "fwd ms" << std::setw(10) << "bwd ms";
-  o << std::setw(12) << "comm ms" << std::setw(12) << "compute ms" << std::setw(12) << "exposed ms" << std::setw(8) << "CCR"
-    << std::setw(9) << "vs ring" << std::setw(12) << "bound ms" << std::setw(7) << "eff" << "\n";
+  o << std::setw(10) << "comm ms" << std::setw(11) << "compute ms" << std::setw(11) << "exposed ms" << std::setw(6) << "CCR"
+    << std::setw(9) << "vs ring" << std::setw(10) << "vs 1 GPU" << std::setw(9) << "par eff" << std::setw(9) << "Mtok/s"
+    << std::setw(10) << "GiB/rank" << std::setw(7) << "eff" << "\n";
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
-    o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(12) << ms(s.total_us);
+    o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(11) << ms(s.total_us);
     if (both) o << std::setw(10) << ms(s.fwd_us) << std::setw(10) << ms(s.bwd_us);
-    o << std::setw(12) << ms(s.comm_us) << std::setw(12) << ms(s.compute_us) << std::setw(12)
-      << ms(s.exposed_comm_us) << std::setw(8) << std::fixed << std::setprecision(2) << s.ccr() << std::setw(8)
-      << (ring ? ratio(ring->sim.total_us / s.total_us) : std::string("-"))
-      << std::setw(12) << ms(s.bound.us()) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%"
-      << "\n";
+    o << std::setw(10) << ms(s.comm_us) << std::setw(11) << ms(s.compute_us) << std::setw(11) << ms(s.exposed_comm_us)
+      << std::setw(6) << std::fixed << std::setprecision(2) << s.ccr() << std::setw(9)
+      << (ring ? ratio(ring->sim.total_us / s.total_us) : std::string("-")) << std::setw(10) << ratio(s.speedup())
+      << std::setw(8) << std::setprecision(0) << 100 * s.parallel_efficiency(t.ranks()) << "%" << std::setw(9)
+      << std::setprecision(3) << s.tokens_per_s / 1e6 << std::setw(10) << std::setprecision(2)
+      << s.peak_memory_bytes / double(1 << 30) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%\n";
   }
   const auto& best = runs[fastest(runs)];
   o << "# fastest: " << best.scheme;
   if (ring) o << " (" << std::fixed << std::setprecision(2) << ring->sim.total_us / best.sim.total_us << "x over ring)";
-  o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; bound = max(bytes over the busiest\n"
-       "# port or node cut, FLOPs at peak); eff = bound / total.\n";
+  o << "\n# where its time goes: " << describe_terms(best.sim.terms) << " (ms)";
+  o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; vs 1 GPU: the whole problem's kernels on one\n"
+       "# GPU over the total, par eff = that / GPUs; GiB/rank: the busiest rank's buffers (not NCCL's); eff = the\n"
+       "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total.\n";
   if (passes.bwd) {
     const auto br = prof.compute.bwd_rate(w.D);
     o << "# backward: K/V again plus dK/dV accumulators (" << (runs.empty() || runs[0].plan.accumulator_bytes == 4 ? "fp32" : "bf16")
@@ -74,7 +81,7 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topo
 }
 
 nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
-                       const simulator::Profile& prof, Passes passes) {
+                       const simulator::Profile& prof, Passes passes, const std::string& clock) {
   nlohmann::json j;
   j["format"] = "tasp-simulate/1";
   j["pass"] = passes_name(passes);
@@ -82,7 +89,9 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, co
   j["topology"] = t.name;
   j["ranks"] = t.ranks();
   j["workload"] = to_string(w);
+  if (!w.config.empty()) j["config"] = w.config;
   j["profile"] = prof.name;
+  j["clock"] = clock;
   j["fastest"] = runs[fastest(runs)].scheme;
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
@@ -92,7 +101,13 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, co
                             {"bound_us", s.bound.us()}, {"bound_comm_us", s.bound.comm_us},
                             {"bound_compute_us", s.bound.compute_us}, {"efficiency", s.efficiency()},
                             {"max_rank_bytes", s.max_rank_bytes}, {"max_rank_flops", s.max_rank_flops},
+                            {"tokens_per_s", s.tokens_per_s}, {"peak_memory_bytes", s.peak_memory_bytes},
+                            {"single_gpu_us", s.single_gpu_us}, {"speedup_vs_1gpu", s.speedup()},
+                            {"parallel_efficiency", s.parallel_efficiency(t.ranks())},
                             {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()}});
+    nlohmann::json terms;
+    for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
+    j["schemes"].back()["terms"] = terms;
   }
   return j;
 }
@@ -121,12 +136,16 @@ void register_simulate(CLI::App& app) {
       "a Llama-3-8B-like layer at 128K tokens, causal, every scheme, fwd+bwd (a training step's attention).");
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "YAML file, built-in name or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
-  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal]")->capture_default_str();
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal] (default: --config llama3-8b); with\n"
+                                               "--config, keys that override the named workload's");
+  cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
   cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level")->capture_default_str();
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: which passes to simulate (the backward after the forward)")
       ->capture_default_str();
   cmd->add_option("--plan", a->plan, "Simulate this plan file instead of planning schemes");
   cmd->add_option("--profile", a->profile, "Machine profile YAML (default: the built-in one for the topology)");
+  cmd->add_option("--clock", a->clock, "Kernel rates at the sustained clock of a GPU kept busy (training) or at the boost\n"
+                                       "clock of a short burst (the profile's sustained fractions)")->capture_default_str();
   cmd->add_option("--timeline", a->timeline, "Write the tasp-timeline/1 of the fastest scheme (or --plan) here");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) of the same run here");
   cmd->add_option("--json", a->json, "Write the results as JSON here");
@@ -135,16 +154,14 @@ void register_simulate(CLI::App& app) {
   cmd->add_flag("-q,--quiet", a->quiet, "No table");
   cmd->callback([a] {
     const Topology t = load_topology(a->topology);
-    Workload w = parse_workload(a->workload);
+    Workload w = workload_from(a->config.empty() && a->workload.empty() ? "llama3-8b" : a->config, a->workload);
     const simulator::Profile prof = choose_profile(a->profile, t, &std::cerr);
     simulator::SimOptions opt;
     if (!parse_passes(a->pass, &opt.passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     const Passes passes = opt.passes;
-    const auto t0 = std::chrono::steady_clock::now();
-    opt.progress = [&](int step, int steps) {
-      if (steps >= 512 && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2))
-        std::cerr << "\r  step " << step + 1 << " / " << steps << (step + 1 == steps ? "\n" : "") << std::flush;
-    };
+    opt.clock = parse_clock(a->clock);
+    Progress progress("simulating: step");
+    opt.progress = [&](int step, int steps) { progress.update(step + 1, steps); };
     std::vector<SchemeRun> runs;
     if (!a->plan.empty()) {
       SchemeRun r;
@@ -171,7 +188,7 @@ void register_simulate(CLI::App& app) {
             o << w.S << "," << r.scheme << "," << r.sim.total_us << "," << r.sim.comm_us << "," << r.sim.compute_us << ","
               << r.sim.exposed_comm_us << "," << r.sim.ccr() << "," << (ring > 0 ? ring / r.sim.total_us : 0.0) << ","
               << r.sim.efficiency() << "," << passes_name(passes) << "," << r.sim.fwd_us << "," << r.sim.bwd_us << "\n";
-          if (!a->quiet) std::cerr << "S=" << w.S << " done\n";
+          progress.label("sweep: S=" + std::to_string(w.S) + ", step");
         }
       });
       return;
@@ -180,7 +197,7 @@ void register_simulate(CLI::App& app) {
     }
     if (!a->quiet) print_table(std::cout, runs, t, w, prof, passes);
     const auto& best = runs[fastest(runs)];
-    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof, passes).dump(1) << "\n"; });
+    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof, passes, a->clock).dump(1) << "\n"; });
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, best.sim.timeline); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, best.sim.timeline); });
   });

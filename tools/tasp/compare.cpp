@@ -1,5 +1,6 @@
 #include "tools/tasp/compare.hpp"
 
+#include <iomanip>
 #include <ostream>
 #include <sstream>
 
@@ -40,6 +41,26 @@ simulator::Profile choose_profile(const std::string& path, const Topology& t, st
   if (log && chosen != t.name)
     *log << "note: no profile for '" << t.name << "': using the built-in " << chosen << " profile (--profile to choose)\n";
   return p;
+}
+
+simulator::Clock parse_clock(const std::string& name) {
+  if (name == "sustained") return simulator::Clock::Sustained;
+  if (name == "boost") return simulator::Clock::Boost;
+  throw InputError("--clock: expected sustained or boost, got '" + name + "'");
+}
+
+std::vector<std::pair<std::string, double>> term_list(const simulator::ModelTerms& t) {
+  return {{"launch_us", t.launch_us},     {"math_us", t.math_us},         {"clock_us", t.clock_us},
+          {"overlap_us", t.overlap_us},   {"accumulate_us", t.accumulate_us}, {"executor_us", t.executor_us},
+          {"exposed_comm_us", t.exposed_comm_us}};
+}
+
+std::string describe_terms(const simulator::ModelTerms& t) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << "kernel math " << t.math_us / 1e3 << " ms + sustained clock " << t.clock_us / 1e3
+    << " + launches " << t.launch_us / 1e3 << " + lost to NCCL " << t.overlap_us / 1e3 << " + accumulator adds " << t.accumulate_us / 1e3 << " + executor gaps "
+    << t.executor_us / 1e3 << " + exposed comm " << t.exposed_comm_us / 1e3;
+  return o.str();
 }
 
 std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,

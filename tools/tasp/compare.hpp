@@ -26,6 +26,12 @@ std::vector<std::string> select_schemes(const std::string& list, const planner::
 // Machine profile: a file, or the built-in one for the topology (named in `log`).
 simulator::Profile choose_profile(const std::string& path, const planner::Topology& t, std::ostream* log);
 
+// "sustained" | "boost" (--clock), an InputError otherwise.
+simulator::Clock parse_clock(const std::string& name);
+// The model's terms as JSON-ready pairs (name, microseconds) and as one line for people.
+std::vector<std::pair<std::string, double>> term_list(const simulator::ModelTerms& t);
+std::string describe_terms(const simulator::ModelTerms& t);
+
 std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
                                    const std::vector<std::string>& schemes, const simulator::Profile& prof,
                                    const simulator::SimOptions& opt);

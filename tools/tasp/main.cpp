@@ -1,4 +1,6 @@
 // tasp: plan, verify, simulate, run, calibrate, report and bench topology-aware sequence-parallel attention.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,6 +30,11 @@ void write_output(const std::string& path, const std::function<void(std::ostream
   }
 }
 
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? double(pages) * double(size) : 0;
+}
+
 }  // namespace tasp::cli
 
 int main(int argc, char** argv) {
@@ -44,6 +51,7 @@ int main(int argc, char** argv) {
   register_calibrate(app);
   register_report(app);
   register_bench(app);
+  register_configs(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

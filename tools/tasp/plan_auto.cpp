@@ -3,14 +3,16 @@
 #include <iomanip>
 #include <ostream>
 
+#include "planner/workload_catalogue.hpp"
 #include "tools/tasp/compare.hpp"
 
 namespace tasp::cli {
 
-std::string choose_scheme_auto(const planner::Topology& t, const std::string& workload, const std::string& profile,
-                               planner::Passes passes, planner::PlanOptions* o, std::ostream& log) {
-  if (workload.empty()) throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal]");
-  const planner::Workload w = planner::parse_workload(workload);
+std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
+                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log) {
+  if (workload.empty() && config.empty())
+    throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal] or --config NAME");
+  const planner::Workload w = planner::workload_from(config, workload);
   if (o->causal && !w.causal) throw planner::InputError("--causal given but the workload is not causal");
   const auto prof = choose_profile(profile, t, &log);
   simulator::SimOptions so;

@@ -9,7 +9,7 @@ namespace tasp::cli {
 
 // Returns the scheme and sets the options (causal and layout from the workload) it should be planned with.
 // Ranks the schemes by the simulated time of the passes asked for.
-std::string choose_scheme_auto(const planner::Topology& t, const std::string& workload, const std::string& profile,
-                               planner::Passes passes, planner::PlanOptions* o, std::ostream& log);
+std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
+                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log);
 
 }  // namespace tasp::cli

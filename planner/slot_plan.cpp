@@ -1,6 +1,6 @@
-#include "executor/slot_plan.hpp"
+#include "planner/slot_plan.hpp"
 
-namespace tasp::executor {
+namespace tasp::planner {
 
 namespace {
 
@@ -19,14 +19,14 @@ struct Pool {
 
 }  // namespace
 
-RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int r) {
+RankSlots plan_slots(const Plan& p, Pass pass, int r) {
   const int P = p.pieces_per_rank, steps = p.num_steps(pass);
   auto key = [P](int owner, int piece) { return long(owner) * P + piece; };
-  std::vector<planner::Step> list(steps);
+  std::vector<Step> list(steps);
   std::map<long, int> last_use;  // K/V: last step the rank computes on or forwards a piece
   for (int t = 0; t < steps; ++t) {
-    planner::Step scratch;
-    list[t] = planner::step_at(p, t, scratch, pass);
+    Step scratch;
+    list[t] = step_at(p, t, scratch, pass);
     for (const auto& c : list[t].compute)
       if (c.rank == r) last_use[key(c.owner, c.piece)] = t;
     for (const auto& x : list[t].transfers)
@@ -62,7 +62,7 @@ RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int r) {
       }
     }
     for (const auto& c : list[t].compute) {
-      if (c.rank != r || pass != planner::Pass::Bwd) continue;  // only the backward's computes add to accumulators
+      if (c.rank != r || pass != Pass::Bwd) continue;  // only the backward's computes add to accumulators
       const long k = key(c.owner, c.piece);
       auto it = acc.find(k);
       if (it == acc.end()) it = acc.emplace(k, grad.take()).first, s.grad_zero.push_back(it->second);
@@ -95,4 +95,4 @@ RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int r) {
   return out;
 }
 
-}  // namespace tasp::executor
+}  // namespace tasp::planner

@@ -11,7 +11,7 @@
 
 #include "planner/plan.hpp"
 
-namespace tasp::executor {
+namespace tasp::planner {
 
 struct StepSlots {
   std::map<long, int> held;      // K/V pieces held during the step: key -> slot (what computes and sends read)
@@ -32,6 +32,6 @@ struct RankSlots {
 
 // key = owner * pieces_per_rank + piece. Several accumulators of one piece may arrive in one step (a
 // reduce-scatter): each gets its slot and all are added.
-RankSlots plan_slots(const planner::Plan& p, planner::Pass pass, int rank);
+RankSlots plan_slots(const Plan& p, Pass pass, int rank);
 
-}  // namespace tasp::executor
+}  // namespace tasp::planner

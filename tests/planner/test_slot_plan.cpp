@@ -3,7 +3,7 @@
 // while its content is still needed, and every piece's dK/dV ends at its owner with all ranks' contributions.
 #include <gtest/gtest.h>
 
-#include "executor/slot_plan.hpp"
+#include "planner/slot_plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 
@@ -19,9 +19,9 @@ struct Acc {
 
 void replay(const Plan& p, Pass pass) {
   const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(pass);
-  std::vector<executor::RankSlots> rs;
+  std::vector<planner::RankSlots> rs;
   for (int r = 0; r < n; ++r) {
-    rs.push_back(executor::plan_slots(p, pass, r));
+    rs.push_back(planner::plan_slots(p, pass, r));
     if (pass == Pass::Fwd) {
       ASSERT_EQ(rs.back().grad_slots, 0) << "the forward has no accumulators";
     }
@@ -107,7 +107,7 @@ TEST(SlotPlan, EverySchemeBothPassesReplay) {
 TEST(SlotPlan, RingBackwardUsesFewSlotsAndKeepsOwnPieces) {
   Plan p = build_plan(load_topology("complete:8"), "hamilton", PlanOptions{});
   for (int r = 0; r < 8; ++r) {
-    const auto s = executor::plan_slots(p, Pass::Bwd, r);
+    const auto s = planner::plan_slots(p, Pass::Bwd, r);
     EXPECT_LE(s.kv_slots, 3 * p.pieces_per_rank) << r;
     EXPECT_LE(s.grad_slots, 3 * p.pieces_per_rank) << r;
     for (const auto& st : s.steps)

@@ -1,0 +1,56 @@
+#include "planner/rank_memory.hpp"
+
+#include <algorithm>
+
+#include "planner/layout.hpp"
+#include "planner/slot_plan.hpp"
+
+namespace tasp::planner {
+
+RankMemory rank_memory(const Plan& p, const Workload& w, Passes passes, int r) {
+  const int n = p.ranks, P = p.pieces_per_rank;
+  long rows = 0, max_piece = 0;
+  for (const auto& q : shard_ranges(p.layout, n, w.S, r)) rows += q.size();
+  for (int o = 0; o < n && o < 2; ++o)  // pieces differ by a token at most: two owners suffice
+    for (int c = 0; c < P; ++c) {
+      long t = 0;
+      for (const auto& x : piece_ranges(p.layout, n, P, w.S, o, c)) t += x.size();
+      max_piece = std::max(max_piece, t);
+    }
+  RankMemory m;
+  const double qe = double(w.B) * rows * w.H * w.D;
+  m.queries = qe * (2 + 4) + double(w.B) * w.H * rows * 4;  // Q (16-bit), out fp32, LSE
+  if (passes.bwd) {
+    const long tiles = (rows + 63) / 64 + 2;  // the dQ scratch rounds each query range up to 64 rows
+    m.queries += qe * (2 + 4) + double(w.B) * w.H * rows * 4 + double(w.B) * w.H * tiles * 64 * w.D * 4;
+  }
+  // Slots: replayed for plans of a few thousand pieces, else what the schedules hold at most (ring flow: the
+  // own pieces, the one being forwarded and the one arriving per ring; allgather: every piece).
+  if (double(n) * n * P <= 4e6 || !p.compact()) {
+    for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
+      if (pass == Pass::Bwd && !passes.bwd) continue;
+      const RankSlots s = plan_slots(p, pass, r);
+      m.kv_slots = std::max(m.kv_slots, s.kv_slots), m.grad_slots = std::max(m.grad_slots, s.grad_slots);
+    }
+  } else {
+    const int per = p.schedule == "allgather" ? n : 3;
+    m.kv_slots = per * P;
+    m.grad_slots = passes.bwd ? per * P : 0;
+  }
+  const double slot = 2.0 * w.B * max_piece * w.Hkv * w.D;  // [K|V] or [dK|dV] elements
+  m.kv = m.kv_slots * slot * w.dtype_bytes;
+  m.grads = m.grad_slots * slot * 4;
+  return m;
+}
+
+RankMemory peak_rank_memory(const Plan& p, const Workload& w, Passes passes) {
+  RankMemory best;
+  for (int r : {0, 1, p.ranks / 2, p.ranks - 1}) {
+    if (r < 0 || r >= p.ranks) continue;
+    const RankMemory m = rank_memory(p, w, passes, r);
+    if (m.total() > best.total()) best = m;
+  }
+  return best;
+}
+
+}  // namespace tasp::planner

@@ -1,0 +1,23 @@
+#pragma once
+// What the cuda backend keeps on one rank's GPU for a plan and workload (its buffers as cuda_backend.cpp
+// allocates them), so that a run can be refused before it allocates and the simulator can predict peak memory.
+// NCCL's own buffers and the CUDA context are not counted. Pure.
+#include "planner/plan.hpp"
+#include "planner/workload.hpp"
+
+namespace tasp::planner {
+
+struct RankMemory {
+  double queries = 0;   // Q, its fp32 output and LSE (and dO, D, dQ and the dQ scratch with the backward)
+  double kv = 0;        // K/V slots
+  double grads = 0;     // fp32 dK/dV accumulator slots (backward)
+  int kv_slots = 0, grad_slots = 0;
+  double total() const { return queries + kv + grads; }
+};
+
+// Slot counts from the plan's slot plan when it is small enough to replay, from the schedule's rule otherwise.
+RankMemory rank_memory(const Plan& p, const Workload& w, Passes passes, int rank);
+// The largest over ranks 0, 1, n/2 and n-1 (tasp's schemes treat ranks alike; a hand-made plan may not).
+RankMemory peak_rank_memory(const Plan& p, const Workload& w, Passes passes);
+
+}  // namespace tasp::planner

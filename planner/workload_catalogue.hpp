@@ -1,0 +1,23 @@
+#pragma once
+// Named workloads people compare on: the nnscaler ring-attention benchmark's configurations (same names and
+// shapes; its varlen benchmark packs each into 4 documents, its zigzag_* set is causal only) and Llama-3
+// attention layers. One table: `tasp configs` lists it, `--config NAME` starts from an entry.
+#include <string>
+#include <vector>
+
+#include "planner/workload.hpp"
+
+namespace tasp::planner {
+
+struct NamedWorkload {
+  std::string name, group, note;
+  Workload w;
+};
+
+const std::vector<NamedWorkload>& workload_catalogue();
+// The entry, or InputError listing the closest names.
+const NamedWorkload& find_workload(const std::string& name);
+// A workload from `--config` (may be empty) and `-w` keys (may be empty; they override the config's).
+Workload workload_from(const std::string& config, const std::string& keys);
+
+}  // namespace tasp::planner

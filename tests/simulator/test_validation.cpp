@@ -1,0 +1,48 @@
+// The validation figures against numbers worked by hand: error statistics, ties named rather than broken,
+// rank correlation only where there is an order.
+#include <gtest/gtest.h>
+
+#include "simulator/validation.hpp"
+
+using tasp::simulator::RunPoint;
+using tasp::simulator::validate;
+
+TEST(Validation, ErrorFiguresByHand) {
+  // Errors -10%, +5%, +20%, -2%: median of |e| (2, 5, 10, 20) is 7.5%, mean signed +3.25%, max 20%.
+  const std::vector<RunPoint> runs = {{"c1", "ring", 10, 9}, {"c1", "hamilton", 10, 10.5}, {"c2", "ring", 5, 6},
+                                      {"c2", "hamilton", 50, 49}};
+  const auto v = validate(runs, 0.02);
+  EXPECT_EQ(v.runs, 4u);
+  EXPECT_NEAR(v.median_abs, 0.075, 1e-12);
+  EXPECT_NEAR(v.mean_signed, 0.0325, 1e-12);
+  EXPECT_NEAR(v.max_abs, 0.20, 1e-12);
+  ASSERT_EQ(v.orders.size(), 2u);
+  EXPECT_EQ(v.orders[0].config, "c1");  // first-seen order
+}
+
+TEST(Validation, TiesAreNamedOnBothSides) {
+  // Measured: a and b within 2% (a tie), c well behind. Predicted: b a hair ahead of a, also within 2%.
+  std::vector<RunPoint> runs = {{"x", "a", 10.0, 9.05}, {"x", "b", 10.1, 9.0}, {"x", "c", 12.0, 11.0}};
+  auto v = validate(runs, 0.02);
+  const auto& o = v.orders[0];
+  EXPECT_TRUE(o.tie);
+  EXPECT_FALSE(o.all_tied);
+  EXPECT_EQ(o.fastest_measured, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(o.fastest_predicted, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(o.agrees);
+  EXPECT_TRUE(o.ranked());
+  EXPECT_NEAR(o.spearman, 0.5, 1e-12);  // ranks (1,2,3) against (2,1,3)
+  // A false winner: c predicted fastest by more than the margin disagrees with the measured tie.
+  runs[2].predicted = 8.0;
+  v = validate(runs, 0.02);
+  EXPECT_EQ(v.orders[0].fastest_predicted, (std::vector<std::string>{"c"}));
+  EXPECT_FALSE(v.orders[0].agrees);
+  EXPECT_NEAR(v.agreement(), 0.0, 1e-12);
+  // Everything within the margin: no order to rank, so no correlation is claimed.
+  const std::vector<RunPoint> flat = {{"y", "a", 10.0, 9.0}, {"y", "b", 10.1, 9.5}, {"y", "c", 10.15, 9.2}};
+  v = validate(flat, 0.02);
+  EXPECT_TRUE(v.orders[0].all_tied);
+  EXPECT_FALSE(v.orders[0].ranked());
+  EXPECT_EQ(v.ranked(), 0u);
+  EXPECT_EQ(v.mean_rank_correlation(), 0.0);
+}
