@@ -119,13 +119,7 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
   const auto& w = pr.w;
   if (passes.bwd && !kernels::backward_supported()) return false;
   TASP_CUDA(cudaSetDevice(0));
-  std::vector<void*> allocs;
-  auto dev = [&](size_t bytes) {
-    void* d = nullptr;
-    TASP_CUDA(cudaMalloc(&d, std::max<size_t>(16, bytes)));
-    allocs.push_back(d);
-    return d;
-  };
+  kernels::DeviceAllocs dev;
   auto upload = [&](const std::vector<double>& x) {
     std::vector<uint16_t> h(x.size());
     for (size_t i = 0; i < x.size(); ++i) h[i] = to_half_bits(x[i], dtype_of(w));
@@ -176,7 +170,6 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
   for (int bb = 0; bb < w.B; ++bb)
     for (int h = 0; h < w.H; ++h)
       for (long s = 0; s < w.S; ++s) ref.lse[(size_t(bb) * w.S + s) * w.H + h] = hl[(size_t(bb) * w.H + h) * w.S + s];
-  for (void* p : allocs) cudaFree(p);
   return true;
 }
 
@@ -190,13 +183,7 @@ double single_device_us(const planner::Workload& w, planner::Passes passes, int 
   TASP_CUDA(cudaSetDevice(0));
   const kernels::DType dt = dtype_of(w);
   const size_t no = size_t(w.B) * w.S * w.H * w.D, nl = size_t(w.B) * w.H * w.S, nk = size_t(w.B) * w.S * w.Hkv * w.D;
-  std::vector<void*> allocs;
-  auto dev = [&](size_t bytes) {
-    void* d = nullptr;
-    TASP_CUDA(cudaMalloc(&d, std::max<size_t>(16, bytes)));
-    allocs.push_back(d);
-    return d;
-  };
+  kernels::DeviceAllocs dev;
   void *q = dev(no * 2), *k = dev(nk * 2), *v = dev(nk * 2);
   kernels::fill_random(q, dt, no, 1, nullptr), kernels::fill_random(k, dt, nk, 2, nullptr);
   kernels::fill_random(v, dt, nk, 3, nullptr);
@@ -247,7 +234,6 @@ double single_device_us(const planner::Workload& w, planner::Passes passes, int 
     ms.push_back(t);
   }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
-  for (void* p : allocs) cudaFree(p);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3;
 }

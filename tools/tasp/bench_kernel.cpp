@@ -40,13 +40,7 @@ struct Row {
 // take turns then and between the timed launches (as in training, where the clock follows their mix).
 double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward, double heat_ms, bool mix) {
   const size_t elt = 2, qn = size_t(sh.B) * sh.S * sh.H * sh.D, kn = size_t(sh.B) * sh.S * sh.kv_heads() * sh.D;
-  std::vector<void*> allocs;
-  auto dev = [&](size_t bytes) {
-    void* p = nullptr;
-    TASP_CUDA(cudaMalloc(&p, bytes));
-    allocs.push_back(p);
-    return p;
-  };
+  kernels::DeviceAllocs dev;
   void *q = dev(qn * elt), *k = dev(kn * elt), *v = dev(kn * elt);
   auto* out = static_cast<float*>(dev(qn * 4));
   auto* lse = static_cast<float*>(dev(size_t(sh.B) * sh.H * sh.S * 4));
@@ -128,7 +122,6 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     other();
   }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
-  for (void* p : allocs) cudaFree(p);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
