@@ -49,6 +49,7 @@ struct SimResult {
   ModelTerms terms;
   bool symmetric_fast_path = false;  // steps solved once for the whole ring flow (see simulate())
   int network_solves = 0;
+  int lockstep_steps = 0;  // steps too large to follow each rank's start: flows start with the last rank
 };
 
 struct SimOptions {

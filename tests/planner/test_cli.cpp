@@ -142,6 +142,14 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   const std::string prof = dir + "/fit.profile.yaml";
   EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/h200-nccl-steps.csv -o " + prof), 0);
   EXPECT_EQ(run("simulate --profile " + prof), 0);
+  // Every scheme: one whose pieces do not fit (31 pieces of 8 tokens) is left out and named; asked by name, an error.
+  const std::string some = dir + "/some.json";
+  EXPECT_EQ(run("simulate -t complete:32 -w B=1,S=256,H=8,D=64 --json " + some), 0);
+  std::ifstream sj(some);
+  const std::string stext((std::istreambuf_iterator<char>(sj)), std::istreambuf_iterator<char>());
+  EXPECT_NE(stext.find("\"left_out\""), std::string::npos);
+  EXPECT_NE(stext.find("\"ring\""), std::string::npos);
+  EXPECT_EQ(run("simulate -t complete:32 -w B=1,S=256,H=8,D=64 -s hamilton"), 2);
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";
   fs::remove(none);

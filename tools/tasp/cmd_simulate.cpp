@@ -37,8 +37,8 @@ std::string ratio(double x) {
   return o.str();
 }
 
-void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
-                 const simulator::Profile& prof, Passes passes) {
+void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std::vector<Skipped>& skipped,
+                 const Topology& t, const Workload& w, const simulator::Profile& prof, Passes passes) {
   o << "# tasp simulate: " << t.name << " (" << t.ranks() << " GPUs), " << to_string(w)
     << (w.config.empty() ? "" : " (" + w.config + ")") << ", pass " << passes_name(passes) << ", profile " << prof.name
     << "\n#\n";
@@ -69,6 +69,11 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topo
   o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; vs 1 GPU: the whole problem's kernels on one\n"
        "# GPU over the total, par eff = that / GPUs; GiB/rank: the busiest rank's buffers (not NCCL's); eff = the\n"
        "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total.\n";
+  for (const auto& k : skipped) o << "# " << k.scheme << ": left out: " << k.why << "\n";
+  for (const auto& r : runs)
+    if (r.sim.lockstep_steps > 0)
+      o << "# " << r.scheme << ": " << r.sim.lockstep_steps << " step(s) with over 2e6 flows x ranks: their flows start with the "
+        << "last rank ready (slightly pessimistic).\n";
   if (passes.bwd) {
     const auto br = prof.compute.bwd_rate(w.D);
     o << "# backward: K/V again plus dK/dV accumulators (" << (runs.empty() || runs[0].plan.accumulator_bytes == 4 ? "fp32" : "bf16")
@@ -80,8 +85,8 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const Topo
   }
 }
 
-nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, const Workload& w,
-                       const simulator::Profile& prof, Passes passes, const std::string& clock) {
+nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Skipped>& skipped, const Topology& t,
+                       const Workload& w, const simulator::Profile& prof, Passes passes, const std::string& clock) {
   nlohmann::json j;
   j["format"] = "tasp-simulate/1";
   j["pass"] = passes_name(passes);
@@ -104,11 +109,13 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const Topology& t, co
                             {"tokens_per_s", s.tokens_per_s}, {"peak_memory_bytes", s.peak_memory_bytes},
                             {"single_gpu_us", s.single_gpu_us}, {"speedup_vs_1gpu", s.speedup()},
                             {"parallel_efficiency", s.parallel_efficiency(t.ranks())},
-                            {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()}});
+                            {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()},
+                            {"lockstep_steps", s.lockstep_steps}});
     nlohmann::json terms;
     for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
     j["schemes"].back()["terms"] = terms;
   }
+  for (const auto& k : skipped) j["left_out"].push_back({{"scheme", k.scheme}, {"why", k.why}});
   return j;
 }
 
@@ -163,6 +170,8 @@ void register_simulate(CLI::App& app) {
     Progress progress("simulating: step");
     opt.progress = [&](int step, int steps) { progress.update(step + 1, steps); };
     std::vector<SchemeRun> runs;
+    std::vector<Skipped> skipped;
+    std::vector<Skipped>* skip = a->schemes == "all" ? &skipped : nullptr;
     if (!a->plan.empty()) {
       SchemeRun r;
       r.plan = read_plan_file(a->plan);
@@ -180,7 +189,8 @@ void register_simulate(CLI::App& app) {
         o << "S,scheme,total_us,comm_us,compute_us,exposed_comm_us,ccr,speedup_vs_ring,efficiency,pass,fwd_us,bwd_us\n";
         for (long S : sweep_lengths(a->sweep)) {
           w.S = (S + unit - 1) / unit * unit;  // every layout splits a multiple of 2n
-          auto rs = run_schemes(t, w, schemes, prof, opt);
+          skipped.clear();
+          auto rs = run_schemes(t, w, schemes, prof, opt, skip);
           double ring = 0;
           for (const auto& r : rs)
             if (r.scheme == "ring") ring = r.sim.total_us;
@@ -193,11 +203,11 @@ void register_simulate(CLI::App& app) {
       });
       return;
     } else {
-      runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt);
+      runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt, skip);
     }
-    if (!a->quiet) print_table(std::cout, runs, t, w, prof, passes);
+    if (!a->quiet) print_table(std::cout, runs, skipped, t, w, prof, passes);
     const auto& best = runs[fastest(runs)];
-    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, t, w, prof, passes, a->clock).dump(1) << "\n"; });
+    if (!a->json.empty()) write_output(a->json, [&](std::ostream& o) { o << to_json(runs, skipped, t, w, prof, passes, a->clock).dump(1) << "\n"; });
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, best.sim.timeline); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, best.sim.timeline); });
   });

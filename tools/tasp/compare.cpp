@@ -4,6 +4,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "planner/layout.hpp"
+
 namespace tasp::cli {
 
 using namespace tasp::planner;
@@ -64,15 +66,24 @@ std::string describe_terms(const simulator::ModelTerms& t) {
 }
 
 std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,
-                                   const simulator::Profile& prof, const simulator::SimOptions& opt) {
+                                   const simulator::Profile& prof, const simulator::SimOptions& opt,
+                                   std::vector<Skipped>* skipped) {
   std::vector<SchemeRun> runs;
+  std::string first_why;
   for (const auto& s : schemes) {
     SchemeRun r;
     r.scheme = s;
     r.plan = build_plan(t, s, plan_options(s, w));
+    const std::string split = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
+    if (!split.empty() && skipped) {
+      skipped->push_back({s, split});
+      if (first_why.empty()) first_why = s + ": " + split;
+      continue;
+    }
     r.sim = simulator::simulate(r.plan, t, w, prof, opt);
     runs.push_back(std::move(r));
   }
+  if (runs.empty()) throw InputError("workload: no scheme fits it (" + first_why + ")");
   return runs;
 }
 

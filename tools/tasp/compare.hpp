@@ -32,9 +32,14 @@ simulator::Clock parse_clock(const std::string& name);
 std::vector<std::pair<std::string, double>> term_list(const simulator::ModelTerms& t);
 std::string describe_terms(const simulator::ModelTerms& t);
 
+// A scheme whose pieces do not fit the workload (more pieces than tokens, say) is an error, or, when
+// `skipped` is given (the "all" list), left out with the reason; an error still when none is left.
+struct Skipped {
+  std::string scheme, why;
+};
 std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
                                    const std::vector<std::string>& schemes, const simulator::Profile& prof,
-                                   const simulator::SimOptions& opt);
+                                   const simulator::SimOptions& opt, std::vector<Skipped>* skipped = nullptr);
 // Index of the fastest run.
 size_t fastest(const std::vector<SchemeRun>& runs);
 

@@ -17,11 +17,13 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   const auto prof = choose_profile(profile, t, &log);
   simulator::SimOptions so;
   so.passes = passes;
-  auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, so);
+  std::vector<Skipped> skipped;
+  auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, so, &skipped);
   const auto& best = runs[fastest(runs)];
   log << "auto: simulated " << planner::passes_name(passes) << " with profile " << prof.name << ":";
   for (const auto& r : runs) log << " " << r.scheme << " " << std::fixed << std::setprecision(3) << r.sim.total_us / 1e3 << " ms";
   log << " -> " << best.scheme << "\n";
+  for (const auto& k : skipped) log << "auto: " << k.scheme << " left out: " << k.why << "\n";
   const planner::PlanOptions chosen = plan_options(best.scheme, w);
   o->causal = chosen.causal;
   if (!o->layout_given) o->layout_given = chosen.layout_given, o->layout = chosen.layout;
