@@ -27,7 +27,9 @@ std::vector<Cycle> walecki_cycles(int n);           // n odd >= 3
 std::vector<Cycle> insertion_cycles(int n);         // n even >= 8: one new vertex into K_{n-1}*
 int max_disjoint_hamiltonian_cycles_exhaustive(int n, std::vector<Cycle>* best);  // small n only
 
-// K_m* into m arc-disjoint directed Hamiltonian paths (m even); for odd m, m-1 paths (cycles opened).
+// K_m* into m arc-disjoint directed Hamiltonian paths: m even by translates, odd m >= 7 from K_{m+1}*'s
+// cycles less one vertex; m - 1 paths (cycles opened) for m = 3, 5 (none better exists) and where
+// K_{m+1}* has no construction here (m+1 = 2 mod 4 past the rainbow table).
 struct PathSet {
   std::vector<Path> paths;
   std::string note;

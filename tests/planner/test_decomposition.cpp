@@ -69,20 +69,29 @@ TEST(HamiltonianPaths, EvenOrdersDecomposeFully) {
   EXPECT_EQ(hamiltonian_paths_complete(8).paths[0], (Path{0, 1, 7, 2, 6, 3, 5, 4}));
 }
 
-TEST(HamiltonianPaths, OddOrdersGiveMMinus1) {
-  for (int m : {3, 5, 7, 9}) {
+TEST(HamiltonianPaths, OddOrders) {
+  // m = 3, 5: m paths do not exist; m - 1.
+  for (int m : {3, 5}) {
     PathSet s = hamiltonian_paths_complete(m);
     ASSERT_EQ(int(s.paths.size()), m - 1);
     EXPECT_EQ(check_paths(Digraph::complete(m), s.paths), "") << m;
   }
+  // Every odd m >= 7 whose K_{m+1}* is constructed (m+1 = 0 mod 4 always, 2 mod 4 to 126): m paths.
+  for (int m = 7; m <= 255; m += 2) {
+    PathSet s = hamiltonian_paths_complete(m);
+    const bool full = (m + 1) % 4 == 0 || m + 1 <= 126;
+    ASSERT_EQ(int(s.paths.size()), full ? m : m - 1) << m;
+    EXPECT_EQ(check_paths(Digraph::complete(m), s.paths), "") << m;
+    EXPECT_EQ(s.note.empty(), full) << m;
+  }
 }
 
 TEST(Cluster, RingsAreHamiltonianDisjointAndFollowRails) {
-  for (auto [u, m] : std::vector<std::pair<int, int>>{{2, 8}, {4, 8}, {3, 6}, {2, 5}, {3, 8}, {2, 2}, {5, 4}}) {
+  for (auto [u, m] : std::vector<std::pair<int, int>>{{2, 8}, {4, 8}, {3, 6}, {2, 5}, {3, 8}, {2, 2}, {5, 4}, {3, 7}, {2, 9}, {4, 11}}) {
     Topology t = load_topology("cluster:" + std::to_string(u) + "x" + std::to_string(m));
     Digraph g = rank_digraph(t);
     ClusterRings r = cluster_rings(u, m);
-    EXPECT_EQ(int(r.rings.size()), m % 2 ? m - 1 : m);
+    EXPECT_EQ(int(r.rings.size()), m == 5 ? m - 1 : m);
     EXPECT_EQ(check_cycles(g, r.rings), "") << u << "x" << m;
     // Count inter-node hops that leave their rail.
     int off = 0;
