@@ -15,6 +15,7 @@
 
 #include "executor/attention_cpu.hpp"
 #include "executor/backend.hpp"
+#include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 
 namespace tasp::executor {
@@ -79,6 +80,7 @@ class CpuBackend : public Backend {
   Result run(const Plan& plan, const Problem& pr, planner::Passes passes) override;
 
  private:
+  Result run_head_parallel(const Plan& plan, const Problem& pr, planner::Passes passes);
   std::string prec_;
 };
 
@@ -288,6 +290,7 @@ template <class T>
 Result CpuBackend<T>::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
   if (passes.bwd && !plan.has_backward) throw std::invalid_argument("the plan has no backward part");
   if (passes.bwd && pr.dout.empty()) throw std::invalid_argument("the backward needs dO (Problem::dout)");
+  if (plan.ulysses > 1) return run_head_parallel(plan, pr, passes);
   CpuRun<T> run(plan, pr);
   Result res;
   res.timeline.source = name();
@@ -307,6 +310,58 @@ Result CpuBackend<T>::run(const Plan& plan, const Problem& pr, planner::Passes p
       res.timeline.per_rank[r].insert(res.timeline.per_rank[r].end(), bwd[r].begin(), bwd[r].end());
   }
   run.outputs(res);
+  return res;
+}
+
+// Ulysses groups: after the all-to-all, slot i of every group holds heads slice(i) of its group's tokens, and
+// the slots run the plan's steps independently (same-slot GPUs of the groups exchange); the output's
+// all-to-all puts each slice back. On the CPU the all-to-alls are the copies of head slices in and out.
+template <class T>
+Result CpuBackend<T>::run_head_parallel(const Plan& plan, const Problem& pr, planner::Passes passes) {
+  const int u = plan.ulysses;
+  const planner::Workload& w = pr.w;
+  if (const std::string e = planner::check_heads(u, w); !e.empty()) throw planner::InputError("workload: " + e);
+  Plan inner = plan;
+  inner.ulysses = 1;
+  Result res;
+  const size_t rows = size_t(w.B) * w.S;
+  res.out.assign(rows * w.H * w.D, 0.0), res.lse.assign(rows * w.H, 0.0);
+  if (passes.bwd) res.dq.assign(res.out.size(), 0.0), res.dk.assign(rows * w.Hkv * w.D, 0.0), res.dv.assign(res.dk.size(), 0.0);
+  // Copies heads [h0, h0 + n) of rows of width H*D from one layout to another (per head: D values).
+  auto copy_heads = [&](const std::vector<double>& from, int from_heads, int from_h0, std::vector<double>& to, int to_heads,
+                        int to_h0, int n, int width, bool add) {
+    for (size_t r = 0; r < rows; ++r)
+      for (int h = 0; h < n; ++h)
+        for (int x = 0; x < width; ++x) {
+          const double v = from[(r * from_heads + from_h0 + h) * width + x];
+          double& d = to[(r * to_heads + to_h0 + h) * width + x];
+          d = add ? d + v : v;
+        }
+  };
+  for (int slot = 0; slot < u; ++slot) {
+    const planner::HeadSlice hs = planner::head_slice(u, w, slot);
+    Problem sp;
+    sp.w = planner::slot_workload(u, w);
+    sp.q.resize(rows * hs.q_heads * w.D), sp.k.resize(rows * hs.kv_heads * w.D), sp.v.resize(sp.k.size());
+    copy_heads(pr.q, w.H, hs.q_begin, sp.q, hs.q_heads, 0, hs.q_heads, w.D, false);
+    copy_heads(pr.k, w.Hkv, hs.kv_begin, sp.k, hs.kv_heads, 0, hs.kv_heads, w.D, false);
+    copy_heads(pr.v, w.Hkv, hs.kv_begin, sp.v, hs.kv_heads, 0, hs.kv_heads, w.D, false);
+    if (passes.bwd) {
+      sp.dout.resize(sp.q.size());
+      copy_heads(pr.dout, w.H, hs.q_begin, sp.dout, hs.q_heads, 0, hs.q_heads, w.D, false);
+    }
+    Result r = run(inner, sp, passes);
+    copy_heads(r.out, hs.q_heads, 0, res.out, w.H, hs.q_begin, hs.q_heads, w.D, false);
+    copy_heads(r.lse, hs.q_heads, 0, res.lse, w.H, hs.q_begin, hs.q_heads, 1, false);
+    if (passes.bwd) {
+      copy_heads(r.dq, hs.q_heads, 0, res.dq, w.H, hs.q_begin, hs.q_heads, w.D, false);
+      // Replicated K/V heads: the output all-to-all sums the replicas' dK/dV.
+      copy_heads(r.dk, hs.kv_heads, 0, res.dk, w.Hkv, hs.kv_begin, hs.kv_heads, w.D, true);
+      copy_heads(r.dv, hs.kv_heads, 0, res.dv, w.Hkv, hs.kv_begin, hs.kv_heads, w.D, true);
+    }
+    if (slot == 0) res.timeline = std::move(r.timeline);  // every slot runs the same steps
+  }
+  res.timeline.scheme = plan.scheme;
   return res;
 }
 

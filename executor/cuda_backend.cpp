@@ -22,6 +22,7 @@
 #include "executor/launch_env.hpp"
 #include "executor/mpi_link.hpp"
 #include "planner/rank_memory.hpp"
+#include "planner/topology.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
 
@@ -55,6 +56,9 @@ class CudaBackend : public Backend {
 Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
   const auto& w = pr.w;
   const int n = plan.ranks;
+  if (plan.ulysses > 1)
+    throw planner::InputError("cuda backend: head-parallel plans (" + plan.scheme +
+                              ") run on the cpu backend and in the simulator so far, not on GPUs");
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw std::invalid_argument("cuda backend: no CUDA device visible");

@@ -62,6 +62,13 @@ struct Plan {
   bool has_backward = false;
   Schedule backward;
   int accumulator_bytes = 4;  // dK/dV accumulators in transit: 4 (fp32) or 2 (bf16)
+  // Head parallelism (Ulysses): each plan rank is a group of `ulysses` GPUs (GPU = rank * ulysses + slot).
+  // An all-to-all inside the group turns its members' sequence shards into head shards of the group's
+  // tokens (Q, K, V), the steps above run once per slot between same-slot GPUs, and another all-to-all
+  // returns the output (backward: dO in, dQ/dK/dV out). planner/head_parallel.hpp.
+  int ulysses = 1;
+
+  int gpus() const { return ranks * ulysses; }
 
   bool compact() const { return steps.empty() && !schedule.empty(); }
   int num_steps() const { return compact() ? step_count : int(steps.size()); }

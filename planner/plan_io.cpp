@@ -83,6 +83,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "{\n\"format\": " << quoted(format_of(p)) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
+  if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
   if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
   o << ",\n\"rings\": [";
@@ -115,6 +116,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "format: " << quoted(format_of(p)) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
+  if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
   if (!p.note.empty()) o << "note: " << quoted(p.note) << "\n";
   o << "rings:" << (p.rings.empty() ? " []\n" : "\n");
@@ -222,7 +224,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& k) override {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
-                                              "steps", "schedule", "step_count", "topology", "note", "backward"};
+                                              "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
     static const std::vector<std::string> trb{"src", "dst", "owner", "piece", "kind"};
@@ -298,6 +300,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     };
     if (k == "ranks") return set(plan.ranks);
     if (k == "pieces_per_rank") return set(plan.pieces_per_rank);
+    if (k == "ulysses") return set(plan.ulysses);
     if (k == "step_count") return set(plan.step_count);
     if (k == "backward.step_count") return set(plan.backward.step_count);
     if (k == "rings[][]") {

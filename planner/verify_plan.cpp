@@ -199,7 +199,30 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (p.format != "tasp-plan/1" && p.format != "tasp-plan/2") return "format: '" + p.format + "' is not tasp-plan/1 or /2";
   if (p.ranks < 1) return "ranks: must be >= 1";
   if (p.pieces_per_rank < 1) return "pieces_per_rank: must be >= 1";
+  if (p.ulysses < 1 || p.ulysses > 4096) return "ulysses: must be between 1 and 4096 (GPUs per head-parallel group)";
   const int n = p.ranks;
+  // Head-parallel groups: the all-to-all needs every pair inside a group, and a plan arc between groups is
+  // an arc when every slot has it; the steps are then checked against that group digraph.
+  Digraph groups;
+  if (arcs && p.ulysses > 1) {
+    const int u = p.ulysses;
+    if (long(arcs->n) != long(n) * u)
+      return "ranks: the plan has " + std::to_string(n) + " groups of " + std::to_string(u) + " GPUs, the topology " +
+             std::to_string(arcs->n) + " GPUs";
+    groups = Digraph::empty(n);
+    for (int g = 0; g < n; ++g)
+      for (int h = 0; h < n; ++h) {
+        bool all = true;
+        for (int i = 0; i < u && all; ++i)
+          for (int j = 0; j < u && all; ++j)
+            if (g == h ? i != j && !arcs->has(g * u + i, g * u + j) : i == j && !arcs->has(g * u + i, h * u + i)) all = false;
+        if (g == h && !all)
+          return "ulysses: GPUs " + std::to_string(g * u) + ".." + std::to_string(g * u + u - 1) +
+                 " are not all connected pairwise (the all-to-all needs it)";
+        if (g != h && all) groups.add(g, h);
+      }
+    arcs = &groups;
+  }
   if (arcs && arcs->n != n)
     return "ranks: the plan has " + std::to_string(n) + " ranks, the topology " + std::to_string(arcs->n) + " GPUs";
   for (size_t c = 0; c < p.rings.size(); ++c) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/rank_memory.hpp"
 #include "simulator/comm_rules.hpp"
@@ -182,7 +183,9 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   const planner::Plan& p = m.p;
   const planner::Workload& w = m.w;
   const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(m.pass);
-  const CommProfile& cp = m.prof.comm_for(n);
+  // Head-parallel groups: plan rank g is GPUs g*u .. g*u+u-1; a transfer g -> h is u flows, slot to slot.
+  const int u = p.ulysses;
+  const CommProfile& cp = m.prof.comm_for(n * u);
   SimResult res;
   auto& tl = res.timeline;
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
@@ -247,13 +250,22 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));
       f.c.push_back(cp.flow_cap_gbps.at(f.b[i]));
       t_min = std::min(t_min, f.t0[i]);
-      if (net.node[f.s[i]] != net.node[f.d[i]]) node_in[net.node[f.d[i]]] += f.b[i];
     }
+    if (u > 1) {
+      FlowList e;
+      for (size_t i = 0; i < f.size(); ++i)
+        for (int k = 0; k < u; ++k)
+          e.s.push_back(f.s[i] * u + k), e.d.push_back(f.d[i] * u + k), e.b.push_back(f.b[i]), e.t0.push_back(f.t0[i]),
+              e.c.push_back(f.c[i]);
+      f = std::move(e);
+    }
+    for (size_t i = 0; i < f.size(); ++i)
+      if (net.node[f.s[i]] != net.node[f.d[i]]) node_in[net.node[f.d[i]]] += f.b[i];
     // A huge step whose ranks start apart (a causal all-gather's reduce-scatter: ~n^2 flows, n start times)
     // costs the flow model a max-min solve over every flow per start and per completion in between: past
     // kFlowStartBudget flows x ranks, the step's flows start together when the last rank is ready (the ranks
     // step together; totals moved < 0.1% where both could be solved, cluster:8x8..32x8 all-gather).
-    if (f.size() > 0 && double(f.size()) * n > kFlowStartBudget) {
+    if (f.size() > 0 && double(f.size()) * n * u > kFlowStartBudget) {
       const double t_max = *std::max_element(f.t0.begin(), f.t0.end());
       if (t_max > t_min) {
         ++res.lockstep_steps;
@@ -268,14 +280,15 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       for (size_t i = 0; same && i < f.size(); ++i)
         same = std::abs((f.t0[i] - t_min) - (prev.t0[i] - prev_min)) <= 1e-9 * std::max(1.0, t_min);
       if (!same) {
-        std::vector<double> sc(n), rc(n);
-        for (int r = 0; r < n; ++r)
-          sc[r] = rank_cap_gbps(cp, cur.peers_out[r], cur.bytes_out[r]), rc[r] = rank_cap_gbps(cp, cur.peers_in[r], cur.bytes_in[r]);
+        std::vector<double> sc(size_t(n) * u), rc(size_t(n) * u);
+        for (int r = 0; r < n * u; ++r)
+          sc[r] = rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
+          rc[r] = rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
         FluidResult fr = run_fluid(net, f, sc, rc);
         ++res.network_solves;
         prev_dur.assign(n, -kInf);
-        for (int r = 0; r < n; ++r)
-          if (fr.rank_end_us[r] > -kInf) prev_dur[r] = fr.rank_end_us[r] - t_min;
+        for (int r = 0; r < n * u; ++r)
+          if (fr.rank_end_us[r] > -kInf) prev_dur[r / u] = std::max(prev_dur[r / u], fr.rank_end_us[r] - t_min);
         prev = f;
       }
       for (int r = 0; r < n; ++r)
@@ -325,13 +338,64 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   res.max_rank_bytes = *std::max_element(rank_bytes.begin(), rank_bytes.end());
   res.max_rank_flops = *std::max_element(rank_flops.begin(), rank_flops.end());
   for (int r = 0; r < n; ++r)
-    if (net.ingress_gbps[r] > 0)
-      res.bound.comm_us = std::max(res.bound.comm_us, recv_total[r] / (net.ingress_gbps[r] * kBytesPerUsPerGBps));
+    if (net.ingress_gbps[r * u] > 0)
+      res.bound.comm_us = std::max(res.bound.comm_us, recv_total[r] / (net.ingress_gbps[r * u] * kBytesPerUsPerGBps));
   if (node_in.size() > 1)
     for (size_t x = 0; x < node_in.size(); ++x)
       if (net.node_ingress_gbps[x] > 0)
         res.bound.comm_us = std::max(res.bound.comm_us, node_in[x] / (net.node_ingress_gbps[x] * kBytesPerUsPerGBps));
   return res;
+}
+
+// One all-to-all inside every head-parallel group: each GPU sends `bytes` to each other GPU of its group.
+// Returns when the last flow ends (from 0) and adds the busiest GPU's received bytes to `bound_us`.
+double all_to_all_us(const Network& net, const CommProfile& cp, int groups, int u, double bytes, double* bound_us) {
+  if (u < 2 || bytes <= 0) return 0;
+  FlowList f;
+  const double start = step_latency_us(cp, u - 1), cap = cp.flow_cap_gbps.at(bytes);
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < u; ++i)
+      for (int j = 0; j < u; ++j)
+        if (i != j) f.s.push_back(g * u + i), f.d.push_back(g * u + j), f.b.push_back(bytes), f.t0.push_back(start), f.c.push_back(cap);
+  const std::vector<double> caps(size_t(groups) * u, rank_cap_gbps(cp, u - 1, (u - 1) * bytes));
+  const FluidResult fr = run_fluid(net, f, caps, caps);
+  double end = 0;
+  for (double e : fr.rank_end_us) end = std::max(end, e);
+  for (int r = 0; r < groups * u; ++r)
+    if (net.ingress_gbps[r] > 0) *bound_us = std::max(*bound_us, (u - 1) * bytes / (net.ingress_gbps[r] * kBytesPerUsPerGBps));
+  return end;
+}
+
+// A head-parallel pass: the all-to-all in, the steps (already simulated), the all-to-all out; the timeline
+// gains a transfer-only step at each end.
+void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, const planner::Plan& p, double in_bytes,
+                     double out_bytes) {
+  double bound_in = 0, bound_out = 0;
+  const double tin = all_to_all_us(net, cp, p.ranks, p.ulysses, in_bytes, &bound_in);
+  const double tout = all_to_all_us(net, cp, p.ranks, p.ulysses, out_bytes, &bound_out);
+  const double inner = r.total_us;
+  planner::Timeline shifted = r.timeline;
+  for (auto& row : shifted.per_rank) row.clear();
+  for (size_t k = 0; k < shifted.per_rank.size(); ++k) {
+    StepTiming a;
+    a.comm_end_us = tin, a.compute_start_us = a.compute_end_us = a.post_start_us = a.post_end_us = tin;
+    a.bytes = (p.ulysses - 1) * in_bytes;
+    shifted.per_rank[k].push_back(a);
+  }
+  shifted.append(r.timeline, tin);
+  for (size_t k = 0; k < shifted.per_rank.size(); ++k) {
+    StepTiming b;
+    b.comm_start_us = tin + inner, b.comm_end_us = tin + inner + tout;
+    b.compute_start_us = b.compute_end_us = b.post_start_us = b.post_end_us = b.comm_end_us;
+    b.bytes = (p.ulysses - 1) * out_bytes;
+    shifted.per_rank[k].push_back(b);
+  }
+  r.timeline = std::move(shifted);
+  r.total_us += tin + tout;
+  r.comm_us += tin + tout;
+  r.exposed_comm_us += tin + tout;
+  r.max_rank_bytes += (p.ulysses - 1) * (in_bytes + out_bytes);
+  r.bound.comm_us += bound_in + bound_out;
 }
 
 }  // namespace
@@ -342,11 +406,15 @@ double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::P
          (passes.bwd ? backward_alone_us(prof.compute, w, all) : 0);
 }
 
-SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const planner::Workload& w,
+SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const planner::Workload& w_in,
                    const Profile& prof_in, const SimOptions& opt) {
-  if (p.ranks != topo.ranks())
-    throw planner::InputError("plan has " + std::to_string(p.ranks) + " ranks but topology " + topo.name + " has " +
-                              std::to_string(topo.ranks()) + " GPUs");
+  if (p.gpus() != topo.ranks())
+    throw planner::InputError("plan has " + std::to_string(p.gpus()) + " GPUs but topology " + topo.name + " has " +
+                              std::to_string(topo.ranks()));
+  if (p.ulysses > 1)
+    if (const std::string e = planner::check_heads(p.ulysses, w_in); !e.empty()) throw planner::InputError("workload: " + e);
+  // Each GPU of a head-parallel group computes its slot's heads over its group's tokens.
+  const planner::Workload w = p.ulysses > 1 ? planner::slot_workload(p.ulysses, w_in) : w_in;
   if (w.causal != p.causal)
     throw planner::InputError(std::string("workload is ") + (w.causal ? "causal" : "not causal") + " but the plan " +
                               (p.causal ? "is" : "is not"));
@@ -376,9 +444,14 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     const bool exact_fits = double(p.ranks) * double(p.rings.size()) * p.num_steps(pass) <= kMaxExactFlows;
     const bool same_work =
         !p.causal || (p.layout == planner::Layout::Zigzag && (pass == planner::Pass::Fwd || !exact_fits));
-    const bool symmetric = ring_flow && same_work;
+    const bool symmetric = ring_flow && same_work && p.ulysses == 1;
     SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
                                                    : simulate_general(m, net, opt, keep);
+    if (p.ulysses > 1) {
+      const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_in, double(w_in.S) / p.gpus());
+      const bool b = pass == planner::Pass::Bwd;
+      add_all_to_alls(r, net, prof.comm_for(p.gpus()), p, b ? a.bwd_in : a.fwd_in, b ? a.bwd_out : a.fwd_out);
+    }
     r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
     r.terms.exposed_comm_us = 0;
     r.terms.exposed_comm_us = std::max(0.0, r.total_us - r.terms.sum());
@@ -412,17 +485,17 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
       r.symmetric_fast_path = r.symmetric_fast_path && b.symmetric_fast_path;
     }
   }
-  r.single_gpu_us = single_gpu_us(w, prof, opt.passes);
+  r.single_gpu_us = single_gpu_us(w_in, prof, opt.passes);
   r.peak_memory_bytes = planner::peak_rank_memory(p, w, opt.passes).total();
-  r.tokens_per_s = r.total_us > 0 ? double(w.B) * w.S / (r.total_us * 1e-6) : 0;
+  r.tokens_per_s = r.total_us > 0 ? double(w_in.B) * w_in.S / (r.total_us * 1e-6) : 0;
   auto& tl = r.timeline;
   tl.source = "simulated";
   tl.scheme = p.scheme;
   tl.topology = topo.name;
-  tl.workload = planner::to_string(w);
-  tl.ranks = p.ranks;
+  tl.workload = planner::to_string(w_in);
+  tl.ranks = p.ranks;  // head-parallel plans: a row per group (its slots run alike)
   tl.pass = planner::passes_name(opt.passes);
-  tl.fwd_steps = opt.passes.fwd ? p.num_steps() : 0;
+  tl.fwd_steps = opt.passes.fwd ? p.num_steps() + (p.ulysses > 1 ? 2 : 0) : 0;
   return r;
 }
 

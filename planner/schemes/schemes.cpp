@@ -1,12 +1,14 @@
 #include "planner/schemes/schemes.hpp"
 
+#include "planner/head_parallel.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
 namespace tasp::planner {
 
 const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> s{"ring", "zigzag", "allgather", "hamilton", "two-level"};
+  static const std::vector<std::string> s{"ring", "zigzag", "allgather", "hamilton", "two-level", "ulysses", "usp"};
   return s;
 }
 
@@ -17,9 +19,12 @@ bool scheme_applies(const std::string& scheme, const Topology& t, bool causal, s
   };
   if (scheme == "zigzag" && !causal) return no("zigzag is the causal variant of ring (use --causal)");
   if (scheme == "two-level" && !(t.nodes >= 2 && t.gpus_per_node > 0)) return no("two-level needs a cluster of equal nodes");
-  if (scheme == "allgather" && !rank_digraph(t).is_complete())
-    return no("allgather needs every GPU pair connected directly or through switches; this topology is not");
-  if (scheme == "ring" || scheme == "allgather" || scheme == "hamilton" || scheme == "zigzag" || scheme == "two-level")
+  if ((scheme == "allgather" || scheme == "ulysses") && !rank_digraph(t).is_complete())
+    return no(scheme + " needs every GPU pair connected directly or through switches; this topology is not");
+  if (scheme == "usp" && !(t.ranks() >= 4 && rank_digraph(t).is_complete()))
+    return no("usp needs at least 4 GPUs, every pair connected (Ulysses groups and a ring scheme across them)");
+  if (scheme == "ring" || scheme == "allgather" || scheme == "hamilton" || scheme == "zigzag" || scheme == "two-level" ||
+      scheme == "ulysses" || scheme == "usp")
     return true;
   return no("unknown scheme '" + scheme + "'");
 }
@@ -47,6 +52,14 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   const Layout layout = o.layout_given ? o.layout : (o.causal ? Layout::Zigzag : Layout::Contiguous);
   std::string why;
   if (!scheme_applies(scheme, t, o.causal, &why)) throw InputError(t.source + ": " + why);
+  if (scheme == "ulysses") return build_ulysses(t, o);
+  if (scheme == "usp") {
+    PlanOptions inner = o;
+    inner.layout_given = true, inner.layout = layout;
+    if (o.ulysses <= 0 && t.nodes < 2)
+      throw InputError(t.source + ": usp on one node: give the group size (--ulysses U, dividing " + std::to_string(t.ranks()) + ")");
+    return build_usp(t, o.inner, o.ulysses > 0 ? o.ulysses : t.gpus_per_node, inner);
+  }
   Plan p;
   if (scheme == "ring") p = build_ring(t, o.causal, layout, ex);
   else if (scheme == "zigzag") p = build_zigzag(t, ex);

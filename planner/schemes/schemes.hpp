@@ -17,6 +17,9 @@ struct PlanOptions {
   bool backward = true;        // also plan the backward (add_backward)
   int accumulator_bytes = 4;   // the backward's dK/dV accumulators in transit: 4 (fp32) or 2 (bf16)
   double max_bytes = 8.0 * (1 << 30);  // refuse plans whose building would take more memory than this
+  // usp: GPUs per head-parallel group (0: the GPUs of a node) and the scheme across groups.
+  int ulysses = 0;
+  std::string inner = "hamilton";
 };
 
 // Memory that building (and verifying) a scheme's plan on a topology takes: the rank digraph (n^2 bytes),
@@ -33,7 +36,7 @@ Plan build_hamilton(const Topology& t, bool causal, Layout layout, bool expand_s
 // Two-level: cluster rings (paths inside nodes, rails between them).
 Plan build_two_level(const Topology& t, bool causal, Layout layout, bool expand_steps, ClusterRings* used = nullptr);
 
-const std::vector<std::string>& scheme_names();  // ring, zigzag, allgather, hamilton, two-level
+const std::vector<std::string>& scheme_names();  // ring, zigzag, allgather, hamilton, two-level, ulysses, usp
 bool scheme_applies(const std::string& scheme, const Topology& t, bool causal, std::string* why);
 // Any scheme by name; throws InputError naming the problem when the scheme does not fit.
 Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions& o);

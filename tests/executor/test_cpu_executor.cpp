@@ -7,6 +7,7 @@
 #include "executor/launch_env.hpp"
 #include "executor/run.hpp"
 #include "planner/schemes/schemes.hpp"
+#include "planner/verify_plan.hpp"
 #include "planner/topology.hpp"
 
 using namespace tasp;
@@ -24,6 +25,23 @@ long unit_tokens(const Plan& p) {
 }
 
 // Forward and backward through the plan against the direct fp64 forward and backward.
+void check_plan(const Plan& p, const Workload& w, const std::string& prec, double tol, const std::string& what) {
+  auto be = executor::make_cpu_backend(prec);
+  executor::RunOptions ro;
+  ro.check = true;
+  ro.passes = {true, true};
+  ro.seed = unsigned(w.S * 31 + w.H);
+  executor::RunReport r = executor::run_plan(*be, p, w, ro);
+  ASSERT_EQ(r.checks.size(), 5u);
+  for (const auto& x : r.checks) {
+    EXPECT_LT(x.rel_err, tol) << x.name << " " << what << " " << to_string(w) << " " << prec;
+    if (x.name != "lse") {
+      EXPECT_GT(x.rel_err, 0.0) << x.name;  // zero would mean the check compared nothing
+    }
+    EXPECT_GT(x.cosine, 1 - tol) << x.name;
+  }
+}
+
 void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::string& prec, double tol) {
   Topology t = load_topology(c.topology);
   PlanOptions o;
@@ -31,25 +49,12 @@ void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::
   Plan p = build_plan(t, c.scheme, o);
   Workload w;
   w.B = mult == 1 ? 2 : 1;
-  w.S = unit_tokens(p) * mult + (p.layout == Layout::Zigzag ? 0 : 0);
+  w.S = unit_tokens(p) * mult;
   w.H = H;
   w.Hkv = Hkv;
   w.D = D;
   w.causal = c.causal;
-  auto be = executor::make_cpu_backend(prec);
-  executor::RunOptions ro;
-  ro.check = true;
-  ro.passes = {true, true};
-  ro.seed = unsigned(w.S * 31 + H);
-  executor::RunReport r = executor::run_plan(*be, p, w, ro);
-  ASSERT_EQ(r.checks.size(), 5u);
-  for (const auto& x : r.checks) {
-    EXPECT_LT(x.rel_err, tol) << x.name << " " << c.topology << " " << c.scheme << " " << to_string(w) << " " << prec;
-    if (x.name != "lse") {
-      EXPECT_GT(x.rel_err, 0.0) << x.name;  // zero would mean the check compared nothing
-    }
-    EXPECT_GT(x.cosine, 1 - tol) << x.name;
-  }
+  check_plan(p, w, prec, tol, c.topology + " " + c.scheme);
 }
 
 std::vector<Config> configs() {
@@ -309,4 +314,56 @@ TEST(LaunchEnv, ReadsLaunchersAndRejectsNonsense) {
   EXPECT_EQ(s.launcher, "slurm");
   EXPECT_THROW(launch_env(from({{"PMI_RANK", "4"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
   EXPECT_THROW(launch_env(from({{"PMI_RANK", "x"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
+}
+
+// Head parallelism: Ulysses on one group and usp (Ulysses groups x a ring scheme across them), MHA, GQA split
+// over the slots and GQA with K/V heads replicated (fewer K/V heads than slots), causal and full.
+TEST(HeadParallel, UlyssesAndUspAreExact) {
+  struct Case {
+    std::string topology, scheme, inner;
+    int ulysses, H, Hkv;
+  };
+  const std::vector<Case> cases{
+      {"complete:2", "ulysses", "", 0, 4, 2},      {"complete:4", "ulysses", "", 0, 8, 4},
+      {"complete:4", "ulysses", "", 0, 8, 2},      {"complete:8", "ulysses", "", 0, 16, 2},
+      {"cluster:2x4", "usp", "hamilton", 0, 8, 4}, {"cluster:2x4", "usp", "ring", 0, 4, 1},
+      {"cluster:4x4", "usp", "hamilton", 0, 4, 2}, {"cluster:4x4", "usp", "allgather", 0, 8, 8},
+      {"cluster:3x8", "usp", "hamilton", 0, 8, 8}, {"cluster:3x8", "usp", "ring", 0, 16, 4},
+      {"cluster:2x4", "usp", "two-level", 2, 4, 2}, {"complete:8", "usp", "hamilton", 2, 4, 4},
+  };
+  for (const auto& c : cases)
+    for (bool causal : {false, true}) {
+      PlanOptions o;
+      o.causal = causal;
+      o.ulysses = c.ulysses;
+      if (!c.inner.empty()) o.inner = c.inner;
+      const Topology t = load_topology(c.topology);
+      const Plan p = build_plan(t, c.scheme, o);
+      EXPECT_EQ(p.gpus(), t.ranks());
+      EXPECT_EQ(verify_plan(p, nullptr, nullptr, false, true), "");
+      const Digraph g = rank_digraph(t);
+      EXPECT_EQ(verify_plan(p, &g, nullptr, false, true), "") << c.topology;
+      Workload w;
+      w.S = unit_tokens(p) * 3;
+      w.H = c.H, w.Hkv = c.Hkv, w.D = 16, w.causal = causal;
+      check_plan(p, w, "fp64", 1e-10, c.topology + " " + c.scheme + " " + c.inner);
+    }
+}
+
+TEST(HeadParallel, HeadsThatDoNotSplitAreAClearError) {
+  const Plan p = build_plan(load_topology("complete:4"), "ulysses", {});
+  auto be = executor::make_cpu_backend("fp64");
+  for (const char* bad : {"B=1,S=16,H=6,D=16", "B=1,S=16,H=12,Hkv=3,D=16", "B=1,S=16,H=4,Hkv=2,D=16"}) {
+    // H=6 over 4; H=12, Hkv=3: Hkv neither splits over nor divides 4; H=4, Hkv=2 over 4 splits (one query head per slot).
+    const Workload w = parse_workload(bad);
+    executor::RunOptions ro;
+    ro.check = true;
+    if (std::string(bad).find("H=4,") != std::string::npos) {
+      EXPECT_NO_THROW(executor::run_plan(*be, p, w, ro));
+    } else {
+      EXPECT_THROW(executor::run_plan(*be, p, w, ro), InputError) << bad;
+    }
+  }
+  // usp on one node needs the group size.
+  EXPECT_THROW(build_plan(load_topology("complete:8"), "usp", {}), InputError);
 }

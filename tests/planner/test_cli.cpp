@@ -150,6 +150,15 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_NE(stext.find("\"left_out\""), std::string::npos);
   EXPECT_NE(stext.find("\"ring\""), std::string::npos);
   EXPECT_EQ(run("simulate -t complete:32 -w B=1,S=256,H=8,D=64 -s hamilton"), 2);
+  // Head-parallel plans: planned, verified against the topology, simulated, run exactly on the CPU.
+  const std::string usp = dir + "/usp.json";
+  EXPECT_EQ(run("plan -t cluster:2x4 -s usp --inner ring -o " + usp), 0);
+  EXPECT_EQ(run("verify " + usp + " -t cluster:2x4"), 0);
+  EXPECT_EQ(run("verify " + usp + " -t cluster:2x8"), 2);
+  EXPECT_EQ(run("simulate -t cluster:2x4 -s ulysses,usp -w B=1,S=16k,H=8,Hkv=4,D=64,causal"), 0);
+  EXPECT_EQ(run("run -t cluster:2x4 -s usp --ulysses 2 --inner two-level -w B=1,S=64,H=4,D=16,causal --check"), 0);
+  EXPECT_EQ(run("simulate -t cluster:2x4 -s ulysses -w B=1,S=16k,H=12,D=64"), 2);  // 12 heads over 8 GPUs
+  EXPECT_EQ(run("plan -t complete:8 -s usp"), 2);                                 // one node: needs --ulysses
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";
   fs::remove(none);

@@ -579,3 +579,30 @@ TEST(Engine, HugeStaggeredStepsStepTogether) {
   EXPECT_GT(b.total_us, 0);
   EXPECT_LT(b.network_solves, 10);
 }
+
+// Ulysses: the pass is the all-to-all in, local attention over all S tokens with H/n heads, the all-to-all
+// out; its transfers are (n-1)/n of the GPU's Q, K, V and output shards, whatever n is.
+TEST(Engine, UlyssesIsAllToAllsAroundLocalAttention) {
+  auto prof = simulator::builtin_profile("h200-hgx-8");
+  auto t = planner::load_topology("h200-hgx-8");
+  const planner::Workload w = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
+  planner::PlanOptions o;
+  o.causal = true;
+  const planner::Plan p = planner::build_plan(t, "ulysses", o);
+  simulator::SimOptions so;
+  so.passes = {true, false};
+  const auto r = simulator::simulate(p, t, w, prof, so);
+  // Sent per GPU: 7/8 of its 8k-token shard's Q (32 heads) + K, V (8 heads each) + out (32 heads), bf16.
+  const double shard = 8192.0 * 128 * 2;
+  EXPECT_NEAR(r.max_rank_bytes, 7.0 / 8 * shard * (32 + 16 + 32), 1.0);
+  EXPECT_GT(r.comm_us, 0);
+  EXPECT_NEAR(r.total_us, r.comm_us + r.compute_us + r.terms.executor_us, 0.05 * r.total_us);  // nothing overlaps
+  // The compute is one GPU's share: 4 query heads over all 64k tokens, about 1/8 of the whole on one GPU.
+  const double one = simulator::single_gpu_us(w, prof, {true, false});
+  EXPECT_NEAR(r.compute_us, one / 8, 0.15 * one / 8);
+  EXPECT_EQ(r.timeline.per_rank.size(), 1u);
+  EXPECT_EQ(r.timeline.per_rank[0].size(), 3u);  // in, attention, out
+  // Heads that do not split over 8 GPUs: a clear error.
+  EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("B=1,S=64k,H=12,Hkv=12,D=128,causal"), prof, so),
+               planner::InputError);
+}

@@ -7,6 +7,7 @@
 #include "planner/schemes/schemes.hpp"
 #include "planner/verify_plan.hpp"
 #include "tools/tasp/cli.hpp"
+#include "tools/tasp/compare.hpp"
 #include "tools/tasp/plan_auto.hpp"
 #include "tools/tasp/progress.hpp"
 
@@ -18,10 +19,14 @@ using namespace tasp::planner;
 void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
   Digraph g = rank_digraph(t);
   const long topo_arcs = g.arc_count();
-  o << "plan: " << p.scheme << " on " << t.name << " (" << p.ranks << " ranks, " << (p.causal ? "causal" : "full")
+  o << "plan: " << p.scheme << " on " << t.name << " ("
+    << (p.ulysses > 1 ? std::to_string(p.ranks) + " groups of " + std::to_string(p.ulysses) + " GPUs" : std::to_string(p.ranks) + " ranks") << ", " << (p.causal ? "causal" : "full")
     << ", layout " << layout_name(p.layout) << ", " << p.pieces_per_rank << " piece(s) per rank, " << p.num_steps()
     << " steps" << (p.compact() ? ", compact" : "") << ")\n";
   if (!p.note.empty()) o << "  how: " << p.note << "\n";
+  if (p.ulysses > 1)
+    o << "  all-to-alls inside each group of " << p.ulysses << ": Q, K, V in before step 0, the output back after the last\n"
+      << "  (backward: dO in, dQ, dK, dV out); the steps below run once per slot, between same-slot GPUs\n";
   o << "  rings: " << p.rings.size() << "\n";
   const size_t show = std::min<size_t>(p.rings.size(), 8);
   for (size_t i = 0; i < show; ++i) {
@@ -67,10 +72,11 @@ void register_plan(CLI::App& app) {
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
     double max_memory_gib = 8;
+    HeadOptions head;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "Topology: YAML file or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
-  cmd->add_option("-s,--scheme", a->scheme, "ring | zigzag | allgather | hamilton | two-level | auto (ask the simulator)")->capture_default_str();
+  cmd->add_option("-s,--scheme", a->scheme, "ring | zigzag | allgather | hamilton | two-level | ulysses | usp | auto (ask the simulator)")->capture_default_str();
   cmd->add_flag("--causal", a->causal, "Causal attention (default layout becomes zigzag)");
   cmd->add_option("--layout", a->layout, "contiguous | zigzag (default: zigzag when causal)");
   cmd->add_option("-f,--format", a->format, "json | yaml")->capture_default_str();
@@ -86,12 +92,14 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
   cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
       ->capture_default_str();
+  add_head_options(cmd, a->head);
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
   cmd->callback([a] {
     if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
     Topology t = load_topology(a->topology);
     PlanOptions o;
     o.causal = a->causal;
+    o.ulysses = a->head.ulysses, o.inner = a->head.inner;
     o.expand_max_ranks = a->compact ? 0 : a->expand_max;
     if (!(a->max_memory_gib > 0)) throw InputError("--max-memory: must be positive");
     o.max_bytes = a->max_memory_gib * (1 << 30);
@@ -142,15 +150,15 @@ void register_verify(CLI::App& app) {
     const Digraph* arcs = nullptr;
     if (!topo->empty()) {
       g = rank_digraph(load_topology(*topo));
-      if (g.n != p.ranks)
-        throw InputError(*plan + ": ranks: the plan has " + std::to_string(p.ranks) + " ranks, topology " + *topo + " has " +
-                         std::to_string(g.n) + " GPUs");
+      if (g.n != p.gpus())
+        throw InputError(*plan + ": ranks: the plan has " + std::to_string(p.gpus()) + " GPUs, topology " + *topo + " has " +
+                         std::to_string(g.n));
       arcs = &g;
     }
     PlanStats st;
     const std::string err = verify_plan(p, arcs, &st, false, want.bwd);
     if (!err.empty()) throw Exit(kCheckFailed, "verify: " + *plan + ": " + err);
-    std::cout << "ok: " << *plan << ": " << p.scheme << ", " << p.ranks << " ranks; fwd: " << st.steps << " steps, "
+    std::cout << "ok: " << *plan << ": " << p.scheme << ", " << p.gpus() << " GPUs; fwd: " << st.steps << " steps, "
               << st.transfers << " transfers, " << st.computes << " blocks, busiest step uses " << st.max_arcs_per_step << " arcs";
     if (want.bwd) {
       const PassStats& b = st.backward;

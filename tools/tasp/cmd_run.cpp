@@ -24,12 +24,14 @@ void register_run(CLI::App& app) {
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
+    HeadOptions head;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-b,--backend", a->backend, "cpu | cuda")->capture_default_str();
   cmd->add_option("-p,--plan", a->plan, "Plan file (tasp-plan/1); or give --topology and --scheme");
   cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
   cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
+  add_head_options(cmd, a->head);
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16] (with --config: overrides)");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: the forward, the backward (dQ, dK, dV for a random dO, after an\n"
@@ -60,10 +62,7 @@ void register_run(CLI::App& app) {
     if (!a->plan.empty()) {
       p = read_plan_file(a->plan);
     } else if (!a->topology.empty()) {
-      PlanOptions o;
-      o.causal = w.causal;
-      if (a->scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;  // as tasp simulate plans it
-      p = build_plan(load_topology(a->topology), a->scheme, o);
+      p = build_plan(load_topology(a->topology), a->scheme, plan_options(a->scheme, w, a->head));  // as simulate plans it
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
@@ -101,7 +100,7 @@ void register_run(CLI::App& app) {
     if (!rep.result.reporter) return;  // a multi-process run reports on rank 0
     Timeline& t = rep.result.timeline;
     t.topology = p.topology;
-    std::cout << "run: " << p.scheme << " on " << p.ranks << " ranks, backend " << backend->name() << ", workload "
+    std::cout << "run: " << p.scheme << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
               << to_string(w) << ", pass " << passes_name(passes) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
               << " us, compute " << t.compute_us() << " us, exposed comm " << t.exposed_comm_us() << " us\n";
@@ -119,8 +118,8 @@ void register_run(CLI::App& app) {
     std::cout << "\n";
     if (rep.single_device_us > 0)
       std::cout << std::setprecision(1) << "  one GPU (same kernels, whole problem): " << rep.single_device_us << " us: speedup "
-                << std::setprecision(2) << rep.single_device_us / t.total_us() << "x on " << p.ranks
-                << " GPUs, parallel efficiency " << std::setprecision(0) << 100 * rep.single_device_us / t.total_us() / p.ranks
+                << std::setprecision(2) << rep.single_device_us / t.total_us() << "x on " << p.gpus()
+                << " GPUs, parallel efficiency " << std::setprecision(0) << 100 * rep.single_device_us / t.total_us() / p.gpus()
                 << "%\n";
     if (a->steps) {
       std::cout << "  pass step   comm_us  compute_us  step_us  (slowest rank)\n";
@@ -143,7 +142,7 @@ void register_run(CLI::App& app) {
     const bool ok = rep.max_rel_err() < tol;
     if (!a->json.empty())
       write_output(a->json, [&](std::ostream& o) {
-        nlohmann::json j = {{"format", "tasp-run/1"}, {"scheme", p.scheme}, {"ranks", p.ranks}, {"backend", backend->name()},
+        nlohmann::json j = {{"format", "tasp-run/1"}, {"scheme", p.scheme}, {"ranks", p.gpus()}, {"backend", backend->name()},
                             {"workload", to_string(w)}, {"pass", passes_name(passes)}, {"total_us", t.total_us()},
                             {"comm_us", t.comm_us()}, {"compute_us", t.compute_us()}, {"exposed_comm_us", t.exposed_comm_us()},
                             {"iteration_totals_us", rep.result.iteration_totals_us}, {"tokens_per_s", rep.tokens_per_s},
@@ -154,7 +153,7 @@ void register_run(CLI::App& app) {
         if (rep.single_device_us > 0) {
           j["single_device_us"] = rep.single_device_us;
           j["speedup"] = rep.single_device_us / t.total_us();
-          j["parallel_efficiency"] = rep.single_device_us / t.total_us() / p.ranks;
+          j["parallel_efficiency"] = rep.single_device_us / t.total_us() / p.gpus();
         }
         if (rep.checked) {
           j["reference"] = rep.reference, j["tolerance"] = tol, j["check_passed"] = ok;

@@ -23,6 +23,7 @@ struct Args {
   std::string topology = "h200-hgx-8", workload, config, schemes = "all";
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
   bool quiet = false;
+  HeadOptions head;
 };
 
 std::string ms(double us, int prec = 3) {
@@ -146,7 +147,8 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal] (default: --config llama3-8b); with\n"
                                                "--config, keys that override the named workload's");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
-  cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level")->capture_default_str();
+  cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level, ulysses, usp")->capture_default_str();
+  add_head_options(cmd, a->head);
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: which passes to simulate (the backward after the forward)")
       ->capture_default_str();
   cmd->add_option("--plan", a->plan, "Simulate this plan file instead of planning schemes");
@@ -190,7 +192,7 @@ void register_simulate(CLI::App& app) {
         for (long S : sweep_lengths(a->sweep)) {
           w.S = (S + unit - 1) / unit * unit;  // every layout splits a multiple of 2n
           skipped.clear();
-          auto rs = run_schemes(t, w, schemes, prof, opt, skip);
+          auto rs = run_schemes(t, w, schemes, prof, opt, skip, a->head);
           double ring = 0;
           for (const auto& r : rs)
             if (r.scheme == "ring") ring = r.sim.total_us;
@@ -203,7 +205,7 @@ void register_simulate(CLI::App& app) {
       });
       return;
     } else {
-      runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt, skip);
+      runs = run_schemes(t, w, select_schemes(a->schemes, t, w.causal), prof, opt, skip, a->head);
     }
     if (!a->quiet) print_table(std::cout, runs, skipped, t, w, prof, passes);
     const auto& best = runs[fastest(runs)];

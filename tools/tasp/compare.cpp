@@ -4,15 +4,25 @@
 #include <ostream>
 #include <sstream>
 
+#include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 
 namespace tasp::cli {
 
 using namespace tasp::planner;
 
-PlanOptions plan_options(const std::string& scheme, const Workload& w) {
+void add_head_options(CLI::App* cmd, HeadOptions& h) {
+  cmd->add_option("--ulysses", h.ulysses, "usp: GPUs per head-parallel group (default: a node's GPUs)");
+  cmd->add_option("--inner", h.inner, "usp: the scheme across groups: ring | zigzag | allgather | hamilton | two-level")
+      ->capture_default_str();
+}
+
+PlanOptions plan_options(const std::string& scheme, const Workload& w, const HeadOptions& h) {
   PlanOptions o;
   o.causal = w.causal;
+  o.ulysses = h.ulysses;
+  o.inner = h.inner;
+  if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
   if (scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;
   return o;
 }
@@ -21,7 +31,7 @@ std::vector<std::string> select_schemes(const std::string& list, const Topology&
   std::vector<std::string> out;
   if (list == "all") {
     for (const auto& s : scheme_names())
-      if (scheme_applies(s, t, causal, nullptr)) out.push_back(s);
+      if (scheme_applies(s, t, causal, nullptr) && (s != "usp" || t.nodes >= 2)) out.push_back(s);
     return out;
   }
   std::stringstream ss(list);
@@ -67,14 +77,15 @@ std::string describe_terms(const simulator::ModelTerms& t) {
 
 std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,
                                    const simulator::Profile& prof, const simulator::SimOptions& opt,
-                                   std::vector<Skipped>* skipped) {
+                                   std::vector<Skipped>* skipped, const HeadOptions& head) {
   std::vector<SchemeRun> runs;
   std::string first_why;
   for (const auto& s : schemes) {
     SchemeRun r;
     r.scheme = s;
-    r.plan = build_plan(t, s, plan_options(s, w));
-    const std::string split = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
+    r.plan = build_plan(t, s, plan_options(s, w, head));
+    std::string split = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
+    if (split.empty() && r.plan.ulysses > 1) split = check_heads(r.plan.ulysses, w);
     if (!split.empty() && skipped) {
       skipped->push_back({s, split});
       if (first_why.empty()) first_why = s + ": " + split;

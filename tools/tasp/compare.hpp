@@ -1,5 +1,6 @@
 #pragma once
 // Plans and simulates several schemes for one topology and workload (tasp simulate, plan --scheme auto).
+#include <CLI/CLI.hpp>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -18,7 +19,13 @@ struct SchemeRun {
 
 // How each scheme is planned for a workload: ring is plain ring attention (contiguous shards, also when
 // causal), zigzag its causal variant, the others take zigzag shards when causal.
-planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w);
+// usp's group size (0: a node's GPUs) and scheme across groups, from --ulysses and --inner.
+struct HeadOptions {
+  int ulysses = 0;
+  std::string inner = "hamilton";
+};
+void add_head_options(CLI::App* cmd, HeadOptions& h);
+planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const HeadOptions& h = {});
 
 // "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
 std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);
@@ -39,7 +46,8 @@ struct Skipped {
 };
 std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
                                    const std::vector<std::string>& schemes, const simulator::Profile& prof,
-                                   const simulator::SimOptions& opt, std::vector<Skipped>* skipped = nullptr);
+                                   const simulator::SimOptions& opt, std::vector<Skipped>* skipped = nullptr,
+                                   const HeadOptions& head = {});
 // Index of the fastest run.
 size_t fastest(const std::vector<SchemeRun>& runs);
 

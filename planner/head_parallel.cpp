@@ -1,0 +1,104 @@
+#include "planner/head_parallel.hpp"
+
+#include "planner/digraph.hpp"
+#include "planner/schemes/schemes.hpp"
+
+namespace tasp::planner {
+
+std::string check_heads(int u, const Workload& w) {
+  const std::string uu = std::to_string(u);
+  if (u < 1) return "head-parallel degree must be >= 1";
+  if (w.H % u) return "H=" + std::to_string(w.H) + " does not split over " + uu + " GPUs (Ulysses needs H % degree == 0)";
+  if (w.Hkv % u == 0) return {};
+  if (u % w.Hkv)
+    return "Hkv=" + std::to_string(w.Hkv) + " neither splits over " + uu + " GPUs nor divides " + uu +
+           " (to replicate K/V heads)";
+  // Replicated: a slot's H/u query heads must all belong to the one K/V head it holds.
+  if ((w.H / w.Hkv) % (w.H / u)) return "the query heads of a slot would span two K/V heads";
+  return {};
+}
+
+HeadSlice head_slice(int u, const Workload& w, int slot) {
+  HeadSlice s;
+  s.q_heads = w.H / u;
+  s.q_begin = slot * s.q_heads;
+  if (w.Hkv % u == 0) {
+    s.kv_heads = w.Hkv / u;
+    s.kv_begin = slot * s.kv_heads;
+  } else {
+    s.kv_heads = 1;
+    s.kv_replicas = u / w.Hkv;
+    s.kv_begin = s.q_begin / (w.H / w.Hkv);
+  }
+  return s;
+}
+
+Workload slot_workload(int u, const Workload& w) {
+  Workload s = w;
+  const HeadSlice h = head_slice(u, w, 0);
+  s.H = h.q_heads;
+  s.Hkv = h.kv_heads;
+  return s;
+}
+
+A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
+  const HeadSlice h = head_slice(u, w, 0);
+  const double row = double(w.B) * tokens * w.D * w.dtype_bytes;
+  A2aBytes b;
+  b.fwd_in = row * (h.q_heads + 2.0 * h.kv_heads);
+  b.fwd_out = row * h.q_heads;
+  b.bwd_in = row * h.q_heads;
+  b.bwd_out = row * (h.q_heads + 2.0 * h.kv_heads);
+  return b;
+}
+
+Plan build_ulysses(const Topology& t, const PlanOptions& o) {
+  if (!rank_digraph(t).is_complete())
+    throw InputError(t.source + ": ulysses needs every GPU pair connected (its all-to-all); this topology is not");
+  // One group: the steps are a single rank's local attention (an all-gather plan of one rank).
+  Plan p = build_plan(load_topology("complete:1"), "allgather", o);
+  p.scheme = "ulysses";
+  p.topology = t.source;
+  p.ulysses = t.ranks();
+  p.note = "Ulysses: all-to-all to head shards, local attention over all S tokens, all-to-all back";
+  return p;
+}
+
+Plan build_usp(const Topology& t, const std::string& inner, int u, const PlanOptions& opt) {
+  const int n = t.ranks();
+  if (u < 1 || n % u) throw InputError(t.source + ": usp: " + std::to_string(n) + " GPUs do not form groups of " + std::to_string(u));
+  if (inner == "usp" || inner == "ulysses") throw InputError("usp: the scheme across groups must be a ring scheme, not " + inner);
+  const int g = n / u;
+  if (g < 2) throw InputError(t.source + ": usp needs at least two groups (use ulysses for one)");
+  // The groups' digraph: g -> h when every slot's GPU of g reaches the same slot's GPU of h.
+  const Digraph full = rank_digraph(t);
+  Topology gt;
+  bool complete = true;
+  for (int a = 0; a < g && complete; ++a)
+    for (int b = 0; b < g && complete; ++b)
+      for (int i = 0; i < u && complete; ++i) {
+        if (a != b && !full.has(a * u + i, b * u + i)) complete = false;
+        for (int j = 0; j < u && complete; ++j)
+          if (i != j && !full.has(a * u + i, a * u + j)) complete = false;
+      }
+  if (!complete)
+    throw InputError(t.source + ": usp with groups of " + std::to_string(u) +
+                     " needs every pair inside a group and every same-slot pair across groups connected");
+  // Across groups the slots see a complete fabric (on a cluster: one rail each); the inner scheme is planned
+  // there. Two-level keeps the node structure when groups are smaller than nodes.
+  const bool nodes_of_groups = t.nodes >= 2 && t.gpus_per_node > u && t.gpus_per_node % u == 0;
+  gt = load_topology(inner == "two-level" && nodes_of_groups
+                         ? "cluster:" + std::to_string(t.nodes) + "x" + std::to_string(t.gpus_per_node / u)
+                         : "complete:" + std::to_string(g));
+  PlanOptions o = opt;
+  o.expand_max_ranks = n <= opt.expand_max_ranks ? 1 << 30 : 0;
+  Plan p = build_plan(gt, inner, o);
+  p.scheme = "usp";
+  p.ulysses = u;
+  p.topology = t.source;
+  p.note = "usp: Ulysses over groups of " + std::to_string(u) + " GPUs, " + inner + " across the " + std::to_string(g) +
+           " groups" + (p.note.empty() ? "" : "; " + p.note);
+  return p;
+}
+
+}  // namespace tasp::planner
