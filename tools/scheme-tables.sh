@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Simulated fwd+bwd attention of every scheme (ring-style and head-parallel) on four fabrics, Llama-3-8B-like
+# and 70B-like layers at 128K-1M tokens: docs/measurements/scheme-tables.md. Simulations, not measurements.
+# Usage: tools/scheme-tables.sh [TASP_BINARY] [OUT.md]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+tasp=${1:-$here/build/tools/tasp}
+out=${2:-$here/docs/measurements/scheme-tables.md}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# topology | schemes | usp group size | lengths (multiples of 2 x GPUs, so that every layout splits)
+runs=(
+  "h200-hgx-8|ring,zigzag,allgather,hamilton,ulysses,usp|4|131072 262144 524288 1048576"
+  "h100-cluster-4x8|all|8|131072 262144 524288 1048576"
+  "cluster:16x8|all|8|131072 262144 524288 1048576"
+  "gb200-nvl72|ring,zigzag,allgather,hamilton,usp|8|131040 262080 524160 1048464"
+)
+{
+  echo "# Which scheme wins where: simulated fwd+bwd (tools/scheme-tables.sh)"
+  echo
+  echo "Causal attention, bf16, B=1, D=128, one layer's forward and backward (a training step's attention), sustained clock."
+  echo "Simulated with each topology's built-in profile (cluster:16x8 and gb200-nvl72 have none: the H200 one, so"
+  echo "their compute is H200's; gb200-nvl72 is an estimated topology from published link rates). ms per scheme;"
+  echo "'-' = the scheme does not apply (ulysses needs H and Hkv to split over all GPUs or K/V heads replicated)."
+  echo "usp = Ulysses inside groups of U GPUs (a node on clusters) x the best-known ring scheme across groups (hamilton)."
+  echo
+} > "$out"
+for model in "8B|H=32,Hkv=8" "70B|H=64,Hkv=8"; do
+  name=${model%%|*}; heads=${model#*|}
+  for r in "${runs[@]}"; do
+    IFS='|' read -r topo schemes u lengths <<< "$r"
+    echo "## Llama-3-$name-like ($heads), $topo" >> "$out"
+    echo >> "$out"
+    first=1
+    for S in $lengths; do
+      j=$tmp/r.json
+      "$tasp" simulate -q -t "$topo" -s "$schemes" --ulysses "$u" -w "B=1,S=$S,$heads,D=128,causal" --json "$j" 2>/dev/null
+      python3 - "$j" "$S" "$first" >> "$out" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); S = int(sys.argv[2]); first = sys.argv[3] == "1"
+order = ["ring", "zigzag", "allgather", "hamilton", "two-level", "ulysses", "usp"]
+got = {s["scheme"]: s for s in j["schemes"]}
+cols = [s for s in order if s in got or any(x["scheme"] == s for x in j.get("left_out", []))]
+if first:
+    print("| S | " + " | ".join(cols) + " | fastest | vs ring | exposed comm of fastest |")
+    print("|---:|" + "---:|" * len(cols) + "---|---:|---:|")
+best = got[j["fastest"]]
+ring = got.get("ring")
+cells = [f"{got[c]['total_us']/1e3:.1f}" if c in got else "-" for c in cols]
+vs = f"{ring['total_us']/best['total_us']:.2f}x" if ring else "-"
+print(f"| {S} | " + " | ".join(cells) + f" | **{j['fastest']}** | {vs} | {best['exposed_comm_us']/1e3:.1f} ms |")
+PY
+      first=0
+    done
+    echo >> "$out"
+  done
+done
+echo "wrote $out"
