@@ -159,6 +159,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("run -t cluster:2x4 -s usp --ulysses 2 --inner two-level -w B=1,S=64,H=4,D=16,causal --check"), 0);
   EXPECT_EQ(run("simulate -t cluster:2x4 -s ulysses -w B=1,S=16k,H=12,D=64"), 2);  // 12 heads over 8 GPUs
   EXPECT_EQ(run("plan -t complete:8 -s usp"), 2);                                 // one node: needs --ulysses
+  EXPECT_EQ(run("plan -t cluster:4x4 -s auto -w B=1,S=64k,H=16,Hkv=4,D=128,causal -o " + usp), 0);  // may pick usp
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";
   fs::remove(none);

@@ -43,7 +43,8 @@ TEST(Topology, ShippedFilesLoad) {
   EXPECT_TRUE(rank_digraph(h).is_complete());
   // Built-in names load the compiled-in copies.
   EXPECT_EQ(load_topology("h200-hgx-8").ranks(), 8);
-  EXPECT_EQ(builtin_topology_names().size(), 7u);
+  EXPECT_EQ(builtin_topology_names().size(), 8u);
+  EXPECT_TRUE(rank_digraph(load_topology("gb200-nvl72")).is_complete());  // one NVLink domain of 72
   Topology mi = load_topology(std::string(TASP_SOURCE_DIR) + "/topologies/mi300x-8.yaml");
   EXPECT_EQ(rank_digraph(mi).arc_count(), 56);
 }

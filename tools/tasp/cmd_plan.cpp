@@ -99,7 +99,7 @@ void register_plan(CLI::App& app) {
     Topology t = load_topology(a->topology);
     PlanOptions o;
     o.causal = a->causal;
-    o.ulysses = a->head.ulysses, o.inner = a->head.inner;
+    o.ulysses = a->head.ulysses, o.inner = a->head.inner == "auto" ? "hamilton" : a->head.inner;
     o.expand_max_ranks = a->compact ? 0 : a->expand_max;
     if (!(a->max_memory_gib > 0)) throw InputError("--max-memory: must be positive");
     o.max_bytes = a->max_memory_gib * (1 << 30);

@@ -72,6 +72,8 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
        "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total.\n";
   for (const auto& k : skipped) o << "# " << k.scheme << ": left out: " << k.why << "\n";
   for (const auto& r : runs)
+    if (!r.detail.empty()) o << "# " << r.scheme << ": " << r.detail << "\n";
+  for (const auto& r : runs)
     if (r.sim.lockstep_steps > 0)
       o << "# " << r.scheme << ": " << r.sim.lockstep_steps << " step(s) with over 2e6 flows x ranks: their flows start with the "
         << "last rank ready (slightly pessimistic).\n";
@@ -112,6 +114,8 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
                             {"parallel_efficiency", s.parallel_efficiency(t.ranks())},
                             {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()},
                             {"lockstep_steps", s.lockstep_steps}});
+    if (r.plan.ulysses > 1) j["schemes"].back()["ulysses"] = r.plan.ulysses;
+    if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
     nlohmann::json terms;
     for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
     j["schemes"].back()["terms"] = terms;

@@ -13,7 +13,8 @@ using namespace tasp::planner;
 
 void add_head_options(CLI::App* cmd, HeadOptions& h) {
   cmd->add_option("--ulysses", h.ulysses, "usp: GPUs per head-parallel group (default: a node's GPUs)");
-  cmd->add_option("--inner", h.inner, "usp: the scheme across groups: ring | zigzag | allgather | hamilton | two-level")
+  cmd->add_option("--inner", h.inner, "usp: the scheme across groups: ring | zigzag | allgather | hamilton | two-level |\n"
+                                      "auto (simulate and plan --scheme auto: the fastest; plan alone: hamilton)")
       ->capture_default_str();
 }
 
@@ -21,7 +22,7 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Hea
   PlanOptions o;
   o.causal = w.causal;
   o.ulysses = h.ulysses;
-  o.inner = h.inner;
+  o.inner = h.inner == "auto" ? "hamilton" : h.inner;
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
   if (scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;
   return o;
@@ -81,6 +82,33 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
   std::vector<SchemeRun> runs;
   std::string first_why;
   for (const auto& s : schemes) {
+    if (s == "usp" && head.inner == "auto") {
+      // The scheme across groups: every one that plans and fits, the fastest kept.
+      std::vector<std::string> why;
+      std::string tried;
+      SchemeRun best;
+      for (const std::string inner : {"ring", "zigzag", "allgather", "hamilton", "two-level"}) {
+        HeadOptions h = head;
+        h.inner = inner;
+        try {
+          std::vector<Skipped> sk;
+          auto one = run_schemes(t, w, {"usp"}, prof, opt, &sk, h);
+          tried += (tried.empty() ? "" : ", ") + inner + " " + std::to_string(one[0].sim.total_us / 1e3).substr(0, 7);
+          if (best.scheme.empty() || one[0].sim.total_us < best.sim.total_us) best = std::move(one[0]), best.inner = inner;
+        } catch (const InputError& e) {
+          why.push_back(inner + ": " + e.what());
+        }
+      }
+      if (best.scheme.empty()) {
+        if (!skipped) throw InputError("usp: no scheme across groups fits (" + (why.empty() ? std::string("?") : why[0]) + ")");
+        skipped->push_back({s, why.empty() ? "no scheme across groups fits" : why[0]});
+        if (first_why.empty()) first_why = s + ": " + skipped->back().why;
+        continue;
+      }
+      best.detail = "across groups " + best.inner + " (tried, ms: " + tried + ")";
+      runs.push_back(std::move(best));
+      continue;
+    }
     SchemeRun r;
     r.scheme = s;
     r.plan = build_plan(t, s, plan_options(s, w, head));

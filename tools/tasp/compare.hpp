@@ -13,6 +13,8 @@ namespace tasp::cli {
 
 struct SchemeRun {
   std::string scheme;
+  std::string detail;  // what was chosen inside the scheme (usp: the scheme across groups), for people
+  std::string inner;   // usp: the scheme across groups it was simulated with
   planner::Plan plan;
   simulator::SimResult sim;
 };
@@ -22,7 +24,7 @@ struct SchemeRun {
 // usp's group size (0: a node's GPUs) and scheme across groups, from --ulysses and --inner.
 struct HeadOptions {
   int ulysses = 0;
-  std::string inner = "hamilton";
+  std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
 };
 void add_head_options(CLI::App* cmd, HeadOptions& h);
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const HeadOptions& h = {});
