@@ -88,9 +88,19 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       std::string tried;
       SchemeRun best;
       for (const std::string inner : {"ring", "zigzag", "allgather", "hamilton", "two-level"}) {
+        if (inner == "ring" && w.causal) continue;  // across groups it takes the zigzag layout too: zigzag itself
         HeadOptions h = head;
         h.inner = inner;
         try {
+          // Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton across
+          // 128 groups: 127 rings of 4-token pieces): not tried.
+          const Plan probe = build_plan(t, "usp", plan_options("usp", w, h));
+          const double piece_tokens = double(w.S) / (double(probe.ranks) * probe.pieces_per_rank *
+                                                     (probe.layout == Layout::Zigzag ? 2 : 1));
+          if (probe.ranks > 1 && piece_tokens < 32) {
+            tried += (tried.empty() ? "" : ", ") + inner + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
+            continue;
+          }
           std::vector<Skipped> sk;
           auto one = run_schemes(t, w, {"usp"}, prof, opt, &sk, h);
           tried += (tried.empty() ? "" : ", ") + inner + " " + std::to_string(one[0].sim.total_us / 1e3).substr(0, 7);
