@@ -52,6 +52,26 @@ A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
   return b;
 }
 
+Digraph group_digraph(const Digraph& gpus, int u, std::string* why) {
+  const int n = gpus.n / u;
+  Digraph g = Digraph::empty(n);
+  why->clear();
+  for (int a = 0; a < n; ++a)
+    for (int i = 0; i < u; ++i)
+      for (int j = 0; j < u; ++j)
+        if (i != j && !gpus.has(a * u + i, a * u + j)) {
+          *why = "GPUs " + std::to_string(a * u) + ".." + std::to_string(a * u + u - 1) + " are not all connected pairwise";
+          return Digraph::empty(n);
+        }
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      bool all = a != b;
+      for (int i = 0; i < u && all; ++i) all = gpus.has(a * u + i, b * u + i);
+      if (all) g.add(a, b);
+    }
+  return g;
+}
+
 Plan build_ulysses(const Topology& t, const PlanOptions& o) {
   if (!rank_digraph(t).is_complete())
     throw InputError(t.source + ": ulysses needs every GPU pair connected (its all-to-all); this topology is not");
@@ -70,24 +90,16 @@ Plan build_usp(const Topology& t, const std::string& inner, int u, const PlanOpt
   if (inner == "usp" || inner == "ulysses") throw InputError("usp: the scheme across groups must be a ring scheme, not " + inner);
   const int g = n / u;
   if (g < 2) throw InputError(t.source + ": usp needs at least two groups (use ulysses for one)");
-  // The groups' digraph: g -> h when every slot's GPU of g reaches the same slot's GPU of h.
-  const Digraph full = rank_digraph(t);
-  Topology gt;
-  bool complete = true;
-  for (int a = 0; a < g && complete; ++a)
-    for (int b = 0; b < g && complete; ++b)
-      for (int i = 0; i < u && complete; ++i) {
-        if (a != b && !full.has(a * u + i, b * u + i)) complete = false;
-        for (int j = 0; j < u && complete; ++j)
-          if (i != j && !full.has(a * u + i, a * u + j)) complete = false;
-      }
-  if (!complete)
+  std::string why;
+  const Digraph groups = group_digraph(rank_digraph(t), u, &why);
+  if (!why.empty() || !groups.is_complete())
     throw InputError(t.source + ": usp with groups of " + std::to_string(u) +
-                     " needs every pair inside a group and every same-slot pair across groups connected");
+                     " needs every pair inside a group and every same-slot pair across groups connected" +
+                     (why.empty() ? "" : " (" + why + ")"));
   // Across groups the slots see a complete fabric (on a cluster: one rail each); the inner scheme is planned
   // there. Two-level keeps the node structure when groups are smaller than nodes.
   const bool nodes_of_groups = t.nodes >= 2 && t.gpus_per_node > u && t.gpus_per_node % u == 0;
-  gt = load_topology(inner == "two-level" && nodes_of_groups
+  const Topology gt = load_topology(inner == "two-level" && nodes_of_groups
                          ? "cluster:" + std::to_string(t.nodes) + "x" + std::to_string(t.gpus_per_node / u)
                          : "complete:" + std::to_string(g));
   PlanOptions o = opt;

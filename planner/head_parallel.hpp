@@ -3,6 +3,7 @@
 // splits the heads, what its all-to-alls move, and the plans (Plan::ulysses; DESIGN.md "Head ranges").
 #include <string>
 
+#include "planner/digraph.hpp"
 #include "planner/plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
@@ -30,6 +31,11 @@ struct A2aBytes {
   double fwd_in = 0, fwd_out = 0, bwd_in = 0, bwd_out = 0;
 };
 A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens);
+
+// The groups' digraph of a GPU digraph cut into groups of u consecutive GPUs: g -> h when every slot's GPU
+// of g reaches the same slot's GPU of h. "" in `why` when every group is linked pairwise (its all-to-all),
+// else which group is not (the digraph is then empty).
+Digraph group_digraph(const Digraph& gpus, int u, std::string* why);
 
 // ulysses: one group of every GPU (the topology must connect every pair).
 Plan build_ulysses(const Topology& t, const PlanOptions& o);

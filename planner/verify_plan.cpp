@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "planner/head_parallel.hpp"
+
 namespace tasp::planner {
 namespace {
 
@@ -205,22 +207,12 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   // an arc when every slot has it; the steps are then checked against that group digraph.
   Digraph groups;
   if (arcs && p.ulysses > 1) {
-    const int u = p.ulysses;
-    if (long(arcs->n) != long(n) * u)
-      return "ranks: the plan has " + std::to_string(n) + " groups of " + std::to_string(u) + " GPUs, the topology " +
+    if (long(arcs->n) != long(n) * p.ulysses)
+      return "ranks: the plan has " + std::to_string(n) + " groups of " + std::to_string(p.ulysses) + " GPUs, the topology " +
              std::to_string(arcs->n) + " GPUs";
-    groups = Digraph::empty(n);
-    for (int g = 0; g < n; ++g)
-      for (int h = 0; h < n; ++h) {
-        bool all = true;
-        for (int i = 0; i < u && all; ++i)
-          for (int j = 0; j < u && all; ++j)
-            if (g == h ? i != j && !arcs->has(g * u + i, g * u + j) : i == j && !arcs->has(g * u + i, h * u + i)) all = false;
-        if (g == h && !all)
-          return "ulysses: GPUs " + std::to_string(g * u) + ".." + std::to_string(g * u + u - 1) +
-                 " are not all connected pairwise (the all-to-all needs it)";
-        if (g != h && all) groups.add(g, h);
-      }
+    std::string why;
+    groups = group_digraph(*arcs, p.ulysses, &why);
+    if (!why.empty()) return "ulysses: " + why + " (the all-to-all needs it)";
     arcs = &groups;
   }
   if (arcs && arcs->n != n)

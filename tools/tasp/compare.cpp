@@ -76,60 +76,78 @@ std::string describe_terms(const simulator::ModelTerms& t) {
   return o.str();
 }
 
+namespace {
+
+// Plans `scheme` into r.plan: "" when the workload fits it, else why not (pieces, heads).
+std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const HeadOptions& head, SchemeRun& r) {
+  r.scheme = scheme;
+  r.plan = build_plan(t, scheme, plan_options(scheme, w, head));
+  std::string why = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
+  if (why.empty() && r.plan.ulysses > 1) why = check_heads(r.plan.ulysses, w);
+  return why;
+}
+
+// usp with the scheme across groups that simulates fastest, simulated; an empty scheme when none fits, and
+// `why` says how the first one failed. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
+// across 128 groups: 127 rings of 4-token pieces): not tried. Causal ring across groups takes the zigzag
+// layout, so it is zigzag itself.
+SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profile& prof, const simulator::SimOptions& opt,
+                   const HeadOptions& head, std::string* why) {
+  SchemeRun best;
+  std::string tried, first_no;
+  for (const std::string inner : {"ring", "zigzag", "allgather", "hamilton", "two-level"}) {
+    if (inner == "ring" && w.causal) continue;
+    HeadOptions h = head;
+    h.inner = inner;
+    SchemeRun r;
+    std::string no;
+    try {
+      no = plan_for(t, w, "usp", h, r);
+    } catch (const InputError& e) {
+      no = e.what();
+    }
+    if (!no.empty()) {
+      if (first_no.empty()) first_no = inner + ": " + no;
+      continue;
+    }
+    const double piece_tokens =
+        double(w.S) / (double(r.plan.ranks) * r.plan.pieces_per_rank * (r.plan.layout == Layout::Zigzag ? 2 : 1));
+    if (r.plan.ranks > 1 && piece_tokens < 32) {
+      tried += (tried.empty() ? "" : ", ") + inner + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
+      continue;
+    }
+    r.sim = simulator::simulate(r.plan, t, w, prof, opt);
+    tried += (tried.empty() ? "" : ", ") + inner + " " + std::to_string(r.sim.total_us / 1e3).substr(0, 7);
+    if (best.scheme.empty() || r.sim.total_us < best.sim.total_us) best = std::move(r), best.inner = inner;
+  }
+  if (!best.scheme.empty()) best.detail = "across groups " + best.inner + " (tried, ms: " + tried + ")";
+  else *why = first_no.empty() ? "no scheme across groups fits" : first_no;
+  return best;
+}
+
+}  // namespace
+
 std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,
                                    const simulator::Profile& prof, const simulator::SimOptions& opt,
                                    std::vector<Skipped>* skipped, const HeadOptions& head) {
   std::vector<SchemeRun> runs;
   std::string first_why;
   for (const auto& s : schemes) {
-    if (s == "usp" && head.inner == "auto") {
-      // The scheme across groups: every one that plans and fits, the fastest kept.
-      std::vector<std::string> why;
-      std::string tried;
-      SchemeRun best;
-      for (const std::string inner : {"ring", "zigzag", "allgather", "hamilton", "two-level"}) {
-        if (inner == "ring" && w.causal) continue;  // across groups it takes the zigzag layout too: zigzag itself
-        HeadOptions h = head;
-        h.inner = inner;
-        try {
-          // Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton across
-          // 128 groups: 127 rings of 4-token pieces): not tried.
-          const Plan probe = build_plan(t, "usp", plan_options("usp", w, h));
-          const double piece_tokens = double(w.S) / (double(probe.ranks) * probe.pieces_per_rank *
-                                                     (probe.layout == Layout::Zigzag ? 2 : 1));
-          if (probe.ranks > 1 && piece_tokens < 32) {
-            tried += (tried.empty() ? "" : ", ") + inner + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
-            continue;
-          }
-          std::vector<Skipped> sk;
-          auto one = run_schemes(t, w, {"usp"}, prof, opt, &sk, h);
-          tried += (tried.empty() ? "" : ", ") + inner + " " + std::to_string(one[0].sim.total_us / 1e3).substr(0, 7);
-          if (best.scheme.empty() || one[0].sim.total_us < best.sim.total_us) best = std::move(one[0]), best.inner = inner;
-        } catch (const InputError& e) {
-          why.push_back(inner + ": " + e.what());
-        }
-      }
-      if (best.scheme.empty()) {
-        if (!skipped) throw InputError("usp: no scheme across groups fits (" + (why.empty() ? std::string("?") : why[0]) + ")");
-        skipped->push_back({s, why.empty() ? "no scheme across groups fits" : why[0]});
-        if (first_why.empty()) first_why = s + ": " + skipped->back().why;
-        continue;
-      }
-      best.detail = "across groups " + best.inner + " (tried, ms: " + tried + ")";
-      runs.push_back(std::move(best));
-      continue;
-    }
     SchemeRun r;
-    r.scheme = s;
-    r.plan = build_plan(t, s, plan_options(s, w, head));
-    std::string split = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
-    if (split.empty() && r.plan.ulysses > 1) split = check_heads(r.plan.ulysses, w);
-    if (!split.empty() && skipped) {
-      skipped->push_back({s, split});
-      if (first_why.empty()) first_why = s + ": " + split;
+    std::string why;
+    const bool search = s == "usp" && head.inner == "auto";
+    if (search) {
+      r = best_usp(t, w, prof, opt, head, &why);
+      if (!why.empty() && !skipped) throw InputError("usp: " + why);
+    } else {
+      why = plan_for(t, w, s, head, r);
+    }
+    if (!why.empty() && skipped) {
+      skipped->push_back({s, why});
+      if (first_why.empty()) first_why = s + ": " + why;
       continue;
     }
-    r.sim = simulator::simulate(r.plan, t, w, prof, opt);
+    if (!search) r.sim = simulator::simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
     runs.push_back(std::move(r));
   }
   if (runs.empty()) throw InputError("workload: no scheme fits it (" + first_why + ")");
