@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# After a change to executor/ or kernels/ (device tool, nvidia-h200-x2): GPU unit tests, every scheme's
+# fwd+bwd checked on the cuda backend, head-parallel plans refused there clearly, and one configuration timed
+# beside the PyTorch ring on cuDNN and FA2 kernels (tools/gpu/torch_ring.py) in the same run, with ratios.
+# Usage: tools/gpu/regression.sh [ITERS]      Logs to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+ITERS=${1:-5}
+N=$(nvidia-smi -L | wc -l)
+nvidia-smi -L | tee "$OUT/device.txt"
+tools/gpu/build.sh tasp tasp_kernel_tests tasp_executor_tests || exit 1
+T=build-gpu/tools/tasp
+
+echo "== 1. GPU unit tests"
+ctest --test-dir build-gpu -L gpu --timeout 300 2>&1 | tail -3 | tee "$OUT/gpu-tests.txt"
+
+echo "== 2. every scheme fwd+bwd on the cuda backend vs fp64 / one GPU"
+for shape in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64" "B=1,S=$((N * 2 * 1000)),H=16,Hkv=2,D=128"; do
+  for mask in "" ",causal"; do
+    for s in ring zigzag allgather hamilton; do
+      [ "$s" = zigzag ] && [ -z "$mask" ] && continue
+      $T run --backend cuda -t complete:$N -s $s -w "$shape$mask" --pass fwd+bwd --check --iters 2 --warmup 1 2>&1 |
+        grep -E "PASS|FAIL|error" | sed "s/^/$s $shape$mask: /" | tee -a "$OUT/check.log"
+    done
+  done
+done
+
+echo "== 3. head-parallel plans on the cuda backend: a clear refusal, exit 2"
+$T run --backend cuda -t complete:$N -s ulysses -w "B=1,S=4096,H=8,D=64" 2>&1 | tee "$OUT/ulysses-cuda.txt"
+echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/ulysses-cuda.txt"
+
+echo "== 4. one configuration, fwd+bwd: tasp beside the PyTorch ring (cuDNN, FA2)"
+W="B=1,H=32,D=128,S=65536,causal"
+for s in zigzag allgather hamilton; do
+  $T run --backend cuda -t complete:$N -s $s -w "$W" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 1000 2>&1 |
+    grep -oE "median [0-9.]+ us" | sed "s/^/tasp $s: /" | tee -a "$OUT/side-by-side.txt"
+done
+timeout 300 python3 tools/gpu/torch_ring.py -w "$W" --iters "$ITERS" 2>&1 | tee -a "$OUT/side-by-side.txt"
