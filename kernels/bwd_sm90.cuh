@@ -324,11 +324,7 @@ template <typename T, int D>
 void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
   using S = Shape<D>;
   auto* kernel = attention_bwd_sm90_kernel<T, D>;
-  static bool configured = false;
-  if (!configured) {
-    TASP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
-    configured = true;
-  }
+  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D>>(S::kSmem);
   kernel<<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

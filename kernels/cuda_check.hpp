@@ -2,6 +2,8 @@
 // CUDA runtime errors as exceptions that name the call and where it was made.
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,5 +40,19 @@ class DeviceAllocs {
  private:
   std::vector<void*> taken_;
 };
+
+// Lets `Kernel` take `bytes` of dynamic shared memory on the current device. The attribute belongs to a
+// device, and the cuda backend launches from a thread per GPU: set once per device (up to 64), thread-safe.
+// (A plain `static bool` set it on the first GPU only, and other GPUs' launches failed: invalid argument.)
+template <auto Kernel>
+void allow_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  TASP_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return;
+  TASP_CUDA(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  done.fetch_or(bit, std::memory_order_release);
+}
 
 }  // namespace tasp::kernels

@@ -219,11 +219,7 @@ template <typename T, int D>
 void launch_mma(const Params& p, int tiles, int H, int B, cudaStream_t s) {
   using S = MmaTiles;
   constexpr int smem = (S::kBlockM + 4 * S::kBlockN) * D * sizeof(T);
-  static bool configured = false;
-  if (!configured) {
-    TASP_CUDA(cudaFuncSetAttribute(attention_fwd_mma_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+  allow_dynamic_smem<attention_fwd_mma_kernel<T, D, S>>(smem);
   attention_fwd_mma_kernel<T, D, S><<<dim3(tiles, H, B), S::kThreads, smem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

@@ -177,11 +177,7 @@ template <typename T, int D>
 void launch_sm90(const Params& p, int tiles, int H, int B, cudaStream_t s) {
   using S = Sm90Shape<D>;
   auto* kernel = attention_fwd_sm90_kernel<T, D>;
-  static bool configured = false;
-  if (!configured) {
-    TASP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
-    configured = true;
-  }
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D>>(S::kSmem);
   kernel<<<dim3(tiles, H, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

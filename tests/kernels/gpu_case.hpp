@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/attention.hpp"
@@ -52,6 +54,23 @@ inline std::vector<uint16_t> random_tensor(size_t n, DType t, std::mt19937& rng,
   vals.resize(n);
   for (size_t i = 0; i < n; ++i) bits[i] = to_bits(u(rng), t), vals[i] = from_bits(bits[i], t);
   return bits;
+}
+
+// Runs body(device) on every visible device, each from its own thread, as the cuda backend does: device 0
+// first (so that state it leaves, right or wrong, is there when the others start), then the rest together.
+// Returns the number of devices (tests of per-device state skip below 2).
+inline int on_every_device(const std::function<void(int)>& body) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  auto one = [&body](int d) {
+    if (cudaSetDevice(d) == cudaSuccess) body(d);
+    else ADD_FAILURE() << "cudaSetDevice(" << d << ")";
+  };
+  std::thread(one, 0).join();
+  std::vector<std::thread> threads;
+  for (int d = 1; d < n; ++d) threads.emplace_back(one, d);
+  for (auto& t : threads) t.join();
+  return n;
 }
 
 #define NEED_GPU() \

@@ -165,6 +165,22 @@ TEST(AttentionGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
     }
 }
 
+// Launch settings are per device: every GPU's first launch, each from its own thread (the cuda backend's
+// layout), must work, not only the first GPU's.
+TEST(AttentionGpu, EveryDeviceFromItsOwnThread) {
+  NEED_GPU();
+  const int n = on_every_device([](int d) {
+    for (int D : {64, 128}) {
+      Case c;
+      c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 160;
+      c.pieces = {{150, 0}, {70, 150}};
+      c.items = {{0, 160, 60, {0, 1}, true}};
+      DeviceCase(c, 11 + d + D).run_and_check();
+    }
+  });
+  if (n < 2) GTEST_SKIP() << "one device: nothing per device to check";
+}
+
 TEST(AttentionGpu, CausalWithGlobalPositions) {
   NEED_GPU();
   for (int D : {64, 128}) {
