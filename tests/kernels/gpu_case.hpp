@@ -56,6 +56,15 @@ inline std::vector<uint16_t> random_tensor(size_t n, DType t, std::mt19937& rng,
   return bits;
 }
 
+// A small causal case (one item over two pieces, the diagonal inside the second): what per-device tests run.
+inline Case small_causal_case(int D) {
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 160;
+  c.pieces = {{150, 0}, {70, 150}};
+  c.items = {{0, 160, 60, {0, 1}, true}};
+  return c;
+}
+
 // Runs body(device) on every visible device, each from its own thread, as the cuda backend does: device 0
 // first (so that state it leaves, right or wrong, is there when the others start), then the rest together.
 // Returns the number of devices (tests of per-device state skip below 2).
