@@ -55,6 +55,8 @@ struct CudaOptions {
   int warmup = 5, iters = 20;  // the timeline reported is the iteration with the median total
   int timeout_s = 120;         // a run that does not finish in time ends with an error, not a hang
   std::function<void(int done, int total)> progress;  // after each iteration (warm-up ones included)
+  // Head-parallel all-to-alls: "alltoall" (ncclAlltoAll, NCCL >= 2.28) or "sendrecv" (grouped send/recv).
+  std::string a2a = "alltoall";
 };
 // bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA
 // or NCCL is missing at build time (has_cuda_backend() says which).

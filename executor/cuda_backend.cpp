@@ -7,20 +7,24 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 
 #include "executor/backend.hpp"
+#include "executor/cuda_heads.hpp"
 #include "executor/cuda_pass.hpp"
 #include "executor/cuda_rank.hpp"
 #include "executor/launch_env.hpp"
 #include "executor/mpi_link.hpp"
+#include "planner/head_parallel.hpp"
 #include "planner/rank_memory.hpp"
 #include "planner/topology.hpp"
 #include "kernels/attention.hpp"
@@ -53,12 +57,66 @@ class CudaBackend : public Backend {
   MpiLink mpi_;
 };
 
+// Head-parallel plans (Plan::ulysses = u > 1): GPU G = rank * u + slot runs the plan as `rank` on its slot's
+// heads (workload `sw`), between all-to-alls inside its group (cuda_heads.hpp). Without: G = rank, sw = w.
+// The outputs of a head-parallel run: out, dQ, dK, dV from each GPU's token part after the all-to-alls out
+// (what the layer gets), LSE from the head layout (it stays there for the backward).
+void head_parallel_outputs(std::vector<RankDevice>& R, const cuda::Geometry& g, const planner::Workload& w, int u,
+                           planner::Passes passes, Result& res) {
+  const size_t rows = size_t(w.B) * w.S;
+  const long HD = long(w.H) * w.D, HkvD = long(w.Hkv) * w.D;
+  res.out.assign(rows * HD, 0.0), res.lse.assign(rows * w.H, 0.0);
+  if (passes.bwd) res.dq.assign(res.out.size(), 0.0), res.dk.assign(rows * HkvD, 0.0), res.dv.assign(res.dk.size(), 0.0);
+  const kernels::DType dt = cuda::dtype_of(w);
+  for (int gpu = 0; gpu < int(R.size()); ++gpu) {
+    RankDevice& x = R[gpu];
+    TASP_CUDA(cudaSetDevice(x.dev));
+    const int r = gpu / u, slot = gpu % u;
+    const long qrows = g.qrows[r], chunk = cuda::part_chunk(qrows, u);
+    const cuda::Part part = cuda::token_part(qrows, u, slot);
+    const planner::HeadSlice hs = planner::head_slice(u, w, slot);
+    auto fetch = [](const void* p, size_t bytes) {
+      std::vector<char> h(bytes);
+      TASP_CUDA(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+      return h;
+    };
+    // Token part, every head: [B][chunk][width] -> the global [B][S][width].
+    auto scatter = [&](std::vector<double>& dst, const void* src, bool half, long width) {
+      const std::vector<char> h = fetch(src, size_t(w.B) * chunk * width * (half ? 2 : 4));
+      const auto tokens = cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size);
+      for (int b = 0; b < w.B; ++b) {
+        long i = 0;
+        for (const Range& rg : tokens)
+          for (long t = rg.begin; t < rg.end; ++t, ++i)
+            for (long e = 0; e < width; ++e) {
+              const size_t k = (size_t(b) * chunk + i) * width + e;
+              dst[(size_t(b) * w.S + t) * width + e] =
+                  half ? cuda::from_half_bits(reinterpret_cast<const uint16_t*>(h.data())[k], dt) : reinterpret_cast<const float*>(h.data())[k];
+            }
+      }
+    };
+    scatter(res.out, x.seq.out, true, HD);
+    if (passes.bwd) scatter(res.dq, x.seq.dq, false, HD), scatter(res.dk, x.seq.dk, false, HkvD), scatter(res.dv, x.seq.dv, false, HkvD);
+    const std::vector<char> l = fetch(x.buf.lse, size_t(w.B) * hs.q_heads * qrows * 4);
+    const auto* lse = reinterpret_cast<const float*>(l.data());
+    for (int b = 0; b < w.B; ++b) {
+      long row = 0;
+      for (const Range& rg : g.qranges[r])
+        for (long t = rg.begin; t < rg.end; ++t, ++row)
+          for (int h = 0; h < hs.q_heads; ++h)
+            res.lse[(size_t(b) * w.S + t) * w.H + hs.q_begin + h] = lse[(size_t(b) * hs.q_heads + h) * qrows + row];
+    }
+  }
+}
+
 Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
   const auto& w = pr.w;
-  const int n = plan.ranks;
-  if (plan.ulysses > 1)
-    throw planner::InputError("cuda backend: head-parallel plans (" + plan.scheme +
-                              ") run on the cpu backend and in the simulator so far, not on GPUs");
+  const int u = plan.ulysses, n = plan.gpus();
+  if (u > 1)
+    if (const std::string e = planner::check_heads(u, w); !e.empty()) throw planner::InputError("workload: " + e);
+  const planner::Workload sw = u > 1 ? planner::slot_workload(u, w) : w;
+  auto rank_of = [u](int gpu) { return gpu / u; };
+  auto slot_of = [u](int gpu) { return gpu % u; };
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw std::invalid_argument("cuda backend: no CUDA device visible");
@@ -68,13 +126,16 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
   if (passes.bwd && plan.accumulator_bytes != 4)
     throw std::invalid_argument("cuda backend: the backward keeps dK/dV accumulators in fp32 (plan with --accumulator fp32)");
   const bool host_inputs = !pr.q.empty();
-  const cuda::Geometry g = cuda::make_geometry(plan, w);
+  const cuda::Geometry g = cuda::make_geometry(plan, sw);
   // Which ranks this process drives: all of them, or under a launcher the one it was given.
   const LaunchEnv env = launch_env_from_process();
   std::vector<int> local;
   std::vector<RankDevice> R(n);
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on shared machines unless set otherwise
   if (env.multi_process()) {
+    if (u > 1)
+      throw planner::InputError("cuda backend: head-parallel plans run in one process (a thread per GPU) so far, not under " +
+                                env.launcher);
     if (env.size != n)
       throw std::invalid_argument("cuda backend: launched as " + std::to_string(env.size) + " processes (" + env.launcher +
                                   ") for a plan of " + std::to_string(n) + " ranks");
@@ -96,6 +157,16 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int r = 0; r < n; ++r) devs[r] = r, local.push_back(r);
     TASP_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
     for (int r = 0; r < n; ++r) R[r].dev = r, R[r].nccl = comms[r];
+    if (u > 1) {  // the plan's ranks talk within a slot, the all-to-alls within a group
+      for (int x = 0; x < n; ++x) R[x].world = comms[x];
+      for (bool by_slot : {true, false}) {
+        TASP_NCCL(ncclGroupStart());
+        for (int x = 0; x < n; ++x)
+          TASP_NCCL(ncclCommSplit(R[x].world, by_slot ? slot_of(x) : rank_of(x), by_slot ? rank_of(x) : slot_of(x),
+                                  by_slot ? &R[x].nccl : &R[x].group, nullptr));
+        TASP_NCCL(ncclGroupEnd());
+      }
+    }
   }
   auto release_all = [&] {
     for (int r : local) R[r].release();
@@ -106,11 +177,10 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int r : local)
       for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
         if (pass == Pass::Bwd && !passes.bwd) continue;
-        const planner::RankSlots s = planner::plan_slots(plan, pass, r);
+        const planner::RankSlots s = planner::plan_slots(plan, pass, rank_of(r));
         kv_slots[r] = std::max(kv_slots[r], s.kv_slots);
         grad_slots[r] = std::max(grad_slots[r], s.grad_slots);
       }
-    std::vector<cuda::RankBuffers> bufs(n);
     const size_t se = g.slot_elems();
     // Refuse before allocating what would not fit (the buffers as planner::rank_memory counts them).
     for (int r : local) {
@@ -118,21 +188,22 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       size_t free = 0, total = 0;
       TASP_CUDA(cudaMemGetInfo(&free, &total));
       R[r].used_before = double(total - free);
-      const double need = planner::rank_memory(plan, w, passes, r).total();
+      const double need = planner::rank_memory(plan, w, passes, rank_of(r)).total();
       if (need > 0.95 * double(free))
         throw std::invalid_argument("cuda backend: rank " + std::to_string(r) + " needs about " +
                                     std::to_string(long(need / (1 << 20))) + " MiB of GPU memory for its buffers; GPU " +
                                     std::to_string(R[r].dev) + " has " + std::to_string(long(free / (1 << 20))) + " MiB free");
     }
-    for (int r : local) {
-      RankDevice& x = R[r];
+    for (int gpu : local) {
+      RankDevice& x = R[gpu];
+      const int r = rank_of(gpu);
       TASP_CUDA(cudaSetDevice(x.dev));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.comm, cudaStreamNonBlocking));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
-      const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D, nl = size_t(w.B) * w.H * g.qrows[r];
+      const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D, nl = size_t(w.B) * sw.H * g.qrows[r];
       cuda::RankBuffers& b = x.buf;
       b.q = x.alloc<uint16_t>(nq);
-      b.kv = x.alloc<uint16_t>(se * kv_slots[r]);
+      b.kv = x.alloc<uint16_t>(se * kv_slots[gpu]);
       b.out = x.alloc<float>(nq);
       b.lse = x.alloc<float>(nl);
       if (passes.bwd) {
@@ -141,22 +212,43 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         b.dq = x.alloc<float>(nq);
         size_t tiles = 0;
         for (const Range& q : g.qranges[r]) tiles += (q.size() + 63) / 64;
-        b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * 64 * w.D);
-        b.grad = x.alloc<float>(se * std::max(1, grad_slots[r]));
+        b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * 64 * w.D);
+        b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
       }
       x.ev_fwd.resize(kStepEvents * plan.num_steps());
       x.ev_bwd.resize(passes.bwd ? kStepEvents * plan.num_steps(Pass::Bwd) : 0);
-      for (auto* v : {&x.ev_fwd, &x.ev_bwd})
+      x.ev_a2a.resize(u > 1 ? 4 * kStepEvents : 0);
+      for (auto* v : {&x.ev_fwd, &x.ev_bwd, &x.ev_a2a})
         for (auto& e : *v) TASP_CUDA(cudaEventCreate(&e));
       TASP_CUDA(cudaEventCreate(&x.origin));
       TASP_CUDA(cudaEventCreate(&x.done));
-      // Inputs: queries (and dO), own K/V pieces in slots 0..P-1; from the host problem or random here.
-      auto* kv = static_cast<uint16_t*>(b.kv);
-      if (host_inputs) {
-        auto put = [&](void* dst, const std::vector<uint16_t>& h) {
-          TASP_CUDA(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-        };
-        const kernels::DType dt = cuda::dtype_of(w);
+      const kernels::DType dt = cuda::dtype_of(w);
+      auto put = [&](void* dst, const std::vector<uint16_t>& h) {
+        TASP_CUDA(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+      };
+      if (u > 1) {
+        // The layer's side: this GPU's token part with every head; the all-to-all in fills q and the slots.
+        const long chunk = cuda::part_chunk(g.qrows[r], u);
+        const cuda::Part part = cuda::token_part(g.qrows[r], u, slot_of(gpu));
+        const size_t cq = size_t(w.B) * chunk * w.H * w.D, ck = size_t(w.B) * chunk * w.Hkv * w.D;
+        cuda::SeqBuffers& q = x.seq;
+        q.q = x.alloc<uint16_t>(cq), q.k = x.alloc<uint16_t>(ck), q.v = x.alloc<uint16_t>(ck), q.out = x.alloc<uint16_t>(cq);
+        q.send = x.alloc<uint16_t>(u * cuda::a2a_max_count(g, w, u)), q.recv = x.alloc<uint16_t>(u * cuda::a2a_max_count(g, w, u));
+        if (passes.bwd) q.dout = x.alloc<uint16_t>(cq), q.dq = x.alloc<float>(cq), q.dk = x.alloc<float>(ck), q.dv = x.alloc<float>(ck);
+        if (host_inputs) {
+          const auto tokens = cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size);
+          put(q.q, cuda::pack_rows(pr.q, tokens, w.B, w.S, long(w.H) * w.D, chunk, dt));
+          put(q.k, cuda::pack_rows(pr.k, tokens, w.B, w.S, long(w.Hkv) * w.D, chunk, dt));
+          put(q.v, cuda::pack_rows(pr.v, tokens, w.B, w.S, long(w.Hkv) * w.D, chunk, dt));
+          if (passes.bwd) put(q.dout, cuda::pack_rows(pr.dout, tokens, w.B, w.S, long(w.H) * w.D, chunk, dt));
+        } else {
+          kernels::fill_random(q.q, dt, cq, 17 + gpu, nullptr);
+          kernels::fill_random(q.k, dt, ck, 1000 + gpu, nullptr), kernels::fill_random(q.v, dt, ck, 5000 + gpu, nullptr);
+          if (passes.bwd) kernels::fill_random(q.dout, dt, cq, 29 + gpu, nullptr);
+        }
+      } else if (host_inputs) {
+        // Inputs: queries (and dO), own K/V pieces in slots 0..P-1; from the host problem or random here.
+        auto* kv = static_cast<uint16_t*>(b.kv);
         put(b.q, cuda::pack_rows(pr.q, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         if (passes.bwd) put(b.dout, cuda::pack_rows(pr.dout, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         for (int c = 0; c < g.P; ++c) {
@@ -165,15 +257,35 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           put(kv + se * c + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
         }
       } else {
-        kernels::fill_random(b.q, cuda::dtype_of(w), nq, 17 + r, nullptr);
-        if (passes.bwd) kernels::fill_random(b.dout, cuda::dtype_of(w), nq, 29 + r, nullptr);
-        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, cuda::dtype_of(w), se, 1000 + g.key(r, c), nullptr);
+        auto* kv = static_cast<uint16_t*>(b.kv);
+        kernels::fill_random(b.q, dt, nq, 17 + r, nullptr);
+        if (passes.bwd) kernels::fill_random(b.dout, dt, nq, 29 + r, nullptr);
+        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, dt, se, 1000 + g.key(r, c), nullptr);
       }
       TASP_CUDA(cudaDeviceSynchronize());
-      bufs[r] = b;
     }
-    const cuda::PassWork fwd = cuda::make_pass_work(plan, Pass::Fwd, w, g, local, bufs);
-    const cuda::PassWork bwd = passes.bwd ? cuda::make_pass_work(plan, Pass::Bwd, w, g, local, bufs) : cuda::PassWork{};
+    // Work lists per slot (the plan's ranks of one slot share nothing with another slot's).
+    std::vector<cuda::PassWork> fwd(u), bwd(u);
+    for (int sl = 0; sl < u; ++sl) {
+      std::vector<int> ranks;
+      std::vector<cuda::RankBuffers> bufs(plan.ranks);
+      for (int gpu : local)
+        if (slot_of(gpu) == sl) ranks.push_back(rank_of(gpu)), bufs[rank_of(gpu)] = R[gpu].buf;
+      fwd[sl] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, ranks, bufs);
+      if (passes.bwd) bwd[sl] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, ranks, bufs);
+    }
+    std::vector<std::array<cuda::A2aLaunch, 4>> a2a(n);  // fwd in, fwd out, bwd in, bwd out
+    if (u > 1)
+      for (int gpu : local) {
+        TASP_CUDA(cudaSetDevice(R[gpu].dev));
+        const int r = rank_of(gpu);
+        static const std::map<long, int> none;
+        const cuda::HeadExchange hx = cuda::make_head_exchange(g, w, u, r, slot_of(gpu), R[gpu].buf, R[gpu].seq,
+                                                               passes.bwd ? bwd[slot_of(gpu)].slots[r].grad_final : none);
+        int k = 0;
+        for (const cuda::A2a* e : {&hx.fwd_in, &hx.fwd_out, &hx.bwd_in, &hx.bwd_out}) a2a[gpu][k++] = cuda::upload_a2a(R[gpu], *e);
+      }
+    const bool sendrecv = opt_.a2a == "sendrecv";
 
     const int iters = std::max(1, opt_.iters), warmup = std::max(0, opt_.warmup);
     // The backward alone still needs the forward's out and LSE: one untimed forward first.
@@ -183,8 +295,10 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     std::exception_ptr failure;
     std::mutex failure_lock;
     std::atomic<bool> abort{false};
-    auto rank_main = [&](int r) {
-      RankDevice& x = R[r];
+    auto rank_main = [&](int gpu) {
+      RankDevice& x = R[gpu];
+      const int r = rank_of(gpu);
+      const cuda::PassWork &fw = fwd[slot_of(gpu)], &bw = bwd[slot_of(gpu)];
       try {
         TASP_CUDA(cudaSetDevice(x.dev));
         for (int it = -prime; it < warmup + iters; ++it) {
@@ -194,10 +308,21 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           if (env.multi_process()) mpi_.barrier();
           TASP_CUDA(cudaEventRecord(x.origin, x.compute));
           cudaEvent_t prev = x.origin;
-          if (do_fwd)
-            for (int t = 0; t < fwd.num_steps(); ++t) cuda::issue_step(x, fwd, g, w, r, t, prev), prev = x.ev_fwd[kStepEvents * t + 4];
-          if (do_bwd)
-            for (int t = 0; t < bwd.num_steps(); ++t) cuda::issue_step(x, bwd, g, w, r, t, prev), prev = x.ev_bwd[kStepEvents * t + 4];
+          auto exchange = [&](int k) {
+            if (u == 1) return;
+            cuda::issue_a2a(x, a2a[gpu][k], w, u, sendrecv, &x.ev_a2a[kStepEvents * k], prev);
+            prev = x.ev_a2a[kStepEvents * k + 4];
+          };
+          if (do_fwd) {
+            exchange(0);
+            for (int t = 0; t < fw.num_steps(); ++t) cuda::issue_step(x, fw, g, sw, r, t, prev), prev = x.ev_fwd[kStepEvents * t + 4];
+            exchange(1);
+          }
+          if (do_bwd) {
+            exchange(2);
+            for (int t = 0; t < bw.num_steps(); ++t) cuda::issue_step(x, bw, g, sw, r, t, prev), prev = x.ev_bwd[kStepEvents * t + 4];
+            exchange(3);
+          }
           TASP_CUDA(cudaEventRecord(x.done, x.compute));  // after the last step's adds, which waited for its transfers
           // Wait with a deadline: a peer that never posts its half of a transfer must not hang the run.
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt_.timeout_s);
@@ -208,24 +333,33 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
               throw std::runtime_error(std::string("NCCL error during the run: ") + ncclGetErrorString(async));
             if (abort.load()) throw std::runtime_error("another rank failed");
             if (std::chrono::steady_clock::now() > deadline)
-              throw std::runtime_error("rank " + std::to_string(r) + ": the steps did not finish within " +
+              throw std::runtime_error("GPU " + std::to_string(gpu) + ": the steps did not finish within " +
                                        std::to_string(opt_.timeout_s) + " s (NCCL peer missing?)");
             std::this_thread::sleep_for(std::chrono::microseconds(50));
           }
           TASP_CUDA(cudaGetLastError());
-          if (r == local.front() && opt_.progress) opt_.progress(it + prime + 1, warmup + iters + prime);
+          if (gpu == local.front() && opt_.progress) opt_.progress(it + prime + 1, warmup + iters + prime);
           if (it < warmup) continue;
           std::vector<planner::StepTiming> tl;
-          if (passes.fwd)
-            for (int t = 0; t < fwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fwd.bytes[r][t], fwd.flops[r][t], false));
-          if (passes.bwd)
-            for (int t = 0; t < bwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bwd.bytes[r][t], bwd.flops[r][t],
-                                             !bwd.slots[r].steps[t].grad_add.empty()));
+          auto exchanged = [&](int k) {
+            if (u > 1) tl.push_back(cuda::step_timing(x.origin, &x.ev_a2a[kStepEvents * k], a2a[gpu][k].bytes, 0, false));
+          };
+          if (passes.fwd) {
+            exchanged(0);
+            for (int t = 0; t < fw.num_steps(); ++t)
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fw.bytes[r][t], fw.flops[r][t], false));
+            exchanged(1);
+          }
+          if (passes.bwd) {
+            exchanged(2);
+            for (int t = 0; t < bw.num_steps(); ++t)
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bw.bytes[r][t], bw.flops[r][t],
+                                             !bw.slots[r].steps[t].grad_add.empty()));
+            exchanged(3);
+          }
           std::lock_guard<std::mutex> lk(failure_lock);
           if (int(runs.size()) <= it - warmup) runs.resize(it - warmup + 1, std::vector<std::vector<planner::StepTiming>>(n));
-          runs[it - warmup][r] = std::move(tl);
+          runs[it - warmup][gpu] = std::move(tl);
         }
       } catch (...) {
         abort = true;
@@ -244,7 +378,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       for (int r : local) ncclCommAbort(R[r].nccl), R[r].nccl = nullptr;
       std::rethrow_exception(failure);
     }
-    const int steps = (passes.fwd ? fwd.num_steps() : 0) + (passes.bwd ? bwd.num_steps() : 0);
+    const int a2a_steps = u > 1 ? 2 : 0;
+    const int steps = (passes.fwd ? fwd[0].num_steps() + a2a_steps : 0) + (passes.bwd ? bwd[0].num_steps() + a2a_steps : 0);
     double own_bytes = 0, used_bytes = 0;
     for (int r : local) {
       TASP_CUDA(cudaSetDevice(R[r].dev));
@@ -266,7 +401,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       get(x.buf.out, nq), get(x.buf.lse, nl);
       if (passes.bwd) {
         get(x.buf.dq, nq);
-        const auto& fin = bwd.slots[r].grad_final;
+        const auto& fin = bwd[0].slots[r].grad_final;
         for (int c = 0; c < g.P; ++c) {
           auto f = fin.find(g.key(r, c));
           if (f == fin.end()) {  // never computed on: no gradient (only an invalid plan does that)
@@ -318,11 +453,13 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     res.timeline.scheme = plan.scheme;
     res.timeline.ranks = n;
     res.timeline.pass = planner::passes_name(passes);
-    res.timeline.fwd_steps = passes.fwd ? fwd.num_steps() : 0;
+    res.timeline.fwd_steps = passes.fwd ? fwd[0].num_steps() + a2a_steps : 0;
     res.timeline.per_rank = runs[totals[totals.size() / 2].second];
     res.device_bytes = own_bytes, res.device_used_bytes = used_bytes;
     for (auto& [tot, i] : totals) res.iteration_totals_us.push_back(tot);
-    if (host_inputs) {
+    if (host_inputs && u > 1) {
+      head_parallel_outputs(R, g, w, u, passes, res);
+    } else if (host_inputs) {
       res.out.assign(size_t(w.B) * w.S * w.H * w.D, 0.0);
       res.lse.assign(size_t(w.B) * w.S * w.H, 0.0);
       if (passes.bwd) {

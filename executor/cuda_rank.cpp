@@ -1,5 +1,6 @@
 #include "executor/cuda_rank.hpp"
 
+#include <cmath>
 #include <cstring>
 
 namespace tasp::executor::cuda {
@@ -9,13 +10,14 @@ using planner::Range;
 
 void RankDevice::release() {
   cudaSetDevice(dev);
-  for (auto* v : {&ev_fwd, &ev_bwd})
+  for (auto* v : {&ev_fwd, &ev_bwd, &ev_a2a})
     for (auto& e : *v) cudaEventDestroy(e);
   if (origin) cudaEventDestroy(origin), cudaEventDestroy(done);
   if (comm) cudaStreamDestroy(comm), cudaStreamDestroy(compute);
   for (void* p : allocs) cudaFree(p);
   allocs.clear();
-  if (nccl) ncclCommDestroy(nccl);
+  for (ncclComm_t* c : {&nccl, &group, &world})
+    if (*c) ncclCommDestroy(*c), *c = nullptr;
 }
 
 uint16_t to_half_bits(double x, kernels::DType t) {
@@ -43,6 +45,20 @@ uint16_t to_half_bits(double x, kernels::DType t) {
   const uint32_t rem = abs & 0x1fff;
   if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
   return uint16_t(sign | h);
+}
+
+double from_half_bits(uint16_t h, kernels::DType t) {
+  if (t == kernels::DType::BF16) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0) return sign * std::ldexp(double(m), -24);
+  if (e == 31) return m ? NAN : sign * INFINITY;
+  return sign * std::ldexp(double(m | 0x400), e - 25);
 }
 
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<Range>& ranges, int B, long S, long width,
@@ -102,6 +118,49 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
   for (const auto& [into, from] : s.grad_add) kernels::add_into(x.buf.grad + se * into, x.buf.grad + se * from, se, x.compute);
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
+}
+
+A2aLaunch upload_a2a(RankDevice& x, const A2a& a) {
+  A2aLaunch l;
+  auto put = [&](const std::vector<kernels::BlockCopy>& c) {
+    A2aLaunch::Copies d;
+    d.vectors = kernels::check_copies(c), d.n = int(c.size());
+    auto* list = x.alloc<kernels::BlockCopy>(c.size());
+    TASP_CUDA(cudaMemcpy(list, c.data(), c.size() * sizeof(kernels::BlockCopy), cudaMemcpyHostToDevice));
+    d.list = list;
+    return d;
+  };
+  l.pack = put(a.pack);
+  for (const auto& wave : a.unpack) l.unpack.push_back(put(wave));
+  l.count = a.count, l.zero = a.zero, l.zero_floats = a.zero_floats, l.bytes = a.bytes;
+  return l;
+}
+
+void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, int u, bool sendrecv, cudaEvent_t* e,
+               cudaEvent_t prev_done) {
+  const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+  TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+  TASP_CUDA(cudaEventRecord(e[0], x.comm));
+  for (float* z : a.zero) TASP_CUDA(cudaMemsetAsync(z, 0, a.zero_floats * 4, x.comm));
+  kernels::run_copies(a.pack.list, a.pack.n, a.pack.vectors, x.comm);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  if (!sendrecv) {
+    TASP_NCCL(ncclAlltoAll(x.seq.send, x.seq.recv, a.count, t, x.group, x.comm));
+  } else
+#endif
+  {
+    TASP_NCCL(ncclGroupStart());
+    for (int j = 0; j < u; ++j) {
+      TASP_NCCL(ncclSend(static_cast<const uint16_t*>(x.seq.send) + j * a.count, a.count, t, j, x.group, x.comm));
+      TASP_NCCL(ncclRecv(static_cast<uint16_t*>(x.seq.recv) + j * a.count, a.count, t, j, x.group, x.comm));
+    }
+    TASP_NCCL(ncclGroupEnd());
+  }
+  for (const auto& wave : a.unpack) kernels::run_copies(wave.list, wave.n, wave.vectors, x.comm);
+  TASP_CUDA(cudaEventRecord(e[1], x.comm));
+  // The steps after it compute on what arrived: the compute stream waits here.
+  TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
+  for (int k = 2; k < kStepEvents; ++k) TASP_CUDA(cudaEventRecord(e[k], x.compute));
 }
 
 planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops, bool post) {

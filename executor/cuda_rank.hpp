@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor/backend.hpp"
+#include "executor/cuda_heads.hpp"
 #include "executor/cuda_pass.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
@@ -31,9 +32,13 @@ constexpr int kStepEvents = 5;
 struct RankDevice {
   int dev = 0;
   cudaStream_t comm = nullptr, compute = nullptr;
-  ncclComm_t nccl = nullptr;
+  ncclComm_t nccl = nullptr;   // the plan's ranks (head-parallel: the same slot of every group)
+  ncclComm_t group = nullptr;  // head-parallel: the GPUs of this GPU's group (its all-to-alls)
+  ncclComm_t world = nullptr;  // head-parallel: every GPU (what the two were split from)
   RankBuffers buf;
   std::vector<cudaEvent_t> ev_fwd, ev_bwd;  // kStepEvents per step
+  std::vector<cudaEvent_t> ev_a2a;          // head-parallel: kStepEvents per all-to-all (fwd in, out, bwd in, out)
+  SeqBuffers seq;                           // head-parallel: the layer's side
   cudaEvent_t origin = nullptr, done = nullptr;
   kernels::Workspace ws;
   std::vector<void*> allocs;
@@ -52,6 +57,7 @@ struct RankDevice {
 
 // Host-side bf16 or fp16 conversion (round to nearest even), so the backend needs no device code of its own.
 uint16_t to_half_bits(double x, kernels::DType t);
+double from_half_bits(uint16_t h, kernels::DType t);
 // The tokens `ranges` of the global [B][S][width] tensor `src`, one after the other, as 16-bit [B][stride][width].
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
                                 long width, long stride, kernels::DType t);
@@ -59,6 +65,26 @@ std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vecto
 // Enqueues step t of a pass on rank r's streams, after `prev_done`.
 void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int r, int t,
                 cudaEvent_t prev_done);
+// A head-parallel all-to-all with its copy lists on the device.
+struct A2aLaunch {
+  struct Copies {
+    const kernels::BlockCopy* list = nullptr;
+    int n = 0;
+    int64_t vectors = 0;
+  };
+  Copies pack;
+  std::vector<Copies> unpack;  // waves
+  size_t count = 0;
+  std::vector<float*> zero;
+  size_t zero_floats = 0;
+  double bytes = 0;
+};
+A2aLaunch upload_a2a(RankDevice& x, const A2a& a);
+// Enqueues an all-to-all as a transfer-only step (events e[0..4]) after `prev_done`: zero, pack, one
+// ncclAlltoAll on the group's communicator (or grouped send/recv with `sendrecv`), unpack.
+void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, int u, bool sendrecv, cudaEvent_t* e,
+               cudaEvent_t prev_done);
+
 // A step's timing from its events, relative to `origin`; with `post` (the step adds received accumulators)
 // the closing interval from the later of the transfers' and the kernel's end to e4.
 planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops, bool post);

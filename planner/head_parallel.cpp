@@ -49,6 +49,12 @@ A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
   b.fwd_out = row * h.q_heads;
   b.bwd_in = row * h.q_heads;
   b.bwd_out = row * (h.q_heads + 2.0 * h.kv_heads);
+  const double eq = double(u) * w.B * tokens * w.D * h.q_heads, ekv = double(u) * w.B * tokens * w.D * h.kv_heads;
+  const double s = w.dtype_bytes;
+  b.fwd_in_copy = (eq + 2 * ekv) * 4 * s;                              // pack and unpack: read and write
+  b.fwd_out_copy = eq * ((4 + s) + 2 * s);                              // O leaves fp32
+  b.bwd_in_copy = eq * 4 * s;
+  b.bwd_out_copy = eq * ((4 + s) + (s + 4)) + 2 * ekv * ((4 + s) + (s + 8));  // dK/dV added on arrival
   return b;
 }
 

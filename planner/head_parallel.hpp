@@ -29,6 +29,11 @@ Workload slot_workload(int u, const Workload& w);
 // tokens: the sending GPU's shard of the group's tokens.
 struct A2aBytes {
   double fwd_in = 0, fwd_out = 0, bwd_in = 0, bwd_out = 0;
+  // Memory traffic of one GPU's packing (head slices into per-peer send buffers) and unpacking around each
+  // all-to-all, every slot's share included (the cuda backend's copies, as frameworks' reshapes around
+  // all_to_all_single): reads and writes, 16-bit on the wire, fp32 where results leave the kernels or
+  // replicated heads' gradients are summed on arrival.
+  double fwd_in_copy = 0, fwd_out_copy = 0, bwd_in_copy = 0, bwd_out_copy = 0;
 };
 A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens);
 

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/slot_plan.hpp"
 
 namespace tasp::planner {
 
-RankMemory rank_memory(const Plan& p, const Workload& w, Passes passes, int r) {
+RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int r) {
+  // A head-parallel GPU computes its slot's heads over its group's tokens.
+  const Workload w = p.ulysses > 1 && check_heads(p.ulysses, whole).empty() ? slot_workload(p.ulysses, whole) : whole;
   const int n = p.ranks, P = p.pieces_per_rank;
   long rows = 0, max_piece = 0;
   for (const auto& q : shard_ranges(p.layout, n, w.S, r)) rows += q.size();
@@ -40,6 +43,15 @@ RankMemory rank_memory(const Plan& p, const Workload& w, Passes passes, int r) {
   const double slot = 2.0 * w.B * max_piece * w.Hkv * w.D;  // [K|V] or [dK|dV] elements
   m.kv = m.kv_slots * slot * w.dtype_bytes;
   m.grads = m.grad_slots * slot * 4;
+  if (w.H != whole.H || w.Hkv != whole.Hkv) {
+    // The layer's side of the all-to-alls (its token part with every head: Q, K, V, O 16-bit; dO 16-bit and
+    // dQ, dK, dV fp32 with the backward) and the send and receive buffers (u peers x the largest exchange).
+    const int u = p.ulysses;
+    const double chunk = double((rows + u - 1) / u) * w.B * w.D;
+    m.a2a = chunk * (2.0 * whole.H + 2.0 * whole.Hkv) * 2;
+    if (passes.bwd) m.a2a += chunk * (2.0 * whole.H + 4.0 * (whole.H + 2.0 * whole.Hkv));
+    m.a2a += 2.0 * u * chunk * (w.H + 2.0 * w.Hkv) * 2;
+  }
   return m;
 }
 

@@ -11,10 +11,12 @@ struct RankMemory {
   double queries = 0;   // Q, its fp32 output and LSE (and dO, D, dQ and the dQ scratch with the backward)
   double kv = 0;        // K/V slots
   double grads = 0;     // fp32 dK/dV accumulator slots (backward)
+  double a2a = 0;       // head-parallel: the layer's side of the all-to-alls and their send/receive buffers
   int kv_slots = 0, grad_slots = 0;
-  double total() const { return queries + kv + grads; }
+  double total() const { return queries + kv + grads + a2a; }
 };
 
+// `w` is the whole workload (head-parallel plans: each GPU's share is worked out here).
 // Slot counts from the plan's slot plan when it is small enough to replay, from the schedule's rule otherwise.
 RankMemory rank_memory(const Plan& p, const Workload& w, Passes passes, int rank);
 // The largest over ranks 0, 1, n/2 and n-1 (tasp's schemes treat ranks alike; a hand-made plan may not).

@@ -368,11 +368,12 @@ double all_to_all_us(const Network& net, const CommProfile& cp, int groups, int 
 
 // A head-parallel pass: the all-to-all in, the steps (already simulated), the all-to-all out; the timeline
 // gains a transfer-only step at each end.
+// `*_copy_us`: the packing and unpacking around each, on the GPU's memory.
 void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, const planner::Plan& p, double in_bytes,
-                     double out_bytes) {
+                     double out_bytes, double in_copy_us, double out_copy_us) {
   double bound_in = 0, bound_out = 0;
-  const double tin = all_to_all_us(net, cp, p.ranks, p.ulysses, in_bytes, &bound_in);
-  const double tout = all_to_all_us(net, cp, p.ranks, p.ulysses, out_bytes, &bound_out);
+  const double tin = all_to_all_us(net, cp, p.ranks, p.ulysses, in_bytes, &bound_in) + in_copy_us;
+  const double tout = all_to_all_us(net, cp, p.ranks, p.ulysses, out_bytes, &bound_out) + out_copy_us;
   const double inner = r.total_us;
   planner::Timeline shifted = r.timeline;
   for (auto& row : shifted.per_rank) row.clear();
@@ -450,7 +451,9 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     if (p.ulysses > 1) {
       const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_in, double(w_in.S) / p.gpus());
       const bool b = pass == planner::Pass::Bwd;
-      add_all_to_alls(r, net, prof.comm_for(p.gpus()), p, b ? a.bwd_in : a.fwd_in, b ? a.bwd_out : a.fwd_out);
+      const double mem = prof.compute.hbm_gbps * kBytesPerUsPerGBps, launches = 2 * prof.compute.small_launch_us;
+      add_all_to_alls(r, net, prof.comm_for(p.gpus()), p, b ? a.bwd_in : a.fwd_in, b ? a.bwd_out : a.fwd_out,
+                      (b ? a.bwd_in_copy : a.fwd_in_copy) / mem + launches, (b ? a.bwd_out_copy : a.fwd_out_copy) / mem + launches);
     }
     r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
     r.terms.exposed_comm_us = 0;
@@ -486,7 +489,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     }
   }
   r.single_gpu_us = single_gpu_us(w_in, prof, opt.passes);
-  r.peak_memory_bytes = planner::peak_rank_memory(p, w, opt.passes).total();
+  r.peak_memory_bytes = planner::peak_rank_memory(p, w_in, opt.passes).total();
   r.tokens_per_s = r.total_us > 0 ? double(w_in.B) * w_in.S / (r.total_us * 1e-6) : 0;
   auto& tl = r.timeline;
   tl.source = "simulated";

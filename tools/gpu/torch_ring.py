@@ -7,8 +7,11 @@ batch_isend_irecv overlapped with each block, dK/dV sums (fp32) travelling one h
 Runs only on GPU machines with PyTorch (never a build dependency). Prints one line per workload and kernel:
 forward ms and forward+backward ms (median over iterations of the slowest rank), and with --check the
 relative errors of out, dq, dk, dv against one-GPU autograd on the whole sequence.
-Usage: torch_ring.py -w B=1,S=16384,H=32,D=128[,causal] [-w ...] [--kernel cudnn,fa2] [--iters 5] [--check]
-       [--csv out.csv]   (ranks = the visible GPUs)
+With --algo ulysses (or ring,ulysses): DeepSpeed-Ulysses as yunchang/USP write it, all_to_all_single of Q, K, V
+to head shards (with the reshapes around it), one attention over every token, the output back; the backward
+likewise (dO in; dQ, dK, dV out). MHA only (Hkv is ignored: K/V have H heads).
+Usage: torch_ring.py -w B=1,S=16384,H=32,D=128[,causal] [-w ...] [--kernel cudnn,fa2] [--algo ring,ulysses]
+       [--iters 5] [--check] [--csv out.csv]   (ranks = the visible GPUs)
 """
 import argparse
 import os
@@ -149,6 +152,38 @@ def backward(kernel, dout, q, k, v, out, lse, causal, aux, rank, n):
     return dq, ndk, ndv
 
 
+# ---- DeepSpeed-Ulysses as yunchang / USP write it: all_to_all_single around one local attention over every token
+
+def a2a_heads(x, n):
+    """[B, H, s, D] (this rank's tokens, every head) -> [B, H/n, n*s, D] (this rank's heads, every token)."""
+    B, H, s, D = x.shape
+    send = x.reshape(B, n, H // n, s, D).transpose(0, 1).contiguous()  # [peer, B, H/n, s, D]
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)  # recv[j]: rank j's tokens of our heads
+    return recv.permute(1, 2, 0, 3, 4).reshape(B, H // n, n * s, D)
+
+
+def a2a_tokens(x, n):
+    """The inverse: [B, H/n, n*s, D] -> [B, H, s, D]."""
+    B, h, S, D = x.shape
+    send = x.reshape(B, h, n, S // n, D).permute(2, 0, 1, 3, 4).contiguous()  # [peer, B, H/n, s, D]
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)  # recv[j]: our tokens of rank j's heads
+    return recv.transpose(0, 1).reshape(B, n * h, S // n, D)
+
+
+def ulysses_forward(kernel, q, k, v, causal, n):
+    qh, kh, vh = (a2a_heads(x, n) for x in (q, k, v))
+    o, lse, aux = block_fwd(kernel, qh, kh, vh, causal)
+    return a2a_tokens(o, n), (qh, kh, vh, o, lse, aux)
+
+
+def ulysses_backward(kernel, dout, saved, causal, n):
+    qh, kh, vh, o, lse, aux = saved
+    grads = block_bwd(kernel, a2a_heads(dout, n), qh, kh, vh, o, lse, causal, aux)
+    return tuple(a2a_tokens(g, n) for g in grads)
+
+
 def shard(x, rank, n, causal):
     """This rank's tokens of [B, H, S, D]: contiguous shard, or zigzag chunks rank and 2n-1-rank."""
     S = x.shape[2]
@@ -179,16 +214,23 @@ def worker(rank, n, args, port, q_out):
         B, S, H, D, causal = w["B"], w["S"], w["H"], w["D"], w["causal"]
         gen = torch.Generator(device="cuda").manual_seed(7)
         full = [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)]
-        q, k, v, do = (shard(x, rank, n, causal) for x in full)
-        if not args.check:
-            del full
-        for kernel in args.kernel.split(","):
-            res = {"workload": text, "kernel": kernel, "algo": "zigzag" if causal else "ring", "ranks": n}
+        for kernel, algo in ((kn, al) for al in args.algo.split(",") for kn in args.kernel.split(",")):
+            uly = algo == "ulysses"
+            q, k, v, do = (shard(x, rank, n, causal and not uly) for x in full)
+            res = {"workload": text, "kernel": kernel, "algo": algo if uly else "zigzag" if causal else "ring", "ranks": n}
             try:
+                if uly and H % n:
+                    raise ValueError(f"ulysses: H={H} does not split over {n} GPUs")
+
                 def fwd():
+                    if uly:
+                        return ulysses_forward(kernel, q, k, v, causal, n)
                     return forward(kernel, q, k, v, causal, rank, n)
 
                 def fwd_bwd():
+                    if uly:
+                        o, saved = fwd()
+                        return o, ulysses_backward(kernel, do, saved, causal, n)
                     o, l, aux = fwd()
                     return o, backward(kernel, do, q, k, v, o, l, causal, aux, rank, n)
 
@@ -214,7 +256,7 @@ def worker(rank, n, args, port, q_out):
                     for x in (o.float(), dq, dk, dv):
                         parts = [torch.empty_like(x) for _ in range(n)]
                         dist.all_gather(parts, x.contiguous())
-                        got.append(unshard(parts, n, causal))
+                        got.append(unshard(parts, n, causal and not uly))
                     if rank == 0:
                         qf, kf, vf = (x.detach().clone().requires_grad_() for x in full[:3])
                         ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
@@ -242,6 +284,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-w", "--workload", action="append", required=True)
     ap.add_argument("--kernel", default="cudnn,fa2")
+    ap.add_argument("--algo", default="ring", help="ring (zigzag ring when causal) and/or ulysses, comma-separated")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--check", action="store_true")

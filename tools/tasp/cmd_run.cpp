@@ -19,7 +19,7 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
   struct Args {
     std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace;
-    std::string pass = "fwd+bwd", json;
+    std::string pass = "fwd+bwd", json, a2a = "alltoall";
     bool check = false, no_verify = false, steps = false, speedup = false;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
@@ -47,6 +47,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("--heat-ms", a->heat_ms, "cuda: untimed runs for at least this long first (by the predicted time of a run), so\n"
                                           "that the GPUs time at the clock they settle to under the power limit, as in training")
       ->capture_default_str();
+  cmd->add_option("--a2a", a->a2a, "cuda, head-parallel plans (ulysses, usp): the all-to-alls as alltoall (one ncclAlltoAll\n"
+                                   "inside each group) or sendrecv (grouped ncclSend/ncclRecv)")->capture_default_str();
   cmd->add_option("--timeout", a->timeout, "cuda: seconds before a run that does not finish is ended")->capture_default_str();
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
@@ -75,6 +77,8 @@ void register_run(CLI::App& app) {
         throw InputError("--iters >= 1, --warmup >= 0, --timeout >= 1, --heat-ms >= 0");
       executor::CudaOptions co;
       co.iters = a->iters, co.warmup = a->warmup, co.timeout_s = a->timeout;
+      if (a->a2a != "alltoall" && a->a2a != "sendrecv") throw InputError("--a2a: expected alltoall or sendrecv, got '" + a->a2a + "'");
+      co.a2a = a->a2a;
       if (a->heat_ms > 0) {  // as many untimed runs as the predicted time says fill the heating time
         const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
         simulator::SimOptions so;

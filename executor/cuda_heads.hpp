@@ -1,0 +1,60 @@
+#pragma once
+// The cuda backend's head-parallel all-to-alls (plans with Plan::ulysses > 1), worked out before a run.
+// GPU rank * u + slot holds, on the layer's side, a part of its group's tokens with every head: the group's
+// rows in shard order (the plan rank's query ranges one after the other) cut into u parts of `chunk` rows.
+// Going in, it sends each slot of its group that part's rows of the slot's heads; the slot's GPU then runs
+// the plan as rank `rank` on its heads (Q rows in shard order, K/V pieces in slots, as for any plan). Going
+// out, the head-layout results travel back to the token parts. Every exchange packs into one send buffer
+// [peer][count] (16-bit), moves it with one ncclAlltoAll (or grouped send/recv) inside the group, and unpacks,
+// so a 1-token part, a zigzag piece spanning two parts or replicated K/V heads (whose dK/dV arriving from the
+// replicas are summed) are all block copies. Plain C++: no CUDA calls.
+#include <map>
+#include <vector>
+
+#include "executor/cuda_pass.hpp"
+#include "kernels/copy_blocks.hpp"
+#include "planner/head_parallel.hpp"
+
+namespace tasp::executor::cuda {
+
+// The layer's side of one GPU: its token part with every head.
+struct SeqBuffers {
+  void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // 16-bit [B][chunk][H|Hkv][D]
+  void* out = nullptr;                                            // 16-bit [B][chunk][H][D]
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;              // fp32 (backward)
+  void *send = nullptr, *recv = nullptr;                          // 16-bit [u][count] (the largest count)
+};
+
+// One all-to-all: zero `zero` (fp32 buffers of `zero_floats`), pack, exchange `count` 16-bit elements with
+// each slot of the group (itself included), unpack in waves, one launch each: the copies of a launch run
+// concurrently, so replicas' gradients that add into the same place go in different waves.
+struct A2a {
+  std::vector<kernels::BlockCopy> pack;
+  std::vector<std::vector<kernels::BlockCopy>> unpack;
+  size_t count = 0;
+  std::vector<float*> zero;
+  size_t zero_floats = 0;
+  double bytes = 0;  // sent to the other GPUs of the group
+};
+
+struct HeadExchange {
+  A2a fwd_in, fwd_out, bwd_in, bwd_out;
+};
+
+// Rows of the group's shard that GPU `slot` holds on the layer's side: [begin, begin + size) in shard order.
+struct Part {
+  long begin = 0, size = 0;
+};
+long part_chunk(long rows, int u);
+Part token_part(long rows, int u, int slot);
+// The tokens of rows [begin, end) of rank r's shard (shard order: its query ranges one after the other).
+std::vector<planner::Range> shard_rows_tokens(const Geometry& g, int r, long begin, long end);
+// Elements each GPU of a group sends every slot in the largest of the four all-to-alls.
+size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u);
+
+// The four exchanges of GPU rank * u + slot. `g` is the plan's geometry for one slot's workload; `w` the whole
+// workload; `grad_final` the backward's final accumulator slot of each own piece (empty without a backward).
+HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, int u, int rank, int slot,
+                                const RankBuffers& b, const SeqBuffers& sb, const std::map<long, int>& grad_final);
+
+}  // namespace tasp::executor::cuda

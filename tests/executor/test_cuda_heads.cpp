@@ -1,0 +1,254 @@
+// The cuda backend's head-parallel all-to-alls, replayed on the host: every copy list applied to host
+// buffers and the exchange done by copying send buffers into receive buffers. Checks that each GPU's head
+// layout gets exactly its heads of its group's tokens (Q rows, K/V piece slots) and that the results travel
+// back to the token parts, with replicated K/V heads' gradients summed. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "executor/cuda_heads.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp;
+using namespace tasp::planner;
+using tasp::kernels::BlockCopy;
+using tasp::kernels::Elem;
+
+namespace {
+
+float get(const void* p, Elem t, int64_t i) {
+  if (t == Elem::FP32) return static_cast<const float*>(p)[i];
+  const uint32_t u = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;  // bf16 (the test's values are exact)
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+void put(void* p, Elem t, int64_t i, float v) {
+  if (t == Elem::FP32) {
+    static_cast<float*>(p)[i] = v;
+    return;
+  }
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  static_cast<uint16_t*>(p)[i] = uint16_t(u >> 16);
+}
+// The copies of one launch run concurrently: no two may write the same bytes.
+void expect_disjoint_writes(const std::vector<BlockCopy>& list) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+  for (const BlockCopy& c : list) {
+    const uintptr_t e = c.dst_type == Elem::FP32 ? 4 : 2, base = reinterpret_cast<uintptr_t>(c.dst);
+    for (int b = 0; b < c.batches; ++b)
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const uintptr_t a = base + (b * c.dst_batch_stride + r * c.dst_row_stride) * e;
+        spans.push_back({a, a + c.width * e});
+      }
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) ASSERT_LE(spans[i - 1].second, spans[i].first) << "two copies of one launch write the same bytes";
+}
+
+void apply(const std::vector<BlockCopy>& list) {
+  ASSERT_NO_THROW(kernels::check_copies(list));
+  expect_disjoint_writes(list);
+  for (const BlockCopy& c : list)
+    for (int b = 0; b < c.batches; ++b)
+      for (int64_t r = 0; r < c.rows; ++r)
+        for (int64_t x = 0; x < c.width; ++x) {
+          const int64_t d = b * c.dst_batch_stride + r * c.dst_row_stride + x;
+          const float v = get(c.src, c.src_type, b * c.src_batch_stride + r * c.src_row_stride + x);
+          put(c.dst, c.dst_type, d, c.add ? get(c.dst, c.dst_type, d) + v : v);
+        }
+}
+
+// Values exact in bf16 (small integers) that still tell tokens, heads and elements apart.
+float code(int b, long token, int head, int d) { return float((b * 5 + token * 7 + head * 3 + d) % 23 + 1); }
+
+struct Gpu {
+  std::vector<std::vector<char>> mem;
+  void* take(size_t bytes) {
+    mem.emplace_back(bytes + 64, 0);
+    auto p = reinterpret_cast<uintptr_t>(mem.back().data());
+    return reinterpret_cast<void*>((p + 63) / 64 * 64);
+  }
+  executor::cuda::RankBuffers b;
+  executor::cuda::SeqBuffers s;
+};
+
+void check_exchange(const Plan& p, const Workload& w) {
+  using namespace executor::cuda;
+  const int u = p.ulysses, n = p.gpus();
+  const Workload sw = slot_workload(u, w);
+  const Geometry g = make_geometry(p, sw);
+  const size_t se = g.slot_elems(), count = a2a_max_count(g, w, u);
+  const long HD = long(w.H) * w.D, HkvD = long(w.Hkv) * w.D;
+  std::vector<Gpu> gpu(n);
+  std::vector<HeadExchange> hx(n);
+  for (int x = 0; x < n; ++x) {
+    const int r = x / u, slot = x % u;
+    const long rows = g.qrows[r], chunk = part_chunk(rows, u);
+    const size_t nq = size_t(w.B) * rows * sw.H * w.D;
+    Gpu& G = gpu[x];
+    G.b.q = G.take(nq * 2), G.b.dout = G.take(nq * 2), G.b.kv = G.take(se * g.P * 2);
+    G.b.out = static_cast<float*>(G.take(nq * 4)), G.b.dq = static_cast<float*>(G.take(nq * 4));
+    G.b.grad = static_cast<float*>(G.take(se * g.P * 4));
+    const size_t cq = size_t(w.B) * chunk * HD, ck = size_t(w.B) * chunk * HkvD;
+    G.s.q = G.take(cq * 2), G.s.k = G.take(ck * 2), G.s.v = G.take(ck * 2), G.s.dout = G.take(cq * 2), G.s.out = G.take(cq * 2);
+    G.s.dq = static_cast<float*>(G.take(cq * 4)), G.s.dk = static_cast<float*>(G.take(ck * 4));
+    G.s.dv = static_cast<float*>(G.take(ck * 4));
+    G.s.send = G.take(u * count * 2), G.s.recv = G.take(u * count * 2);
+    std::map<long, int> final_slot;
+    for (int c = 0; c < g.P; ++c) final_slot[g.key(r, c)] = c;
+    hx[x] = make_head_exchange(g, w, u, r, slot, G.b, G.s, final_slot);
+    // The layer's side: this GPU's tokens with every head (V = K + 1, dO = Q + 2).
+    const Part part = token_part(rows, u, slot);
+    const auto tokens = shard_rows_tokens(g, r, part.begin, part.begin + part.size);
+    for (int b = 0; b < w.B; ++b) {
+      long i = 0;
+      for (const Range& rg : tokens)
+        for (long t = rg.begin; t < rg.end; ++t, ++i)
+          for (int d = 0; d < w.D; ++d) {
+            for (int h = 0; h < w.H; ++h) {
+              put(G.s.q, Elem::BF16, (b * chunk + i) * HD + h * w.D + d, code(b, t, h, d));
+              put(G.s.dout, Elem::BF16, (b * chunk + i) * HD + h * w.D + d, code(b, t, h, d) + 2);
+            }
+            for (int h = 0; h < w.Hkv; ++h) {
+              put(G.s.k, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, code(b, t, h, d));
+              put(G.s.v, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, code(b, t, h, d) + 1);
+            }
+          }
+    }
+  }
+  // One all-to-all: pack everywhere, move slot j's block of each group member's send buffer, unpack.
+  auto exchange = [&](A2a HeadExchange::*which) {
+    for (int x = 0; x < n; ++x) apply((hx[x].*which).pack);
+    for (int x = 0; x < n; ++x)
+      for (int j = 0; j < u; ++j) {
+        const int peer = x / u * u + j;
+        const size_t c = (hx[x].*which).count;
+        std::memcpy(static_cast<uint16_t*>(gpu[peer].s.recv) + (x % u) * c, static_cast<uint16_t*>(gpu[x].s.send) + j * c, c * 2);
+      }
+    for (int x = 0; x < n; ++x) {
+      for (float* z : (hx[x].*which).zero) std::memset(z, 0, (hx[x].*which).zero_floats * 4);
+      for (const auto& wave : (hx[x].*which).unpack) apply(wave);
+    }
+  };
+  exchange(&HeadExchange::fwd_in);
+  exchange(&HeadExchange::bwd_in);
+  // Head layout: Q and dO rows in shard order, K/V pieces in slots 0..P-1, of this slot's heads only.
+  for (int x = 0; x < n; ++x) {
+    const int r = x / u;
+    const HeadSlice hs = head_slice(u, w, x % u);
+    const Gpu& G = gpu[x];
+    for (int b = 0; b < w.B; ++b) {
+      long row = 0;
+      for (const Range& rg : g.qranges[r])
+        for (long t = rg.begin; t < rg.end; ++t, ++row)
+          for (int h = 0; h < hs.q_heads; ++h)
+            for (int d = 0; d < w.D; ++d) {
+              const int64_t i = ((b * g.qrows[r] + row) * hs.q_heads + h) * w.D + d;
+              ASSERT_EQ(get(G.b.q, Elem::BF16, i), code(b, t, hs.q_begin + h, d)) << "GPU " << x << " token " << t;
+              ASSERT_EQ(get(G.b.dout, Elem::BF16, i), code(b, t, hs.q_begin + h, d) + 2);
+            }
+      for (int c = 0; c < g.P; ++c) {
+        long j = 0;
+        for (const Range& rg : g.pranges[g.key(r, c)])
+          for (long t = rg.begin; t < rg.end; ++t, ++j)
+            for (int h = 0; h < hs.kv_heads; ++h)
+              for (int d = 0; d < w.D; ++d) {
+                const int64_t i = se * c + (b * g.max_piece + j) * g.row_elems + h * w.D + d;
+                ASSERT_EQ(get(G.b.kv, Elem::BF16, i), code(b, t, hs.kv_begin + h, d)) << "GPU " << x << " piece " << c;
+                ASSERT_EQ(get(G.b.kv, Elem::BF16, i + g.half_slot()), code(b, t, hs.kv_begin + h, d) + 1);
+              }
+      }
+    }
+  }
+  // Results in the head layout: O = dQ = the code; dK/dV of each replica = the code times (slot + 1).
+  for (int x = 0; x < n; ++x) {
+    const int r = x / u;
+    const HeadSlice hs = head_slice(u, w, x % u);
+    Gpu& G = gpu[x];
+    for (int b = 0; b < w.B; ++b) {
+      long row = 0;
+      for (const Range& rg : g.qranges[r])
+        for (long t = rg.begin; t < rg.end; ++t, ++row)
+          for (int h = 0; h < hs.q_heads; ++h)
+            for (int d = 0; d < w.D; ++d) {
+              const int64_t i = ((b * g.qrows[r] + row) * hs.q_heads + h) * w.D + d;
+              G.b.out[i] = code(b, t, hs.q_begin + h, d), G.b.dq[i] = code(b, t, hs.q_begin + h, d) + 3;
+            }
+      for (int c = 0; c < g.P; ++c) {
+        long j = 0;
+        for (const Range& rg : g.pranges[g.key(r, c)])
+          for (long t = rg.begin; t < rg.end; ++t, ++j)
+            for (int h = 0; h < hs.kv_heads; ++h)
+              for (int d = 0; d < w.D; ++d) {
+                const int64_t i = se * c + (b * g.max_piece + j) * g.row_elems + h * w.D + d;
+                G.b.grad[i] = code(b, t, hs.kv_begin + h, d) * float(x % u + 1);
+                G.b.grad[i + g.half_slot()] = -code(b, t, hs.kv_begin + h, d) * float(x % u + 1);
+              }
+      }
+    }
+  }
+  exchange(&HeadExchange::fwd_out);
+  exchange(&HeadExchange::bwd_out);
+  for (int x = 0; x < n; ++x) {
+    const int r = x / u;
+    const long rows = g.qrows[r], chunk = part_chunk(rows, u);
+    const Part part = token_part(rows, u, x % u);
+    const auto tokens = shard_rows_tokens(g, r, part.begin, part.begin + part.size);
+    const Gpu& G = gpu[x];
+    for (int b = 0; b < w.B; ++b) {
+      long i = 0;
+      for (const Range& rg : tokens)
+        for (long t = rg.begin; t < rg.end; ++t, ++i)
+          for (int d = 0; d < w.D; ++d) {
+            for (int h = 0; h < w.H; ++h) {
+              ASSERT_EQ(get(G.s.out, Elem::BF16, (b * chunk + i) * HD + h * w.D + d), code(b, t, h, d)) << "GPU " << x;
+              ASSERT_EQ(G.s.dq[(b * chunk + i) * HD + h * w.D + d], code(b, t, h, d) + 3);
+            }
+            for (int h = 0; h < w.Hkv; ++h) {
+              float replicas = 0;  // the slots holding K/V head h, each weighted by slot + 1
+              for (int s = 0; s < u; ++s) {
+                const HeadSlice o = head_slice(u, w, s);
+                if (h >= o.kv_begin && h < o.kv_begin + o.kv_heads) replicas += float(s + 1);
+              }
+              ASSERT_EQ(G.s.dk[(b * chunk + i) * HkvD + h * w.D + d], code(b, t, h, d) * replicas) << "GPU " << x << " head " << h;
+              ASSERT_EQ(G.s.dv[(b * chunk + i) * HkvD + h * w.D + d], -code(b, t, h, d) * replicas);
+            }
+          }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
+  struct Case {
+    std::string topology, scheme, inner;
+    int ulysses, H, Hkv;
+    bool causal;
+    long S;
+  };
+  const std::vector<Case> cases{
+      {"complete:2", "ulysses", "", 0, 4, 2, false, 40},
+      {"complete:3", "ulysses", "", 0, 6, 3, true, 20},       // 20 rows over 3 parts: 7, 7, 6
+      {"complete:4", "ulysses", "", 0, 8, 2, true, 48},       // K/V heads replicated on 2 slots each
+      {"complete:8", "ulysses", "", 0, 8, 1, false, 64},      // one K/V head on every slot
+      {"cluster:2x4", "usp", "hamilton", 0, 8, 4, true, 144}, // zigzag pieces span token parts
+      {"cluster:2x4", "usp", "ring", 0, 4, 2, false, 40},
+      {"complete:8", "usp", "hamilton", 2, 4, 4, true, 8 * 3 * 2 * 4},
+  };
+  for (const auto& c : cases) {
+    PlanOptions o;
+    o.causal = c.causal, o.ulysses = c.ulysses;
+    if (!c.inner.empty()) o.inner = c.inner;
+    const Plan p = build_plan(load_topology(c.topology), c.scheme, o);
+    Workload w;
+    w.B = 2, w.S = c.S, w.H = c.H, w.Hkv = c.Hkv, w.D = 8, w.causal = c.causal;
+    SCOPED_TRACE(c.topology + " " + c.scheme + " " + c.inner + " S=" + std::to_string(c.S));
+    ASSERT_EQ(check_split(p.layout, p.ranks, p.pieces_per_rank, w.S), "");
+    check_exchange(p, w);
+  }
+}

@@ -1,0 +1,101 @@
+// Block copies on the GPU against the same copies done on the host: every type pair, adds, strides, several
+// copies per launch. Skips without a CUDA device.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/copy_blocks.hpp"
+
+namespace tasp::kernels {
+namespace {
+
+#define CK(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+float round_to(Elem t, float v) {
+  if (t == Elem::FP32) return v;
+  return t == Elem::BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : __half2float(__float2half_rn(v));
+}
+size_t bytes_of(Elem t) { return t == Elem::FP32 ? 4 : 2; }
+void store(std::vector<char>& mem, Elem t, size_t i, float v) {
+  if (t == Elem::FP32) std::memcpy(&mem[i * 4], &v, 4);
+  else if (t == Elem::BF16) { __nv_bfloat16 h = __float2bfloat16_rn(v); std::memcpy(&mem[i * 2], &h, 2); }
+  else { __half h = __float2half_rn(v); std::memcpy(&mem[i * 2], &h, 2); }
+}
+float load(const std::vector<char>& mem, Elem t, size_t i) {
+  if (t == Elem::FP32) { float v; std::memcpy(&v, &mem[i * 4], 4); return v; }
+  if (t == Elem::BF16) { __nv_bfloat16 h; std::memcpy(&h, &mem[i * 2], 2); return __bfloat162float(h); }
+  __half h;
+  std::memcpy(&h, &mem[i * 2], 2);
+  return __half2float(h);
+}
+
+TEST(CopyBlocksGpu, MatchesHostCopiesForEveryTypePair) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const Elem types[] = {Elem::BF16, Elem::FP16, Elem::FP32};
+  for (Elem st : types)
+    for (Elem dt : types)
+      for (int add = 0; add < 2; ++add) {
+        // Source [3][40][72] and destination [3][50][96]; two copies into disjoint columns of the destination.
+        const size_t ns = 3 * 40 * 72, nd_ = 3 * 50 * 96;
+        std::vector<char> hs(ns * bytes_of(st)), hd(nd_ * bytes_of(dt));
+        for (size_t i = 0; i < ns; ++i) store(hs, st, i, nd(rng));
+        for (size_t i = 0; i < nd_; ++i) store(hd, dt, i, nd(rng));
+        void *ds = nullptr, *dd = nullptr, *dl = nullptr;
+        CK(cudaMalloc(&ds, hs.size()));
+        CK(cudaMalloc(&dd, hd.size()));
+        CK(cudaMemcpy(ds, hs.data(), hs.size(), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dd, hd.data(), hd.size(), cudaMemcpyHostToDevice));
+        std::vector<BlockCopy> list;
+        for (int k = 0; k < 2; ++k) {
+          BlockCopy c;
+          c.src = static_cast<char*>(ds) + (k * 8 * 72 + 16 * k) * bytes_of(st), c.src_type = st;
+          c.dst = static_cast<char*>(dd) + (5 * 96 + 48 * k) * bytes_of(dt), c.dst_type = dt;
+          c.batches = 3, c.rows = 30 - k * 7, c.width = 40, c.add = add;
+          c.src_batch_stride = 40 * 72, c.src_row_stride = 72, c.dst_batch_stride = 50 * 96, c.dst_row_stride = 96;
+          list.push_back(c);
+        }
+        const int64_t vectors = check_copies(list);
+        CK(cudaMalloc(&dl, list.size() * sizeof(BlockCopy)));
+        CK(cudaMemcpy(dl, list.data(), list.size() * sizeof(BlockCopy), cudaMemcpyHostToDevice));
+        run_copies(static_cast<const BlockCopy*>(dl), int(list.size()), vectors, nullptr);
+        std::vector<char> got(hd.size());
+        CK(cudaMemcpy(got.data(), dd, got.size(), cudaMemcpyDeviceToHost));
+        std::vector<char> want = hd;
+        for (const BlockCopy& c : list) {
+          const size_t s0 = (static_cast<const char*>(c.src) - static_cast<char*>(ds)) / bytes_of(st);
+          const size_t d0 = (static_cast<char*>(c.dst) - static_cast<char*>(dd)) / bytes_of(dt);
+          for (int b = 0; b < c.batches; ++b)
+            for (int64_t r = 0; r < c.rows; ++r)
+              for (int64_t x = 0; x < c.width; ++x) {
+                const size_t si = s0 + b * c.src_batch_stride + r * c.src_row_stride + x;
+                const size_t di = d0 + b * c.dst_batch_stride + r * c.dst_row_stride + x;
+                const float v = load(hs, st, si) + (add ? load(hd, dt, di) : 0.f);
+                store(want, dt, di, round_to(dt, v));
+              }
+        }
+        for (size_t i = 0; i < nd_; ++i)
+          ASSERT_EQ(load(got, dt, i), load(want, dt, i)) << "element " << i << " types " << int(st) << "->" << int(dt) << " add " << add;
+        cudaFree(ds), cudaFree(dd), cudaFree(dl);
+      }
+}
+
+TEST(CopyBlocks, RefusesMisalignedCopies) {
+  BlockCopy c;
+  alignas(64) static uint16_t buf[64];
+  c.src = buf, c.dst = buf + 32, c.rows = 1, c.width = 12;  // width not a multiple of 8
+  EXPECT_THROW(check_copies({c}), std::invalid_argument);
+  c.width = 8, c.src = buf + 1;  // a 16-bit address off the 16-byte grid
+  EXPECT_THROW(check_copies({c}), std::invalid_argument);
+  c.src = buf;
+  EXPECT_EQ(check_copies({c}), 1);
+}
+
+}  // namespace
+}  // namespace tasp::kernels
