@@ -160,6 +160,14 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("simulate -t cluster:2x4 -s ulysses -w B=1,S=16k,H=12,D=64"), 2);  // 12 heads over 8 GPUs
   EXPECT_EQ(run("plan -t complete:8 -s usp"), 2);                                 // one node: needs --ulysses
   EXPECT_EQ(run("plan -t cluster:4x4 -s auto -w B=1,S=64k,H=16,Hkv=4,D=128,causal -o " + usp), 0);  // may pick usp
+  // simulate searches usp's group size too (here 2 and 4 GPUs on one node of 8) and says what it tried.
+  const std::string uj = dir + "/usp-search.json";
+  EXPECT_EQ(run("simulate -t h200-hgx-8 -s usp -w B=1,S=64k,H=32,Hkv=8,D=128,causal --json " + uj), 0);
+  std::ifstream ujs(uj);
+  const std::string ut((std::istreambuf_iterator<char>(ujs)), std::istreambuf_iterator<char>());
+  EXPECT_NE(ut.find("groups of"), std::string::npos);
+  EXPECT_NE(ut.find("2xzigzag"), std::string::npos);
+  EXPECT_NE(ut.find("4xzigzag"), std::string::npos);
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";
   fs::remove(none);

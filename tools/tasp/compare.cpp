@@ -12,7 +12,8 @@ namespace tasp::cli {
 using namespace tasp::planner;
 
 void add_head_options(CLI::App* cmd, HeadOptions& h) {
-  cmd->add_option("--ulysses", h.ulysses, "usp: GPUs per head-parallel group (default: a node's GPUs)");
+  cmd->add_option("--ulysses", h.ulysses, "usp: GPUs per head-parallel group (default: a node's GPUs; simulate and plan\n"
+                                          "--scheme auto with --inner auto: every divisor of a node's GPUs)");
   cmd->add_option("--inner", h.inner, "usp: the scheme across groups: ring | zigzag | allgather | hamilton | two-level |\n"
                                       "auto (simulate and plan --scheme auto: the fastest; plan alone: hamilton)")
       ->capture_default_str();
@@ -32,7 +33,7 @@ std::vector<std::string> select_schemes(const std::string& list, const Topology&
   std::vector<std::string> out;
   if (list == "all") {
     for (const auto& s : scheme_names())
-      if (scheme_applies(s, t, causal, nullptr) && (s != "usp" || t.nodes >= 2)) out.push_back(s);
+      if (scheme_applies(s, t, causal, nullptr)) out.push_back(s);
     return out;
   }
   std::stringstream ss(list);
@@ -87,18 +88,35 @@ std::string plan_for(const Topology& t, const Workload& w, const std::string& sc
   return why;
 }
 
-// usp with the scheme across groups that simulates fastest, simulated; an empty scheme when none fits, and
-// `why` says how the first one failed. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
+// usp with the group size and scheme across groups that simulate fastest, simulated; an empty scheme when
+// none fits, and `why` says how the first one failed. Group sizes: the one given, else every divisor >= 2 of a
+// node's GPUs (on one node: of its GPUs, leaving two groups at least), so that the all-to-alls stay inside
+// an NVSwitch domain. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
 // across 128 groups: 127 rings of 4-token pieces): not tried. Causal ring across groups takes the zigzag
 // layout, so it is zigzag itself.
 SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profile& prof, const simulator::SimOptions& opt,
                    const HeadOptions& head, std::string* why) {
   SchemeRun best;
   std::string tried, first_no;
-  for (const std::string inner : {"ring", "zigzag", "allgather", "hamilton", "two-level"}) {
+  std::vector<int> sizes;
+  const int per_node = t.nodes >= 2 ? t.gpus_per_node : t.ranks() / 2;
+  if (head.ulysses > 0) sizes = {head.ulysses};
+  else
+    for (int u = 2; u <= per_node; ++u)
+      if ((t.nodes >= 2 ? t.gpus_per_node : t.ranks()) % u == 0 && check_heads(u, w).empty()) sizes.push_back(u);
+  if (sizes.empty()) {
+    *why = "no group size of at least 2 GPUs splits the heads (H=" + std::to_string(w.H) + ", Hkv=" + std::to_string(w.Hkv) + ")";
+    return best;
+  }
+  const std::vector<std::string> inners =
+      head.inner == "auto" ? std::vector<std::string>{"ring", "zigzag", "allgather", "hamilton", "two-level"}
+                           : std::vector<std::string>{head.inner};
+  for (int u : sizes)
+  for (const std::string& inner : inners) {
     if (inner == "ring" && w.causal) continue;
     HeadOptions h = head;
-    h.inner = inner;
+    h.inner = inner, h.ulysses = u;
+    const std::string name = (sizes.size() > 1 ? std::to_string(u) + "x" : "") + inner;
     SchemeRun r;
     std::string no;
     try {
@@ -107,20 +125,22 @@ SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profil
       no = e.what();
     }
     if (!no.empty()) {
-      if (first_no.empty()) first_no = inner + ": " + no;
+      if (first_no.empty()) first_no = name + ": " + no;
       continue;
     }
     const double piece_tokens =
         double(w.S) / (double(r.plan.ranks) * r.plan.pieces_per_rank * (r.plan.layout == Layout::Zigzag ? 2 : 1));
     if (r.plan.ranks > 1 && piece_tokens < 32) {
-      tried += (tried.empty() ? "" : ", ") + inner + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
+      tried += (tried.empty() ? "" : ", ") + name + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
       continue;
     }
     r.sim = simulator::simulate(r.plan, t, w, prof, opt);
-    tried += (tried.empty() ? "" : ", ") + inner + " " + std::to_string(r.sim.total_us / 1e3).substr(0, 7);
+    tried += (tried.empty() ? "" : ", ") + name + " " + std::to_string(r.sim.total_us / 1e3).substr(0, 7);
     if (best.scheme.empty() || r.sim.total_us < best.sim.total_us) best = std::move(r), best.inner = inner;
   }
-  if (!best.scheme.empty()) best.detail = "across groups " + best.inner + " (tried, ms: " + tried + ")";
+  if (!best.scheme.empty())
+    best.detail = "groups of " + std::to_string(best.plan.ulysses) + ", across them " + best.inner + " (tried" +
+                  (sizes.size() > 1 ? ", groups x scheme" : "") + ", ms: " + tried + ")";
   else *why = first_no.empty() ? "no scheme across groups fits" : first_no;
   return best;
 }
@@ -135,7 +155,7 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
   for (const auto& s : schemes) {
     SchemeRun r;
     std::string why;
-    const bool search = s == "usp" && head.inner == "auto";
+    const bool search = s == "usp" && (head.inner == "auto" || head.ulysses == 0);
     if (search) {
       r = best_usp(t, w, prof, opt, head, &why);
       if (!why.empty() && !skipped) throw InputError("usp: " + why);
