@@ -87,7 +87,8 @@ std::vector<Range> shard_rows_tokens(const Geometry& g, int r, long begin, long 
 
 size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u) {
   const planner::HeadSlice h = planner::head_slice(u, w, 0);
-  return size_t(w.B) * part_chunk(g.qrows[0], u) * (h.q_heads + 2 * h.kv_heads) * w.D;
+  const long rows = *std::max_element(g.qrows.begin(), g.qrows.end());  // shards may differ by a token
+  return size_t(w.B) * part_chunk(rows, u) * (h.q_heads + 2 * h.kv_heads) * w.D;
 }
 
 HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, int u, int r, int slot,

@@ -11,25 +11,23 @@ bool parse_layout(const std::string& s, Layout* out) {
   return false;
 }
 
+// S tokens in `parts` chunks whose lengths differ by one at most (the first S % parts... spread evenly): chunk
+// i is [i * S / parts, (i + 1) * S / parts). No padding: every token is real, so results do not change.
+static Range chunk(long S, long parts, long i) { return {i * S / parts, (i + 1) * S / parts}; }
+
 std::string check_split(Layout l, int n, int pieces, long S) {
   const long parts = l == Layout::Zigzag ? 2L * n : n;
   if (S <= 0) return "S must be positive";
-  if (S % parts)
-    return "S=" + std::to_string(S) + " does not split into " + std::to_string(parts) + " equal " +
-           (l == Layout::Zigzag ? "zigzag chunks (2 per rank)" : "shards") + ": use a multiple of " + std::to_string(parts);
   if (S / parts < pieces)
     return "S=" + std::to_string(S) + " leaves fewer than " + std::to_string(pieces) + " tokens per " +
-           (l == Layout::Zigzag ? "chunk" : "shard") + " for " + std::to_string(pieces) + " pieces";
+           (l == Layout::Zigzag ? "zigzag chunk (2 per rank)" : "shard") + " for " + std::to_string(pieces) +
+           " pieces: S must be at least " + std::to_string(parts * pieces);
   return {};
 }
 
 std::vector<Range> shard_ranges(Layout l, int n, long S, int r) {
-  if (l == Layout::Contiguous) {
-    long c = S / n;
-    return {{r * c, (r + 1) * c}};
-  }
-  long c = S / (2L * n);
-  return {{r * c, (r + 1) * c}, {(2L * n - 1 - r) * c, (2L * n - r) * c}};
+  if (l == Layout::Contiguous) return {chunk(S, n, r)};
+  return {chunk(S, 2L * n, r), chunk(S, 2L * n, 2L * n - 1 - r)};
 }
 
 std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int r, int p) {

@@ -13,7 +13,9 @@ struct Range {
   long size() const { return end - begin; }
 };
 
-// Empty string if S tokens split over n ranks x P pieces in this layout; else why not.
+// Shards (contiguous: one chunk per rank; zigzag: chunks r and 2n-1-r of 2n) and pieces (a slice of each chunk)
+// need not be equal: lengths differ by a token at most. Empty string if S tokens give every piece a token in
+// this layout; else why not.
 std::string check_split(Layout l, int n, int pieces, long S);
 std::vector<Range> shard_ranges(Layout l, int n, long S, int rank);
 std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int rank, int piece);

@@ -1,6 +1,7 @@
 #include "planner/rank_memory.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
@@ -14,12 +15,16 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   const int n = p.ranks, P = p.pieces_per_rank;
   long rows = 0, max_piece = 0;
   for (const auto& q : shard_ranges(p.layout, n, w.S, r)) rows += q.size();
-  for (int o = 0; o < n && o < 2; ++o)  // pieces differ by a token at most: two owners suffice
-    for (int c = 0; c < P; ++c) {
-      long t = 0;
-      for (const auto& x : piece_ranges(p.layout, n, P, w.S, o, c)) t += x.size();
-      max_piece = std::max(max_piece, t);
-    }
+  // Shards' chunk lengths take two values at most (S need not divide): the largest piece over the few kinds
+  // of shard, a piece being a slice [len * c / P, len * (c + 1) / P) of each chunk.
+  std::set<std::pair<long, long>> kinds;
+  for (int o = 0; o < n; ++o) {
+    const auto sh = shard_ranges(p.layout, n, w.S, o);
+    kinds.insert({sh[0].size(), sh.size() > 1 ? sh[1].size() : 0});
+  }
+  for (const auto& [a, b] : kinds)
+    for (long c = 0; c < P; ++c)
+      max_piece = std::max(max_piece, a * (c + 1) / P - a * c / P + b * (c + 1) / P - b * c / P);
   RankMemory m;
   const double qe = double(w.B) * rows * w.H * w.D;
   m.queries = qe * (2 + 4) + double(w.B) * w.H * rows * 4;  // Q (16-bit), out fp32, LSE

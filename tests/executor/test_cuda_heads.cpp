@@ -238,6 +238,8 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
       {"complete:8", "ulysses", "", 0, 8, 1, false, 64},      // one K/V head on every slot
       {"cluster:2x4", "usp", "hamilton", 0, 8, 4, true, 144}, // zigzag pieces span token parts
       {"cluster:2x4", "usp", "ring", 0, 4, 2, false, 40},
+      {"cluster:2x4", "usp", "ring", 0, 4, 2, false, 43},      // groups' shards of 21 and 22 rows
+      {"cluster:2x4", "usp", "hamilton", 0, 8, 2, true, 149},  // uneven zigzag chunks and pieces
       {"complete:8", "usp", "hamilton", 2, 4, 4, true, 8 * 3 * 2 * 4},
   };
   for (const auto& c : cases) {

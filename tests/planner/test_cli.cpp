@@ -52,7 +52,8 @@ TEST(Cli, RunChecksAndWritesTimeline) {
   EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16,causal --check --timeline " + tl), 0);
   EXPECT_TRUE(fs::exists(tl));
   EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16,causal --check --precision fp32"), 0);
-  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=60,H=2,D=16,causal"), 2);   // S does not split
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=61,H=2,D=16,causal --check"), 0);  // uneven shards
+  EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=12,H=2,D=16,causal"), 2);   // fewer tokens than 8 chunks x 2 pieces
   EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16"), 2);          // plan is causal
   // A duplicated compute: refused by the verifier (2); with --no-verify the numeric check fails (1).
   std::ifstream in(plan);
@@ -171,7 +172,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   // Bad input: status 2, nothing written.
   const std::string none = dir + "/none.out";
   fs::remove(none);
-  EXPECT_EQ(run("simulate -w S=1001,H=1,D=64 --json " + none), 2);        // S does not split
+  EXPECT_EQ(run("simulate -w S=5,H=1,D=64 --json " + none), 2);           // fewer tokens than GPUs
   EXPECT_EQ(run("simulate -s zigzag -w S=8k,H=1,D=64 --json " + none), 2); // zigzag needs causal
   EXPECT_EQ(run("simulate --profile " + src + "/README.md --json " + none), 2);
   EXPECT_EQ(run("simulate --sweep S=64k:8k -o " + none), 2);

@@ -285,7 +285,8 @@ TEST(Engine, RejectsMismatchedInput) {
   planner::Plan p = planner::build_plan(t, "ring", {});
   EXPECT_THROW(simulator::simulate(p, planner::load_topology("complete:5"), planner::parse_workload("S=1k,H=1,D=64"), prof),
                planner::InputError);
-  EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=1001,H=1,D=64"), prof), planner::InputError);
+  EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=3,H=1,D=64"), prof), planner::InputError);  // < a token per rank
+  EXPECT_NO_THROW(simulator::simulate(p, t, planner::parse_workload("S=1001,H=1,D=64"), prof));  // shards of 250 and 251
   EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=1k,H=1,D=64,causal"), prof), planner::InputError);
 }
 

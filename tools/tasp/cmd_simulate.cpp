@@ -190,11 +190,10 @@ void register_simulate(CLI::App& app) {
       runs.push_back(std::move(r));
     } else if (!a->sweep.empty()) {
       const auto schemes = select_schemes(a->schemes, t, w.causal);
-      const long unit = 2L * t.ranks();
       write_output(a->out, [&](std::ostream& o) {
         o << "S,scheme,total_us,comm_us,compute_us,exposed_comm_us,ccr,speedup_vs_ring,efficiency,pass,fwd_us,bwd_us\n";
         for (long S : sweep_lengths(a->sweep)) {
-          w.S = (S + unit - 1) / unit * unit;  // every layout splits a multiple of 2n
+          w.S = S;
           skipped.clear();
           auto rs = run_schemes(t, w, schemes, prof, opt, skip, a->head);
           double ring = 0;
