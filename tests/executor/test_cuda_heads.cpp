@@ -65,6 +65,29 @@ void apply(const std::vector<BlockCopy>& list) {
 // Values exact in bf16 (small integers) that still tell tokens, heads and elements apart.
 float code(int b, long token, int head, int d) { return float((b * 5 + token * 7 + head * 3 + d) % 23 + 1); }
 
+// Visits rank r's head layout for slice hs: every query row element (index into a [B][rows][heads][D] buffer)
+// and every K-half element of its own pieces' slots (index into the slot buffer), with batch, token, the
+// global head and the element.
+template <class Fq, class Fkv>
+void each_head_element(const executor::cuda::Geometry& g, const Workload& w, int r, const HeadSlice& hs, size_t se,
+                       Fq on_q, Fkv on_kv) {
+  for (int b = 0; b < w.B; ++b) {
+    long row = 0;
+    for (const Range& rg : g.qranges[r])
+      for (long t = rg.begin; t < rg.end; ++t, ++row)
+        for (int h = 0; h < hs.q_heads; ++h)
+          for (int d = 0; d < w.D; ++d) on_q(((b * g.qrows[r] + row) * hs.q_heads + h) * w.D + d, b, t, hs.q_begin + h, d);
+    for (int c = 0; c < g.P; ++c) {
+      long j = 0;
+      for (const Range& rg : g.pranges[g.key(r, c)])
+        for (long t = rg.begin; t < rg.end; ++t, ++j)
+          for (int h = 0; h < hs.kv_heads; ++h)
+            for (int d = 0; d < w.D; ++d)
+              on_kv(int64_t(se * c + (b * g.max_piece + j) * g.row_elems + h * w.D + d), b, t, hs.kv_begin + h, d);
+    }
+  }
+}
+
 struct Gpu {
   std::vector<std::vector<char>> mem;
   void* take(size_t bytes) {
@@ -138,58 +161,28 @@ void check_exchange(const Plan& p, const Workload& w) {
   exchange(&HeadExchange::bwd_in);
   // Head layout: Q and dO rows in shard order, K/V pieces in slots 0..P-1, of this slot's heads only.
   for (int x = 0; x < n; ++x) {
-    const int r = x / u;
-    const HeadSlice hs = head_slice(u, w, x % u);
     const Gpu& G = gpu[x];
-    for (int b = 0; b < w.B; ++b) {
-      long row = 0;
-      for (const Range& rg : g.qranges[r])
-        for (long t = rg.begin; t < rg.end; ++t, ++row)
-          for (int h = 0; h < hs.q_heads; ++h)
-            for (int d = 0; d < w.D; ++d) {
-              const int64_t i = ((b * g.qrows[r] + row) * hs.q_heads + h) * w.D + d;
-              ASSERT_EQ(get(G.b.q, Elem::BF16, i), code(b, t, hs.q_begin + h, d)) << "GPU " << x << " token " << t;
-              ASSERT_EQ(get(G.b.dout, Elem::BF16, i), code(b, t, hs.q_begin + h, d) + 2);
-            }
-      for (int c = 0; c < g.P; ++c) {
-        long j = 0;
-        for (const Range& rg : g.pranges[g.key(r, c)])
-          for (long t = rg.begin; t < rg.end; ++t, ++j)
-            for (int h = 0; h < hs.kv_heads; ++h)
-              for (int d = 0; d < w.D; ++d) {
-                const int64_t i = se * c + (b * g.max_piece + j) * g.row_elems + h * w.D + d;
-                ASSERT_EQ(get(G.b.kv, Elem::BF16, i), code(b, t, hs.kv_begin + h, d)) << "GPU " << x << " piece " << c;
-                ASSERT_EQ(get(G.b.kv, Elem::BF16, i + g.half_slot()), code(b, t, hs.kv_begin + h, d) + 1);
-              }
-      }
-    }
+    each_head_element(
+        g, w, x / u, head_slice(u, w, x % u), se,
+        [&](int64_t i, int b, long t, int h, int d) {
+          ASSERT_EQ(get(G.b.q, Elem::BF16, i), code(b, t, h, d)) << "GPU " << x << " token " << t;
+          ASSERT_EQ(get(G.b.dout, Elem::BF16, i), code(b, t, h, d) + 2);
+        },
+        [&](int64_t i, int b, long t, int h, int d) {
+          ASSERT_EQ(get(G.b.kv, Elem::BF16, i), code(b, t, h, d)) << "GPU " << x << " token " << t;
+          ASSERT_EQ(get(G.b.kv, Elem::BF16, i + g.half_slot()), code(b, t, h, d) + 1);
+        });
   }
-  // Results in the head layout: O = dQ = the code; dK/dV of each replica = the code times (slot + 1).
+  // Results in the head layout: O = dQ - 3 = the code; dK/dV of each replica = the code times (slot + 1).
   for (int x = 0; x < n; ++x) {
-    const int r = x / u;
-    const HeadSlice hs = head_slice(u, w, x % u);
     Gpu& G = gpu[x];
-    for (int b = 0; b < w.B; ++b) {
-      long row = 0;
-      for (const Range& rg : g.qranges[r])
-        for (long t = rg.begin; t < rg.end; ++t, ++row)
-          for (int h = 0; h < hs.q_heads; ++h)
-            for (int d = 0; d < w.D; ++d) {
-              const int64_t i = ((b * g.qrows[r] + row) * hs.q_heads + h) * w.D + d;
-              G.b.out[i] = code(b, t, hs.q_begin + h, d), G.b.dq[i] = code(b, t, hs.q_begin + h, d) + 3;
-            }
-      for (int c = 0; c < g.P; ++c) {
-        long j = 0;
-        for (const Range& rg : g.pranges[g.key(r, c)])
-          for (long t = rg.begin; t < rg.end; ++t, ++j)
-            for (int h = 0; h < hs.kv_heads; ++h)
-              for (int d = 0; d < w.D; ++d) {
-                const int64_t i = se * c + (b * g.max_piece + j) * g.row_elems + h * w.D + d;
-                G.b.grad[i] = code(b, t, hs.kv_begin + h, d) * float(x % u + 1);
-                G.b.grad[i + g.half_slot()] = -code(b, t, hs.kv_begin + h, d) * float(x % u + 1);
-              }
-      }
-    }
+    const float weight = float(x % u + 1);
+    each_head_element(
+        g, w, x / u, head_slice(u, w, x % u), se,
+        [&](int64_t i, int b, long t, int h, int d) { G.b.out[i] = code(b, t, h, d), G.b.dq[i] = code(b, t, h, d) + 3; },
+        [&](int64_t i, int b, long t, int h, int d) {
+          G.b.grad[i] = code(b, t, h, d) * weight, G.b.grad[i + g.half_slot()] = -code(b, t, h, d) * weight;
+        });
   }
   exchange(&HeadExchange::fwd_out);
   exchange(&HeadExchange::bwd_out);
