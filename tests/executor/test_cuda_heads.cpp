@@ -88,6 +88,17 @@ void each_head_element(const executor::cuda::Geometry& g, const Workload& w, int
   }
 }
 
+// Visits the rows of GPU rank * u + slot's token part: batch, row in the part, token.
+template <class F>
+void each_part_row(const executor::cuda::Geometry& g, const Workload& w, int r, int u, int slot, F f) {
+  const executor::cuda::Part part = executor::cuda::token_part(g.qrows[r], u, slot);
+  for (int b = 0; b < w.B; ++b) {
+    long i = 0;
+    for (const Range& rg : executor::cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size))
+      for (long t = rg.begin; t < rg.end; ++t, ++i) f(b, i, t);
+  }
+}
+
 struct Gpu {
   std::vector<std::vector<char>> mem;
   void* take(size_t bytes) {
@@ -125,12 +136,7 @@ void check_exchange(const Plan& p, const Workload& w) {
     for (int c = 0; c < g.P; ++c) final_slot[g.key(r, c)] = c;
     hx[x] = make_head_exchange(g, w, u, r, slot, G.b, G.s, final_slot);
     // The layer's side: this GPU's tokens with every head (V = K + 1, dO = Q + 2).
-    const Part part = token_part(rows, u, slot);
-    const auto tokens = shard_rows_tokens(g, r, part.begin, part.begin + part.size);
-    for (int b = 0; b < w.B; ++b) {
-      long i = 0;
-      for (const Range& rg : tokens)
-        for (long t = rg.begin; t < rg.end; ++t, ++i)
+    each_part_row(g, w, r, u, slot, [&](int b, long i, long t) {
           for (int d = 0; d < w.D; ++d) {
             for (int h = 0; h < w.H; ++h) {
               put(G.s.q, Elem::BF16, (b * chunk + i) * HD + h * w.D + d, code(b, t, h, d));
@@ -141,7 +147,7 @@ void check_exchange(const Plan& p, const Workload& w) {
               put(G.s.v, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, code(b, t, h, d) + 1);
             }
           }
-    }
+    });
   }
   // One all-to-all: pack everywhere, move slot j's block of each group member's send buffer, unpack.
   auto exchange = [&](A2a HeadExchange::*which) {
@@ -189,13 +195,8 @@ void check_exchange(const Plan& p, const Workload& w) {
   for (int x = 0; x < n; ++x) {
     const int r = x / u;
     const long rows = g.qrows[r], chunk = part_chunk(rows, u);
-    const Part part = token_part(rows, u, x % u);
-    const auto tokens = shard_rows_tokens(g, r, part.begin, part.begin + part.size);
     const Gpu& G = gpu[x];
-    for (int b = 0; b < w.B; ++b) {
-      long i = 0;
-      for (const Range& rg : tokens)
-        for (long t = rg.begin; t < rg.end; ++t, ++i)
+    each_part_row(g, w, r, u, x % u, [&](int b, long i, long t) {
           for (int d = 0; d < w.D; ++d) {
             for (int h = 0; h < w.H; ++h) {
               ASSERT_EQ(get(G.s.out, Elem::BF16, (b * chunk + i) * HD + h * w.D + d), code(b, t, h, d)) << "GPU " << x;
@@ -211,7 +212,7 @@ void check_exchange(const Plan& p, const Workload& w) {
               ASSERT_EQ(G.s.dv[(b * chunk + i) * HkvD + h * w.D + d], -code(b, t, h, d) * replicas);
             }
           }
-    }
+    });
   }
 }
 
