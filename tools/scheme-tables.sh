@@ -22,8 +22,8 @@ runs=(
   echo "Simulated with each topology's built-in profile (cluster:16x8 and gb200-nvl72 have none: the H200 one, so"
   echo "their compute is H200's; gb200-nvl72 is an estimated topology from published link rates). ms per scheme;"
   echo "'-' = the scheme does not apply (ulysses needs H and Hkv to split over all GPUs or K/V heads replicated)."
-  echo "usp = Ulysses inside groups of U GPUs x a ring scheme across the groups: the simulator tries every U that divides a"
-  echo "node's GPUs (on one node: up to half of them) and splits the heads, times ring, zigzag, allgather, hamilton and"
+  echo "usp = Ulysses inside groups of U GPUs x a ring scheme across the groups: U is a node's GPUs on clusters; on one node"
+  echo "the simulator tries every U up to half the GPUs that splits the heads; it times ring, zigzag, allgather, hamilton and"
   echo "two-level across, and keeps the fastest (in brackets: U x scheme). The all-to-alls include their packing (memory traffic)."
   echo
 } > "$out"
@@ -71,8 +71,8 @@ cat >> "$out" <<'TXT'
 - **Inside one NVSwitch node the kernels decide.** On 8x H200 every balanced scheme (zigzag, allgather, ulysses,
   usp) is within 2-4%: compute-bound from 128K on; Ulysses leads while its all-to-alls are short, the
   all-gather once its single exchange is fully hidden.
-- **The group size follows the fabric.** Across nodes the search keeps a whole node per group (8): the
-  all-to-alls stay on NVSwitch and only 1/8 of the heads' K/V crosses the NICs. Inside one node smaller groups
+- **The group size follows the fabric.** Across nodes a whole node per group (8; smaller groups, searched
+  once, lost every case here): the all-to-alls stay on NVSwitch and only 1/8 of the heads' K/V crosses the NICs. Inside one node smaller groups
   win as sequences grow (4, then 2 on 8x H200): the all-to-alls' bytes and packing grow with S like the
   ring's, but only the ring's hide behind compute.
 - **Ulysses needs the heads to split.** On 128 or 72 GPUs H=32/64 does not split over every GPU; usp does.

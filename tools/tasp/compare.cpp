@@ -89,9 +89,10 @@ std::string plan_for(const Topology& t, const Workload& w, const std::string& sc
 }
 
 // usp with the group size and scheme across groups that simulate fastest, simulated; an empty scheme when
-// none fits, and `why` says how the first one failed. Group sizes: the one given, else every divisor >= 2 of a
-// node's GPUs (on one node: of its GPUs, leaving two groups at least), so that the all-to-alls stay inside
-// an NVSwitch domain. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
+// none fits, and `why` says how the first one failed. Group sizes: the one given; on a cluster a node's GPUs
+// (the all-to-alls stay on NVSwitch and the NICs carry the fewest heads: smaller groups lost every case of
+// docs/measurements/scheme-tables.md, and searching them on 128 nodes tripled the time of `simulate`); on one
+// node every divisor >= 2 of its GPUs that leaves two groups. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
 // across 128 groups: 127 rings of 4-token pieces): not tried. Causal ring across groups takes the zigzag
 // layout, so it is zigzag itself.
 SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profile& prof, const simulator::SimOptions& opt,
@@ -99,11 +100,11 @@ SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profil
   SchemeRun best;
   std::string tried, first_no;
   std::vector<int> sizes;
-  const int per_node = t.nodes >= 2 ? t.gpus_per_node : t.ranks() / 2;
   if (head.ulysses > 0) sizes = {head.ulysses};
+  else if (t.nodes >= 2) sizes = {t.gpus_per_node};
   else
-    for (int u = 2; u <= per_node; ++u)
-      if ((t.nodes >= 2 ? t.gpus_per_node : t.ranks()) % u == 0 && check_heads(u, w).empty()) sizes.push_back(u);
+    for (int u = 2; u <= t.ranks() / 2; ++u)
+      if (t.ranks() % u == 0 && check_heads(u, w).empty()) sizes.push_back(u);
   if (sizes.empty()) {
     *why = "no group size of at least 2 GPUs splits the heads (H=" + std::to_string(w.H) + ", Hkv=" + std::to_string(w.Hkv) + ")";
     return best;
