@@ -233,7 +233,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         const size_t cq = size_t(w.B) * chunk * w.H * w.D, ck = size_t(w.B) * chunk * w.Hkv * w.D;
         cuda::SeqBuffers& q = x.seq;
         q.q = x.alloc<uint16_t>(cq), q.k = x.alloc<uint16_t>(ck), q.v = x.alloc<uint16_t>(ck), q.out = x.alloc<uint16_t>(cq);
-        q.send = x.alloc<uint16_t>(u * cuda::a2a_max_count(g, w, u)), q.recv = x.alloc<uint16_t>(u * cuda::a2a_max_count(g, w, u));
+        const size_t staged = u * cuda::a2a_max_count(g, w, u);
+        q.send = x.alloc<uint16_t>(staged), q.recv = x.alloc<uint16_t>(staged);
         if (passes.bwd) q.dout = x.alloc<uint16_t>(cq), q.dq = x.alloc<float>(cq), q.dk = x.alloc<float>(ck), q.dv = x.alloc<float>(ck);
         if (host_inputs) {
           const auto tokens = cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size);
@@ -264,16 +265,10 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       }
       TASP_CUDA(cudaDeviceSynchronize());
     }
-    // Work lists per slot (the plan's ranks of one slot share nothing with another slot's).
-    std::vector<cuda::PassWork> fwd(u), bwd(u);
-    for (int sl = 0; sl < u; ++sl) {
-      std::vector<int> ranks;
-      std::vector<cuda::RankBuffers> bufs(plan.ranks);
-      for (int gpu : local)
-        if (slot_of(gpu) == sl) ranks.push_back(rank_of(gpu)), bufs[rank_of(gpu)] = R[gpu].buf;
-      fwd[sl] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, ranks, bufs);
-      if (passes.bwd) bwd[sl] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, ranks, bufs);
-    }
+    std::vector<cuda::RankBuffers> bufs(n);
+    for (int gpu : local) bufs[gpu] = R[gpu].buf;
+    const cuda::PassWork fwd = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u);
+    const cuda::PassWork bwd = passes.bwd ? cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u) : cuda::PassWork{};
     std::vector<std::array<cuda::A2aLaunch, 4>> a2a(n);  // fwd in, fwd out, bwd in, bwd out
     if (u > 1)
       for (int gpu : local) {
@@ -281,7 +276,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         const int r = rank_of(gpu);
         static const std::map<long, int> none;
         const cuda::HeadExchange hx = cuda::make_head_exchange(g, w, u, r, slot_of(gpu), R[gpu].buf, R[gpu].seq,
-                                                               passes.bwd ? bwd[slot_of(gpu)].slots[r].grad_final : none);
+                                                               passes.bwd ? bwd.slots[gpu].grad_final : none);
         int k = 0;
         for (const cuda::A2a* e : {&hx.fwd_in, &hx.fwd_out, &hx.bwd_in, &hx.bwd_out}) a2a[gpu][k++] = cuda::upload_a2a(R[gpu], *e);
       }
@@ -298,7 +293,6 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     auto rank_main = [&](int gpu) {
       RankDevice& x = R[gpu];
       const int r = rank_of(gpu);
-      const cuda::PassWork &fw = fwd[slot_of(gpu)], &bw = bwd[slot_of(gpu)];
       try {
         TASP_CUDA(cudaSetDevice(x.dev));
         for (int it = -prime; it < warmup + iters; ++it) {
@@ -315,12 +309,14 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           };
           if (do_fwd) {
             exchange(0);
-            for (int t = 0; t < fw.num_steps(); ++t) cuda::issue_step(x, fw, g, sw, r, t, prev), prev = x.ev_fwd[kStepEvents * t + 4];
+            for (int t = 0; t < fwd.num_steps(); ++t)
+              cuda::issue_step(x, fwd, g, sw, gpu, r, t, prev), prev = x.ev_fwd[kStepEvents * t + 4];
             exchange(1);
           }
           if (do_bwd) {
             exchange(2);
-            for (int t = 0; t < bw.num_steps(); ++t) cuda::issue_step(x, bw, g, sw, r, t, prev), prev = x.ev_bwd[kStepEvents * t + 4];
+            for (int t = 0; t < bwd.num_steps(); ++t)
+              cuda::issue_step(x, bwd, g, sw, gpu, r, t, prev), prev = x.ev_bwd[kStepEvents * t + 4];
             exchange(3);
           }
           TASP_CUDA(cudaEventRecord(x.done, x.compute));  // after the last step's adds, which waited for its transfers
@@ -346,15 +342,15 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           };
           if (passes.fwd) {
             exchanged(0);
-            for (int t = 0; t < fw.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fw.bytes[r][t], fw.flops[r][t], false));
+            for (int t = 0; t < fwd.num_steps(); ++t)
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fwd.bytes[r][t], fwd.flops[r][t], false));
             exchanged(1);
           }
           if (passes.bwd) {
             exchanged(2);
-            for (int t = 0; t < bw.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bw.bytes[r][t], bw.flops[r][t],
-                                             !bw.slots[r].steps[t].grad_add.empty()));
+            for (int t = 0; t < bwd.num_steps(); ++t)
+              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bwd.bytes[r][t], bwd.flops[r][t],
+                                             !bwd.slots[gpu].steps[t].grad_add.empty()));
             exchanged(3);
           }
           std::lock_guard<std::mutex> lk(failure_lock);
@@ -379,7 +375,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       std::rethrow_exception(failure);
     }
     const int a2a_steps = u > 1 ? 2 : 0;
-    const int steps = (passes.fwd ? fwd[0].num_steps() + a2a_steps : 0) + (passes.bwd ? bwd[0].num_steps() + a2a_steps : 0);
+    const int steps = (passes.fwd ? fwd.num_steps() + a2a_steps : 0) + (passes.bwd ? bwd.num_steps() + a2a_steps : 0);
     double own_bytes = 0, used_bytes = 0;
     for (int r : local) {
       TASP_CUDA(cudaSetDevice(R[r].dev));
@@ -401,7 +397,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       get(x.buf.out, nq), get(x.buf.lse, nl);
       if (passes.bwd) {
         get(x.buf.dq, nq);
-        const auto& fin = bwd[0].slots[r].grad_final;
+        const auto& fin = bwd.slots[r].grad_final;  // one process per GPU: u = 1, GPU = rank
         for (int c = 0; c < g.P; ++c) {
           auto f = fin.find(g.key(r, c));
           if (f == fin.end()) {  // never computed on: no gradient (only an invalid plan does that)
@@ -453,7 +449,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     res.timeline.scheme = plan.scheme;
     res.timeline.ranks = n;
     res.timeline.pass = planner::passes_name(passes);
-    res.timeline.fwd_steps = passes.fwd ? fwd[0].num_steps() + a2a_steps : 0;
+    res.timeline.fwd_steps = passes.fwd ? fwd.num_steps() + a2a_steps : 0;
     res.timeline.per_rank = runs[totals[totals.size() / 2].second];
     res.device_bytes = own_bytes, res.device_used_bytes = used_bytes;
     for (auto& [tot, i] : totals) res.iteration_totals_us.push_back(tot);

@@ -27,7 +27,7 @@ Geometry make_geometry(const planner::Plan& p, const planner::Workload& w) {
 }
 
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
-                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs) {
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u) {
   PassWork pw;
   pw.pass = pass;
   const int steps = p.num_steps(pass), n = g.n;
@@ -50,15 +50,16 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
         for (const auto& k : g.pranges[g.key(c.owner, c.piece)])
           pw.flops[c.rank][t] += 4.0 * flop_factor * planner::visible_pairs(q, k, w.causal) * w.B * w.H * w.D;
   }
-  pw.slots.resize(n);
-  if (bwd) pw.bwd.resize(n);
-  else pw.fwd.resize(n);
-  for (int r : local) {
-    pw.slots[r] = planner::plan_slots(p, pass, r);
-    const RankBuffers& x = bufs[r];
+  pw.slots.resize(size_t(n) * u);
+  if (bwd) pw.bwd.resize(size_t(n) * u);
+  else pw.fwd.resize(size_t(n) * u);
+  for (int gpu : local) {
+    const int r = gpu / u;
+    pw.slots[gpu] = planner::plan_slots(p, pass, r);
+    const RankBuffers& x = bufs[gpu];
     bool first = true;
     for (int t = 0; t < steps; ++t) {
-      const planner::StepSlots& s = pw.slots[r].steps[t];
+      const planner::StepSlots& s = pw.slots[gpu].steps[t];
       // One item per query range, over every piece the rank computes on in the step; a piece's token
       // ranges are views into its slot (and, backward, into its accumulator's slot).
       std::vector<kernels::KvPiece> pieces;
@@ -95,13 +96,13 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
         b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
         b.q = x.q, b.dout = x.dout, b.q_rows = int(g.qrows[r]), b.lse = x.lse, b.dsum = x.dsum, b.dq_accum = x.dq_accum;
         b.items = std::move(items), b.pieces = std::move(pieces), b.grads = std::move(grads);
-        pw.bwd[r].push_back(std::move(b));
+        pw.bwd[gpu].push_back(std::move(b));
       } else {
         kernels::AttentionBatch b;
         b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
         b.q = x.q, b.q_rows = int(g.qrows[r]), b.out = x.out, b.lse = x.lse;
         b.items = std::move(items), b.pieces = std::move(pieces);
-        pw.fwd[r].push_back(std::move(b));
+        pw.fwd[gpu].push_back(std::move(b));
       }
     }
   }

@@ -43,17 +43,19 @@ struct RankBuffers {
   float* grad = nullptr;  // accumulator slots (fp32)
 };
 
+// Per GPU: GPU x runs plan rank x / u (head-parallel plans: groups of u GPUs; otherwise u = 1, GPU = rank).
 struct PassWork {
   planner::Pass pass = planner::Pass::Fwd;
   std::vector<planner::Step> steps;
-  std::vector<planner::RankSlots> slots;                                  // [rank] (local ranks only)
-  std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [rank][step]
-  std::vector<std::vector<kernels::AttentionBackwardBatch>> bwd;  // [rank][step]
+  std::vector<planner::RankSlots> slots;                          // [gpu] (local GPUs only)
+  std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [gpu][step]
+  std::vector<std::vector<kernels::AttentionBackwardBatch>> bwd;  // [gpu][step]
   std::vector<std::vector<double>> bytes, flops;                  // [rank][step], every rank
   int num_steps() const { return int(steps.size()); }
 };
 
+// `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload.
 PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,
-                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs);
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u = 1);
 
 }  // namespace tasp::executor::cuda

@@ -73,11 +73,11 @@ std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vecto
   return h;
 }
 
-void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g, const planner::Workload& w, int r, int t,
-                cudaEvent_t prev_done) {
+void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g, const planner::Workload& w, int gpu, int r,
+                int t, cudaEvent_t prev_done) {
   const bool bwd = pw.pass == Pass::Bwd;
   cudaEvent_t* e = &(bwd ? x.ev_bwd : x.ev_fwd)[kStepEvents * t];
-  const planner::StepSlots& s = pw.slots[r].steps[t];
+  const planner::StepSlots& s = pw.slots[gpu].steps[t];
   const size_t se = g.slot_elems();
   auto* kv = static_cast<uint16_t*>(x.buf.kv);
   TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
@@ -100,7 +100,7 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
   for (int slot : s.grad_zero) TASP_CUDA(cudaMemsetAsync(x.buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
-    const auto& b = pw.bwd[r][t];
+    const auto& b = pw.bwd[gpu][t];
     if (t == 0) {
       TASP_CUDA(cudaMemsetAsync(x.buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
       kernels::attention_backward_prepare(x.buf.out, x.buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
@@ -111,8 +111,8 @@ void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g
       TASP_CUDA(cudaMemsetAsync(x.buf.dq, 0, size_t(w.B) * g.qrows[r] * w.H * w.D * 4, x.compute));
       kernels::attention_backward_finish(b, x.buf.dq, x.ws, x.compute);
     }
-  } else if (!pw.fwd[r][t].pieces.empty()) {
-    kernels::attention_forward(pw.fwd[r][t], x.ws, x.compute);
+  } else if (!pw.fwd[gpu][t].pieces.empty()) {
+    kernels::attention_forward(pw.fwd[gpu][t], x.ws, x.compute);
   }
   TASP_CUDA(cudaEventRecord(e[3], x.compute));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));

@@ -62,8 +62,8 @@ double from_half_bits(uint16_t h, kernels::DType t);
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
                                 long width, long stride, kernels::DType t);
 
-// Enqueues step t of a pass on rank r's streams, after `prev_done`.
-void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int r, int t,
+// Enqueues step t of a pass on GPU `gpu`'s streams (it runs plan rank r), after `prev_done`.
+void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int gpu, int r, int t,
                 cudaEvent_t prev_done);
 // A head-parallel all-to-all with its copy lists on the device.
 struct A2aLaunch {
