@@ -8,7 +8,7 @@ namespace tasp::executor {
 
 template <class T>
 long block_attention(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos, int B,
-                     int H, int Hkv, int D, bool causal, T* out, T* lse) {
+                     int H, int Hkv, int D, const planner::Mask& msk, T* out, T* lse) {
   const long rows = long(qpos.size()), len = long(kpos.size());
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(T(D));
@@ -21,9 +21,10 @@ long block_attention(const T* q, const std::vector<long>& qpos, const T* k, cons
         const T* qi = q + ((size_t(b) * rows + i) * H + h) * D;
         T* oi = out + ((size_t(b) * rows + i) * H + h) * D;
         const int hk = h / group;
+        const long lo = msk.lo(qpos[i]), hi = msk.hi(qpos[i]);
         T m = ninf;
         for (long j = 0; j < len; ++j) {
-          if (causal && kpos[j] > qpos[i]) {
+          if (kpos[j] < lo || kpos[j] > hi) {
             s[j] = ninf;
             continue;
           }
@@ -76,8 +77,8 @@ void merge_block(T* o, T* lse, const T* ob, const T* lseb, std::size_t rows_head
 
 template <class T>
 void block_attention_backward(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos,
-                              const T* lse, const T* dout, const T* dsum, int B, int H, int Hkv, int D, bool causal, T* dq,
-                              T* dk, T* dv) {
+                              const T* lse, const T* dout, const T* dsum, int B, int H, int Hkv, int D, const planner::Mask& m,
+                              T* dq, T* dk, T* dv) {
   const long rows = long(qpos.size()), len = long(kpos.size());
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(T(D));
@@ -91,8 +92,9 @@ void block_attention_backward(const T* q, const std::vector<long>& qpos, const T
         const T* dor = dout + qi * D;
         T* dqr = dq + qi * D;
         const int hk = h / group;
+        const long lo = m.lo(qpos[i]), hi = m.hi(qpos[i]);
         for (long j = 0; j < len; ++j) {
-          if (causal && kpos[j] > qpos[i]) continue;
+          if (kpos[j] < lo || kpos[j] > hi) continue;
           const size_t kj = ((size_t(b) * len + j) * Hkv + hk) * D;
           T s = 0, dp = 0;
           for (int d = 0; d < D; ++d) s += qr[d] * k[kj + d], dp += dor[d] * v[kj + d];
@@ -117,22 +119,46 @@ void row_dot(const T* dout, const T* o, std::size_t rows_heads, int D, T* dsum) 
 }
 
 template long block_attention<float>(const float*, const std::vector<long>&, const float*, const float*, const std::vector<long>&,
-                                     int, int, int, int, bool, float*, float*);
+                                     int, int, int, int, const planner::Mask&, float*, float*);
 template long block_attention<double>(const double*, const std::vector<long>&, const double*, const double*,
-                                      const std::vector<long>&, int, int, int, int, bool, double*, double*);
+                                      const std::vector<long>&, int, int, int, int, const planner::Mask&, double*, double*);
 template void block_attention_backward<float>(const float*, const std::vector<long>&, const float*, const float*,
                                               const std::vector<long>&, const float*, const float*, const float*, int, int,
-                                              int, int, bool, float*, float*, float*);
+                                              int, int, const planner::Mask&, float*, float*, float*);
 template void block_attention_backward<double>(const double*, const std::vector<long>&, const double*, const double*,
                                                const std::vector<long>&, const double*, const double*, const double*, int, int,
-                                               int, int, bool, double*, double*, double*);
+                                               int, int, const planner::Mask&, double*, double*, double*);
 template void row_dot<float>(const float*, const float*, std::size_t, int, float*);
 template void row_dot<double>(const double*, const double*, std::size_t, int, double*);
 template void merge_block<float>(float*, float*, const float*, const float*, std::size_t, int);
 template void merge_block<double>(double*, double*, const double*, const double*, std::size_t, int);
 
-void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v, int B,
-                         long S, int H, int Hkv, int D, bool causal, std::vector<double>& out, std::vector<double>& lse) {
+namespace {
+
+// Whether query i sees key j, from the workload's words: the same document, not after it when causal, and
+// within the window's sides.
+struct RefMask {
+  std::vector<long> doc;
+  bool causal;
+  long left, right;
+  explicit RefMask(const planner::Workload& w)
+      : doc(w.S, 0), causal(w.causal), left(w.window_left), right(w.causal ? 0 : w.window_right) {
+    long at = 0;
+    for (size_t d = 0; d < w.docs.size(); ++d)
+      for (long i = 0; i < w.docs[d] && at < w.S; ++i) doc[at++] = long(d);
+  }
+  bool sees(long i, long j) const {
+    return doc[i] == doc[j] && !(causal && j > i) && !(left >= 0 && i - j > left) && !(right >= 0 && j - i > right);
+  }
+};
+
+}  // namespace
+
+void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                         const planner::Workload& w, std::vector<double>& out, std::vector<double>& lse) {
+  const int B = w.B, H = w.H, Hkv = w.Hkv, D = w.D;
+  const long S = w.S;
+  const RefMask mask(w);
   out.assign(size_t(B) * S * H * D, 0.0);
   lse.assign(size_t(B) * S * H, 0.0);
   const double scale = 1.0 / std::sqrt(double(D));
@@ -141,18 +167,17 @@ void reference_attention(const std::vector<double>& q, const std::vector<double>
     for (int h = 0; h < H; ++h) {
       const int hk = h / (H / Hkv);
       for (long i = 0; i < S; ++i) {
-        const long last = causal ? i : S - 1;
         double mx = -1e300;
-        for (long j = 0; j <= last; ++j) {
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += q[((size_t(b) * S + i) * H + h) * D + d] * k[((size_t(b) * S + j) * Hkv + hk) * D + d];
           p[j] = acc * scale;
           mx = std::max(mx, p[j]);
         }
         double z = 0;
-        for (long j = 0; j <= last; ++j) z += (p[j] = std::exp(p[j] - mx));
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) z += (p[j] = std::exp(p[j] - mx));
         double* o = &out[((size_t(b) * S + i) * H + h) * D];
-        for (long j = 0; j <= last; ++j)
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j))
           for (int d = 0; d < D; ++d) o[d] += p[j] / z * v[((size_t(b) * S + j) * Hkv + hk) * D + d];
         lse[(size_t(b) * S + i) * H + h] = mx + std::log(z);
       }
@@ -160,8 +185,11 @@ void reference_attention(const std::vector<double>& q, const std::vector<double>
 }
 
 void reference_attention_backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                                  const std::vector<double>& dout, int B, long S, int H, int Hkv, int D, bool causal,
-                                  std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
+                                  const std::vector<double>& dout, const planner::Workload& w, std::vector<double>& dq,
+                                  std::vector<double>& dk, std::vector<double>& dv) {
+  const int B = w.B, H = w.H, Hkv = w.Hkv, D = w.D;
+  const long S = w.S;
+  const RefMask mask(w);
   dq.assign(size_t(B) * S * H * D, 0.0);
   dk.assign(size_t(B) * S * Hkv * D, 0.0);
   dv.assign(dk.size(), 0.0);
@@ -175,19 +203,18 @@ void reference_attention_backward(const std::vector<double>& q, const std::vecto
     for (int h = 0; h < H; ++h) {
       const int hk = h / (H / Hkv);
       for (long i = 0; i < S; ++i) {
-        const long last = causal ? i : S - 1;
         double mx = -1e300;
-        for (long j = 0; j <= last; ++j) {
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += Q(b, i, h)[d] * KV(k, b, j, hk)[d];
           P[j] = acc * scale;
           mx = std::max(mx, P[j]);
         }
         double z = 0;
-        for (long j = 0; j <= last; ++j) z += (P[j] = std::exp(P[j] - mx));
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) z += (P[j] = std::exp(P[j] - mx));
         const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
         double c = 0;
-        for (long j = 0; j <= last; ++j) {
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
           P[j] /= z;
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += go[d] * KV(v, b, j, hk)[d];
@@ -195,7 +222,7 @@ void reference_attention_backward(const std::vector<double>& q, const std::vecto
           c += P[j] * dP[j];
         }
         double* gq = &dq[((size_t(b) * S + i) * H + h) * D];
-        for (long j = 0; j <= last; ++j) {
+        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
           const double ds = P[j] * (dP[j] - c) * scale;
           double* gk = &dk[((size_t(b) * S + j) * Hkv + hk) * D];
           double* gv = &dv[((size_t(b) * S + j) * Hkv + hk) * D];

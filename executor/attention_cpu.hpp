@@ -4,13 +4,16 @@
 #include <cstddef>
 #include <vector>
 
+#include "planner/mask.hpp"
+#include "planner/workload.hpp"
+
 namespace tasp::executor {
 
-// Attention of `rows` queries (global positions qpos) against `len` keys (positions kpos), head h reading
-// KV head h / (H / Hkv). Fully masked rows get out = 0 and LSE = -inf. Returns unmasked (q, k) pairs per head.
+// Attention of `rows` queries (global positions qpos) against `len` keys (positions kpos) under mask `m`, head h
+// reading KV head h / (H / Hkv). Fully masked rows get out = 0 and LSE = -inf. Returns unmasked (q, k) pairs per head.
 template <class T>
 long block_attention(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos, int B,
-                     int H, int Hkv, int D, bool causal, T* out, T* lse);
+                     int H, int Hkv, int D, const planner::Mask& m, T* out, T* lse);
 
 // Fold (ob, lseb) into the running (o, lse) in place: rows*H entries of D values.
 template <class T>
@@ -22,20 +25,21 @@ void merge_block(T* o, T* lse, const T* ob, const T* lseb, std::size_t rows_head
 // summed over each KV head's query heads). Because P uses the final LSE, blocks add up exactly in any order.
 template <class T>
 void block_attention_backward(const T* q, const std::vector<long>& qpos, const T* k, const T* v, const std::vector<long>& kpos,
-                              const T* lse, const T* dout, const T* dsum, int B, int H, int Hkv, int D, bool causal, T* dq,
-                              T* dk, T* dv);
+                              const T* lse, const T* dout, const T* dsum, int B, int H, int Hkv, int D, const planner::Mask& m,
+                              T* dq, T* dk, T* dv);
 // dsum[b][i][h] = sum_d dout * o over the rows' D values.
 template <class T>
 void row_dot(const T* dout, const T* o, std::size_t rows_heads, int D, T* dsum);
 
-// Plain softmax attention over the whole sequence in double, written separately from the above.
-void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v, int B,
-                         long S, int H, int Hkv, int D, bool causal, std::vector<double>& out, std::vector<double>& lse);
+// Plain softmax attention over the whole sequence in double, written separately from the above (its mask
+// too: same document, causal, window, straight from the workload's definition).
+void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                         const planner::Workload& w, std::vector<double>& out, std::vector<double>& lse);
 
 // Gradients of sum(dout * attention(q, k, v)) in double over the whole sequence, by the textbook chain rule
 // through each row of the probability matrix (dS = P * (dP - rowsum(P * dP))), independent of the block code.
 void reference_attention_backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                                  const std::vector<double>& dout, int B, long S, int H, int Hkv, int D, bool causal,
-                                  std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv);
+                                  const std::vector<double>& dout, const planner::Workload& w, std::vector<double>& dq,
+                                  std::vector<double>& dk, std::vector<double>& dv);
 
 }  // namespace tasp::executor

@@ -17,6 +17,7 @@
 #include "executor/backend.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
+#include "planner/mask.hpp"
 
 namespace tasp::executor {
 namespace {
@@ -88,7 +89,8 @@ class CpuBackend : public Backend {
 template <class T>
 class CpuRun {
  public:
-  CpuRun(const Plan& plan, const Problem& pr) : plan_(plan), pr_(pr), w_(pr.w), n_(plan.ranks), P_(plan.pieces_per_rank) {
+  CpuRun(const Plan& plan, const Problem& pr)
+      : plan_(plan), pr_(pr), w_(pr.w), mask_(planner::make_mask(pr.w)), n_(plan.ranks), P_(plan.pieces_per_rank) {
     if (w_.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
     qpos_.resize(n_);
     q_.resize(n_), o_.resize(n_), lse_.resize(n_);
@@ -138,6 +140,7 @@ class CpuRun {
   const Plan& plan_;
   const Problem& pr_;
   const planner::Workload& w_;
+  const planner::Mask mask_;
   int n_, P_;
   std::vector<std::vector<long>> qpos_;
   std::vector<std::vector<T>> q_, o_, lse_;
@@ -239,18 +242,18 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
         double sum = 0;
         for (const auto& qr : planner::shard_ranges(plan_.layout, n_, w_.S, r))
           for (const auto& kr : planner::piece_ranges(plan_.layout, n_, P_, w_.S, c.owner, c.piece))
-            sum += planner::visible_pairs(qr, kr, w_.causal);
+            sum += planner::visible_pairs(mask_, qr, kr);
         return sum;
       }();
       if (bwd) {
         auto it = grads[r].find(k);
         if (it == grads[r].end()) it = grads[r].emplace(k, zero_grad(k)).first;
         block_attention_backward(q_[r].data(), qpos_[r], kp.k.data(), kp.v.data(), kpos, lse_[r].data(), dout[r].data(),
-                                 dsum[r].data(), w_.B, w_.H, w_.Hkv, w_.D, plan_.causal, dq_[r].data(), it->second.dk.data(),
+                                 dsum[r].data(), w_.B, w_.H, w_.Hkv, w_.D, mask_, dq_[r].data(), it->second.dk.data(),
                                  it->second.dv.data());
         tm.flops += 10.0 * pairs * w_.B * w_.H * w_.D;
       } else {
-        block_attention(q_[r].data(), qpos_[r], kp.k.data(), kp.v.data(), kpos, w_.B, w_.H, w_.Hkv, w_.D, plan_.causal,
+        block_attention(q_[r].data(), qpos_[r], kp.k.data(), kp.v.data(), kpos, w_.B, w_.H, w_.Hkv, w_.D, mask_,
                         ob.data(), lb.data());
         merge_block(o_[r].data(), lse_[r].data(), ob.data(), lb.data(), lse_[r].size(), w_.D);
         tm.flops += 4.0 * pairs * w_.B * w_.H * w_.D;

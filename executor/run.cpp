@@ -5,6 +5,7 @@
 #include <random>
 
 #include "executor/attention_cpu.hpp"
+#include "planner/prune.hpp"
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
 #include "planner/verify_plan.hpp"
@@ -66,7 +67,7 @@ double RunReport::max_rel_err() const {
 
 RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::Workload& w, const RunOptions& o) {
   if (!o.passes.fwd && !o.passes.bwd) throw planner::InputError("nothing to run (no pass)");
-  if (const std::string u = planner::unsupported(w); !u.empty()) throw planner::InputError("workload: " + u);
+  if (const std::string u = planner::mask_mismatch(plan, w); !u.empty()) throw planner::InputError("workload: " + u);
   if (o.passes.bwd && !plan.has_backward)
     throw planner::InputError("the plan has no backward part: plan it with `tasp plan --pass fwd+bwd`, or run --pass fwd");
   if (o.verify) {
@@ -101,9 +102,9 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
     if (flops > o.cpu_reference_max_flops && backend.single_device_reference(pr, o.passes, ref)) {
       rep.reference = "single-device " + backend.name();
     } else {
-      if (o.passes.fwd) reference_attention(pr.q, pr.k, pr.v, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ref.out, ref.lse);
+      if (o.passes.fwd) reference_attention(pr.q, pr.k, pr.v, w, ref.out, ref.lse);
       if (o.passes.bwd)
-        reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, w.B, w.S, w.H, w.Hkv, w.D, w.causal, ref.dq, ref.dk, ref.dv);
+        reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, w, ref.dq, ref.dk, ref.dv);
       rep.reference = "fp64 cpu";
     }
     if (o.passes.fwd) {

@@ -44,6 +44,15 @@ struct Schedule {
   int num_steps() const { return compact() ? step_count : int(steps.size()); }
 };
 
+// The mask a plan was pruned for (planner/prune.hpp): its steps then skip blocks no query sees and transfers
+// no rank downstream needs, so it holds for that sequence length, window and documents only. S = 0: any.
+struct PrunedFor {
+  long S = 0;
+  long window_left = -1, window_right = -1;
+  std::vector<long> docs;
+  bool any() const { return S > 0; }
+};
+
 struct Plan {
   std::string format = "tasp-plan/1";  // written as /2 when the plan has a backward part
   std::string scheme;
@@ -67,6 +76,7 @@ struct Plan {
   // tokens (Q, K, V), the steps above run once per slot between same-slot GPUs, and another all-to-all
   // returns the output (backward: dO in, dQ/dK/dV out). planner/head_parallel.hpp.
   int ulysses = 1;
+  PrunedFor pruned;
 
   int gpus() const { return ranks * ulysses; }
 

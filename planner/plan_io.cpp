@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <numeric>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -86,6 +87,12 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
   if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
+  if (p.pruned.any()) {
+    o << ",\n\"pruned_for\": {\"S\": " << p.pruned.S << ", \"window\": [" << p.pruned.window_left << ", " << p.pruned.window_right
+      << "], \"docs\": [";
+    for (size_t i = 0; i < p.pruned.docs.size(); ++i) o << (i ? ", " : "") << p.pruned.docs[i];
+    o << "]}";
+  }
   o << ",\n\"rings\": [";
   for (size_t i = 0; i < p.rings.size(); ++i) {
     if (progress && p.compact()) progress(int(i), int(p.rings.size()));
@@ -119,6 +126,12 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
   if (!p.note.empty()) o << "note: " << quoted(p.note) << "\n";
+  if (p.pruned.any()) {
+    o << "pruned_for:\n  S: " << p.pruned.S << "\n  window: [" << p.pruned.window_left << ", " << p.pruned.window_right
+      << "]\n  docs: [";
+    for (size_t i = 0; i < p.pruned.docs.size(); ++i) o << (i ? ", " : "") << p.pruned.docs[i];
+    o << "]\n";
+  }
   o << "rings:" << (p.rings.empty() ? " []\n" : "\n");
   for (const auto& r : p.rings) {
     o << "  - ";
@@ -187,6 +200,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     std::string k = path();
     if (frames_.empty()) { /* root */ }
     else if (k == "backward") plan.has_backward = true;
+    else if (k == "pruned_for") { /* its keys below */ }
     else if (!step_entry(k, true)) return fail("unexpected object");
     frames_.push_back({false, "", 0});
     return true;
@@ -210,6 +224,8 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool start_array(std::size_t) override {
     const std::string k = path();
     if (k == "rings[]") plan.rings.emplace_back();
+    else if (k == "pruned_for.window") plan.pruned.window_left = plan.pruned.window_right = -2;
+    else if (k == "pruned_for.docs") plan.pruned.docs.clear();
     else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute" && k != "backward.steps" &&
              k != "backward.steps[].transfers" && k != "backward.steps[].compute")
       return fail("unexpected list");
@@ -224,7 +240,9 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& k) override {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
-                                              "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses"};
+                                              "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
+                                              "pruned_for"};
+    static const std::vector<std::string> pf{"S", "window", "docs"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
     static const std::vector<std::string> trb{"src", "dst", "owner", "piece", "kind"};
@@ -234,6 +252,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     auto in = [&](const std::vector<std::string>& b) { return std::find(b.begin(), b.end(), k) != b.end(); };
     bool ok = parent.empty() ? in(top)
               : parent == "backward" ? in(bw)
+              : parent == "pruned_for" ? in(pf)
               : parent == "steps[]" || parent == "backward.steps[]" ? in(st)
               : parent == "steps[].transfers[]" ? in(tr)
               : parent == "backward.steps[].transfers[]" ? in(trb)
@@ -303,6 +322,20 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (k == "ulysses") return set(plan.ulysses);
     if (k == "step_count") return set(plan.step_count);
     if (k == "backward.step_count") return set(plan.backward.step_count);
+    if (k == "pruned_for.S") {
+      if (v < 1) return fail("expected a positive sequence length");
+      return plan.pruned.S = v, advance(), true;
+    }
+    if (k == "pruned_for.window[]") {
+      if (v < -1) return fail("expected a count of keys or -1 (unbounded)");
+      long& side = plan.pruned.window_left == -2 ? plan.pruned.window_left : plan.pruned.window_right;
+      if (plan.pruned.window_right != -2) return fail("expected [LEFT, RIGHT]");
+      return side = v, advance(), true;
+    }
+    if (k == "pruned_for.docs[]") {
+      if (v < 1) return fail("expected a positive document length");
+      return plan.pruned.docs.push_back(v), advance(), true;
+    }
     if (k == "rings[][]") {
       if (v < 0 || v > (1 << 30)) return fail("expected a rank");
       plan.rings.back().push_back(int(v));
@@ -366,6 +399,12 @@ Plan read_plan_json(std::istream& in, const std::string& name) {
   if (p.has_backward && p.format != "tasp-plan/2")
     throw InputError(name + ": backward: a plan with a backward part is tasp-plan/2 (format says " + p.format + ")");
   if (p.ranks < 1) throw InputError(name + ": ranks: missing or < 1");
+  if (p.pruned.window_left == -2 || p.pruned.window_right == -2)
+    throw InputError(name + ": pruned_for.window: expected [LEFT, RIGHT] (counts of keys, -1 unbounded)");
+  if (!p.pruned.docs.empty() && std::accumulate(p.pruned.docs.begin(), p.pruned.docs.end(), 0L) != p.pruned.S)
+    throw InputError(name + ": pruned_for.docs: the lengths do not sum to pruned_for.S");
+  if (!p.pruned.any() && (p.pruned.window_left != -1 || p.pruned.window_right != -1 || !p.pruned.docs.empty()))
+    throw InputError(name + ": pruned_for.S: missing");
   if (!p.schedule.empty() && !p.steps.empty()) throw InputError(name + ": schedule: give either steps or a schedule, not both");
   if (!p.schedule.empty() && p.step_count < 1) throw InputError(name + ": step_count: missing for a compact plan");
   if (p.schedule == "ring-flow" && p.rings.empty()) throw InputError(name + ": rings: a ring-flow schedule needs rings");

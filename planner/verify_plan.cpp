@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "planner/head_parallel.hpp"
+#include "planner/prune.hpp"
 
 namespace tasp::planner {
 namespace {
@@ -64,7 +65,9 @@ std::string verify_ring_flow_rule(const Plan& p, const Digraph* arcs, PlanStats*
 // how many ranks' contributions the rank's dK/dV accumulator of that piece holds (0: none).
 class Replay {
  public:
-  Replay(const Plan& p, Pass pass, const Digraph* arcs) : p_(p), pass_(pass), arcs_(arcs), n_(p.ranks), P_(p.pieces_per_rank) {
+  // `need` (needed_blocks' layout; null: every block): the blocks the plan's mask leaves something to compute in.
+  Replay(const Plan& p, Pass pass, const Digraph* arcs, const std::vector<unsigned char>* need)
+      : p_(p), pass_(pass), arcs_(arcs), need_(need), n_(p.ranks), P_(p.pieces_per_rank) {
     pieces_ = size_t(n_) * P_;
     held_.assign(size_t(n_) * pieces_, 0);
     done_.assign(held_.size(), 0);
@@ -94,6 +97,7 @@ class Replay {
   const Plan& p_;
   Pass pass_;
   const Digraph* arcs_;
+  const std::vector<unsigned char>* need_;
   int n_, P_;
   size_t pieces_;
   std::vector<uint8_t> held_, done_;
@@ -175,7 +179,9 @@ class Replay {
     for (int r = 0; r < n_; ++r)
       for (int o = 0; o < n_; ++o)
         for (int c = 0; c < P_; ++c)
-          if (!done_[idx(r, o, c)]) return pre + "rank " + std::to_string(r) + " never computes on " + piece_name(o, c);
+          if (!done_[idx(r, o, c)] && (!need_ || (*need_)[idx(r, o, c)]))
+            return pre + "rank " + std::to_string(r) + " never computes on " + piece_name(o, c) +
+                   (need_ ? ", which its queries see" : "");
     if (pass_ != Pass::Bwd) return {};
     // Every rank contributed once to each piece's dK/dV; all of it must be back at the owner.
     for (int o = 0; o < n_; ++o)
@@ -187,10 +193,13 @@ class Replay {
                    " rank(s)' contributions, not at its owner";
         }
     for (int o = 0; o < n_; ++o)
-      for (int c = 0; c < P_; ++c)
-        if (acc_[idx(o, o, c)] != n_)
+      for (int c = 0; c < P_; ++c) {
+        int made = 0;  // ranks that computed on the piece (all of them unless the plan was pruned)
+        for (int r = 0; r < n_; ++r) made += done_[idx(r, o, c)];
+        if (acc_[idx(o, o, c)] != made)
           return pre + acc_name(o, c) + " ends at its owner with " + std::to_string(acc_[idx(o, o, c)]) + " of " +
-                 std::to_string(n_) + " ranks' contributions";
+                 std::to_string(made) + " ranks' contributions";
+      }
     return {};
   }
 };
@@ -238,11 +247,19 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (replay_bytes > 16.0 * (1 << 30))
     return "ranks: replaying " + std::to_string(n) + " ranks x " + std::to_string(p.pieces_per_rank) +
            " pieces would take " + std::to_string(long(replay_bytes / (1 << 30))) + " GiB (a compact ring-flow plan is checked by rule)";
+  if (p.pruned.any() && p.compact()) return "pruned_for: a pruned plan lists its steps";
+  std::vector<unsigned char> need;
+  if (p.pruned.any()) {
+    const std::string split = check_split(p.layout, n, p.pieces_per_rank, p.pruned.S);
+    if (!split.empty()) return "pruned_for.S: " + split;
+    need = needed_blocks(p, plan_mask(p, p.pruned.S));
+  }
+  const std::vector<unsigned char>* needp = need.empty() ? nullptr : &need;
   PlanStats st;
-  std::string err = Replay(p, Pass::Fwd, arcs).run(&st);
+  std::string err = Replay(p, Pass::Fwd, arcs, needp).run(&st);
   if (!err.empty()) return err;
   if (bwd) {
-    err = Replay(p, Pass::Bwd, arcs).run(&st.backward);
+    err = Replay(p, Pass::Bwd, arcs, needp).run(&st.backward);
     if (!err.empty()) return err;
   }
   if (stats) *stats = st;

@@ -94,6 +94,9 @@ void apply(Workload& w, const std::string& text, bool need_core) {
   if (!got_hkv && w.Hkv == 0) w.Hkv = w.H;  // over a config, H alone keeps the config's Hkv
   if (w.Hkv > 0 && w.H % w.Hkv)
     fail("H=" + std::to_string(w.H) + " is not a multiple of Hkv=" + std::to_string(w.Hkv) + (got_hkv ? "" : " (give Hkv)"));
+  if (w.causal && w.window_right > 0)
+    fail("window=" + std::to_string(w.window_left) + ":" + std::to_string(w.window_right) +
+         ": a causal query sees no key after it; give window=LEFT (or LEFT:0)");
   if (!w.docs.empty()) {
     const long sum = std::accumulate(w.docs.begin(), w.docs.end(), 0L);
     if (sum != w.S) fail("docs: the lengths sum to " + std::to_string(sum) + ", not S=" + std::to_string(w.S));
@@ -124,12 +127,6 @@ std::string to_string(const Workload& w) {
     for (size_t i = 0; i < w.docs.size(); ++i) o << (i ? "+" : "") << w.docs[i];
   }
   return o.str();
-}
-
-std::string unsupported(const Workload& w) {
-  if (w.windowed()) return "sliding windows are not supported yet (planner, simulator and executors attend to every key)";
-  if (w.packed()) return "packed documents are not supported yet (every query attends across the whole sequence)";
-  return {};
 }
 
 }  // namespace tasp::planner

@@ -33,7 +33,5 @@ Workload parse_workload_over(const Workload& base, const std::string& text);
 std::string to_string(const Workload& w);
 // "131072", "128k", "1M" (binary k and M); -1 when not a non-negative integer.
 long parse_count(const std::string& text);
-// Empty when the planner, simulator and executors handle this workload; else what they do not (yet).
-std::string unsupported(const Workload& w);
 
 }  // namespace tasp::planner

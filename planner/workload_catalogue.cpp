@@ -1,6 +1,8 @@
 #include "planner/workload_catalogue.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "planner/topology.hpp"
 
@@ -83,13 +85,45 @@ const NamedWorkload& find_workload(const std::string& name) {
   throw InputError(msg + " (tasp configs lists them all)");
 }
 
-Workload workload_from(const std::string& config, const std::string& keys) {
+std::vector<long> read_docs_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open the document lengths");
+  std::vector<long> docs;
+  std::string line;
+  for (int ln = 1; std::getline(in, line); ++ln) {
+    line = line.substr(0, line.find('#'));
+    for (char& c : line)
+      if (c == ',' || c == '+' || c == '\t' || c == '\r') c = ' ';
+    std::istringstream ls(line);
+    std::string tok;
+    while (ls >> tok) {
+      const long v = parse_count(tok);
+      if (v <= 0 || v > (1L << 40))
+        throw InputError(path + ":" + std::to_string(ln) + ": '" + tok + "' is not a positive document length");
+      docs.push_back(v);
+    }
+  }
+  if (docs.empty()) throw InputError(path + ": no document lengths (expected positive integers)");
+  return docs;
+}
+
+Workload workload_from(const std::string& config, const std::string& keys, const std::string& docs_file) {
+  Workload w;
   if (config.empty()) {
     if (keys.empty()) throw InputError("give a workload: -w B=..,S=..,H=..,D=..[,causal] or --config NAME (tasp configs)");
-    return parse_workload(keys);
+    w = parse_workload(keys);
+  } else {
+    w = keys.empty() ? find_workload(config).w : parse_workload_over(find_workload(config).w, keys);
+    w.config = config;
   }
-  Workload w = keys.empty() ? find_workload(config).w : parse_workload_over(find_workload(config).w, keys);
-  w.config = config;
+  if (docs_file.empty()) return w;
+  if (keys.find("docs=") != std::string::npos) throw InputError("--docs " + docs_file + ": the workload gives docs= already");
+  w.docs = read_docs_file(docs_file);
+  long sum = 0;
+  for (long d : w.docs) sum += d;
+  if (sum != w.S)
+    throw InputError(docs_file + ": the " + std::to_string(w.docs.size()) + " lengths sum to " + std::to_string(sum) +
+                     ", not S=" + std::to_string(w.S));
   return w;
 }
 

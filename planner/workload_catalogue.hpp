@@ -17,7 +17,11 @@ struct NamedWorkload {
 const std::vector<NamedWorkload>& workload_catalogue();
 // The entry, or InputError listing the closest names.
 const NamedWorkload& find_workload(const std::string& name);
-// A workload from `--config` (may be empty) and `-w` keys (may be empty; they override the config's).
-Workload workload_from(const std::string& config, const std::string& keys);
+// A workload from `--config` (may be empty) and `-w` keys (may be empty; they override the config's), with the
+// document lengths of `docs_file` (`--docs FILE`) when given.
+Workload workload_from(const std::string& config, const std::string& keys, const std::string& docs_file = "");
+// Document lengths from a file: positive integers separated by spaces, commas, '+' or new lines; '#' starts a
+// comment. InputError naming the file and line of the first bad entry.
+std::vector<long> read_docs_file(const std::string& path);
 
 }  // namespace tasp::planner

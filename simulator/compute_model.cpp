@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "planner/layout.hpp"
+#include "planner/mask.hpp"
 
 namespace tasp::simulator {
 
@@ -25,11 +26,42 @@ double grad_bytes(const planner::Plan& p, const planner::Workload& w, int owner,
   return piece_bytes(p, w, owner, piece) / w.dtype_bytes * p.accumulator_bytes;
 }
 
+BlockWork masked_work(const planner::Workload& w, const std::vector<planner::Range>& q, const std::vector<planner::Range>& k) {
+  BlockWork bw;
+  const planner::Mask m = planner::make_mask(w);
+  const double per_pair = 4.0 * w.B * w.H * w.D;
+  for (const auto& kr : k) {
+    bw.lk += double(kr.size());
+    long first = kr.end, last = kr.begin - 1;  // the keys some query sees: the backward's key tiles
+    for (const auto& qr : q) {
+      const planner::Range seen = planner::seen_keys(m, qr, kr);
+      if (seen.size() > 0) first = std::min(first, seen.begin), last = std::max(last, seen.end - 1);
+    }
+    if (last >= first) bw.key_tiles += std::ceil(double(last + 1 - first) / kBackwardKeyTile);
+  }
+  // Query runs inside one document (the kernels' items); a block's size curve acts on its queries and on the
+  // keys a query sees on average (a window's band is as short as the window, whatever the piece's length).
+  for (const auto& qr : q) {
+    bw.lq += double(qr.size());
+    for (const auto& seg : planner::split_at_docs(m, qr))
+      for (const auto& kr : k) {
+        const double pairs = planner::visible_pairs(m, seg, kr);
+        if (pairs <= 0) continue;
+        const double all = double(seg.size()) * double(kr.size());
+        const double f = pairs * per_pair, inv = 1 / double(seg.size()) + double(seg.size()) / pairs;
+        if (pairs == all) bw.full_flops += f, bw.full_inv += f * inv;
+        else bw.causal_flops += f, bw.causal_inv += f * inv;
+      }
+  }
+  return bw;
+}
+
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece) {
   BlockWork bw;
   const double per_pair = 4.0 * w.B * w.H * w.D;
   const auto q = planner::shard_ranges(p.layout, p.ranks, w.S, rank);
   const auto k = planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece);
+  if (w.windowed() || w.packed()) return masked_work(w, q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query
   for (const auto& qr : q)
     if (qr.size() > 0) last_q = std::max(last_q, long(qr.end) - 1);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "planner/prune.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/rank_memory.hpp"
@@ -402,7 +403,8 @@ void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, co
 }  // namespace
 
 double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::Passes passes) {
-  const BlockWork all = whole_block(w, double(w.S), double(w.S), w.causal);
+  const BlockWork all = w.windowed() || w.packed() ? masked_work(w, {{0, w.S}}, {{0, w.S}})
+                                                   : whole_block(w, double(w.S), double(w.S), w.causal);
   return (passes.fwd ? compute_us(prof.compute, w, all, false) : 0) +
          (passes.bwd ? backward_alone_us(prof.compute, w, all) : 0);
 }
@@ -421,7 +423,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
                               (p.causal ? "is" : "is not"));
   const std::string split = planner::check_split(p.layout, p.ranks, p.pieces_per_rank, w.S);
   if (!split.empty()) throw planner::InputError("workload: " + split);
-  if (const std::string u = planner::unsupported(w); !u.empty()) throw planner::InputError("workload: " + u);
+  if (const std::string u = planner::mask_mismatch(p, w); !u.empty()) throw planner::InputError("workload: " + u);
   if (opt.passes.bwd && !p.has_backward)
     throw planner::InputError("the plan has no backward part (plan it with --pass fwd+bwd, or simulate --pass fwd)");
   if (!opt.passes.fwd && !opt.passes.bwd) throw planner::InputError("nothing to simulate (no pass)");

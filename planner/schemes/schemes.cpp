@@ -1,6 +1,7 @@
 #include "planner/schemes/schemes.hpp"
 
 #include "planner/head_parallel.hpp"
+#include "planner/prune.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -49,7 +50,9 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     throw InputError(t.source + ": a " + scheme + " plan for " + std::to_string(n) + " ranks would take about " + buf +
                      " of memory to build; use fewer ranks, or raise the limit (--max-memory)");
   }
-  const Layout layout = o.layout_given ? o.layout : (o.causal ? Layout::Zigzag : Layout::Contiguous);
+  // A window keeps a query near its keys: contiguous shards need only neighbours' pieces, zigzag ones would
+  // need pieces from the far side of the ring.
+  const Layout layout = o.layout_given ? o.layout : (o.causal && !o.workload.windowed() ? Layout::Zigzag : Layout::Contiguous);
   std::string why;
   if (!scheme_applies(scheme, t, o.causal, &why)) throw InputError(t.source + ": " + why);
   if (scheme == "ulysses") return build_ulysses(t, o);
@@ -68,6 +71,13 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   else p = build_two_level(t, o.causal, layout, ex);
   if (p.topology.empty()) p.topology = t.source;
   if (o.backward) add_backward(p, o.accumulator_bytes);
+  if (o.workload.S > 0 && (o.workload.windowed() || o.workload.packed())) {
+    if (o.workload.causal != o.causal) throw InputError("workload and plan options disagree on causal");
+    if (const std::string e = check_split(p.layout, p.ranks, p.pieces_per_rank, o.workload.S); !e.empty())
+      throw InputError("workload: " + e);
+    const Digraph arcs = rank_digraph(t);
+    prune(p, o.workload, &arcs, o.expand_max_ranks);
+  }
   return p;
 }
 

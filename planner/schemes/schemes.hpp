@@ -6,12 +6,13 @@
 #include "planner/decomposition.hpp"
 #include "planner/plan.hpp"
 #include "planner/topology.hpp"
+#include "planner/workload.hpp"
 
 namespace tasp::planner {
 
 struct PlanOptions {
   bool causal = false;
-  bool layout_given = false;  // otherwise zigzag when causal, contiguous when not
+  bool layout_given = false;  // otherwise zigzag when causal (without a window), contiguous when not
   Layout layout = Layout::Contiguous;
   int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
   bool backward = true;        // also plan the backward (add_backward)
@@ -20,6 +21,8 @@ struct PlanOptions {
   // usp: GPUs per head-parallel group (0: the GPUs of a node) and the scheme across groups.
   int ulysses = 0;
   std::string inner = "hamilton";
+  // With documents or a window (and its S), the plan is pruned for that mask (planner/prune.hpp).
+  Workload workload{};
 };
 
 // Memory that building (and verifying) a scheme's plan on a topology takes: the rank digraph (n^2 bytes),

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "executor/attention_cpu.hpp"
 #include "executor/launch_env.hpp"
@@ -99,6 +100,90 @@ INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](co
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
 });
+
+// Packed documents and sliding windows: plans pruned for the mask (fewer blocks and transfers), exact in fp64
+// against the direct masked attention, forward and backward. Random documents (1-token ones, ones spanning
+// several pieces), windows smaller than a piece and larger than S, with and without causal, S that does not
+// divide.
+struct MaskCase {
+  int n;
+  std::string scheme;
+};
+
+class MaskedEveryScheme : public ::testing::TestWithParam<MaskCase> {};
+
+TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
+  const MaskCase c = GetParam();
+  std::mt19937 rng(unsigned(c.n * 131 + c.scheme.size()));
+  const Topology t = load_topology("complete:" + std::to_string(c.n));
+  for (int trial = 0; trial < 6; ++trial) {
+    const bool causal = c.scheme == "zigzag" || (trial % 2 == 1);
+    PlanOptions probe;
+    probe.causal = causal;
+    probe.ulysses = c.scheme == "usp" ? 2 : 0;
+    const long unit = unit_tokens(build_plan(t, c.scheme, probe));
+    Workload w;
+    w.B = 1 + trial % 2, w.H = 2, w.Hkv = 1 + trial % 2, w.D = 8, w.causal = causal;
+    w.S = unit * (4 + trial % 3) + long(rng() % 5);
+    const long piece = std::max(1L, w.S / unit);
+    switch (trial % 3) {
+      case 0: w.window_left = 1 + long(rng() % piece); break;  // smaller than a piece
+      case 1: w.window_left = w.S + 5; break;                    // larger than S
+      default: w.window_left = -1;
+    }
+    if (!causal && w.window_left >= 0) w.window_right = long(rng() % 4);
+    if (trial != 1) {  // documents: 1-token ones and ones spanning several pieces
+      for (long left = w.S; left > 0;) {
+        const long len = std::min<long>(left, w.docs.empty() ? 2 * piece + 1 : rng() % 3 == 0 ? 1 : 1 + long(rng() % (3 * piece)));
+        w.docs.push_back(len);
+        left -= len;
+      }
+    }
+    PlanOptions o;
+    o.causal = causal;
+    o.workload = w;
+    o.ulysses = c.scheme == "usp" ? 2 : 0;
+    const Plan p = build_plan(t, c.scheme, o);
+    ASSERT_EQ(verify_plan(p), "") << to_string(w);
+    if (w.windowed() || w.packed()) {
+      EXPECT_TRUE(p.pruned.any()) << to_string(w);
+    }
+    check_plan(p, w, "fp64", 1e-10, c.scheme + " n=" + std::to_string(c.n));
+  }
+}
+
+std::vector<MaskCase> mask_cases() {
+  std::vector<MaskCase> v;
+  for (int n : {2, 3, 4, 7, 8})
+    for (const char* s : {"ring", "zigzag", "allgather", "hamilton"}) v.push_back({n, s});
+  v.push_back({4, "usp"});
+  v.push_back({8, "usp"});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, MaskedEveryScheme, ::testing::ValuesIn(mask_cases()), [](const auto& info) {
+  return info.param.scheme + std::to_string(info.param.n);
+});
+
+// A window narrower than a shard on a contiguous ring: only the neighbour's piece moves, so the plan shrinks
+// to two forward steps; a plan pruned for one mask refuses another.
+TEST(CpuExecutor, WindowedRingShrinksAndPrunedPlansKeepTheirMask) {
+  PlanOptions o;
+  o.causal = true;
+  o.workload = parse_workload("S=800,H=2,D=8,causal,window=50");
+  const Plan p = build_plan(load_topology("complete:8"), "ring", o);
+  EXPECT_EQ(p.layout, Layout::Contiguous);
+  EXPECT_EQ(p.num_steps(), 2);
+  EXPECT_EQ(p.backward.num_steps(), 3);
+  auto be = executor::make_cpu_backend("fp64");
+  executor::RunOptions ro;
+  try {
+    executor::run_plan(*be, p, parse_workload("S=800,H=2,D=8,causal,window=60"), ro);
+    ADD_FAILURE() << "ran a plan pruned for another window";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pruned for another mask"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CpuExecutor, CorruptedPlansAreRefusedAndFailTheCheckUnverified) {
   Topology t = load_topology("complete:8");
@@ -204,17 +289,16 @@ TEST(CpuExecutor, BackwardOfAPlanWithoutOneIsAClearError) {
 // The fp64 reference backward is itself checked against central finite differences of
 // L = sum(dO * attention(q, k, v)) on tiny shapes (GQA, full and causal).
 TEST(CpuAttention, ReferenceBackwardMatchesFiniteDifferences) {
-  const int B = 2, H = 4, Hkv = 2, D = 3;
-  const long S = 5;
-  for (bool causal : {false, true}) {
-    Workload w;
-    w.B = B, w.S = S, w.H = H, w.Hkv = Hkv, w.D = D, w.causal = causal;
-    executor::Problem pr = executor::random_problem(w, causal ? 7 : 3, true);
+  // Full, causal, and documents with windows (masked pairs must get no gradient).
+  for (const char* text : {"B=2,S=5,H=4,Hkv=2,D=3", "B=2,S=5,H=4,Hkv=2,D=3,causal", "B=2,S=5,H=4,Hkv=2,D=3,causal,docs=2+3,window=1",
+                           "B=2,S=5,H=4,Hkv=2,D=3,docs=1+4,window=1:2"}) {
+    const Workload w = parse_workload(text);
+    executor::Problem pr = executor::random_problem(w, w.causal ? 7 : 3, true);
     std::vector<double> dq, dk, dv;
-    executor::reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, B, S, H, Hkv, D, causal, dq, dk, dv);
+    executor::reference_attention_backward(pr.q, pr.k, pr.v, pr.dout, w, dq, dk, dv);
     auto loss = [&](const executor::Problem& x) {
       std::vector<double> o, l;
-      executor::reference_attention(x.q, x.k, x.v, B, S, H, Hkv, D, causal, o, l);
+      executor::reference_attention(x.q, x.k, x.v, w, o, l);
       double sum = 0;
       for (size_t i = 0; i < o.size(); ++i) sum += o[i] * x.dout[i];
       return sum;
@@ -230,7 +314,7 @@ TEST(CpuAttention, ReferenceBackwardMatchesFiniteDifferences) {
         num += (fd - grad[i]) * (fd - grad[i]);
         den += grad[i] * grad[i];
       }
-      EXPECT_LT(std::sqrt(num / den), 1e-7) << name << (causal ? " causal" : " full");
+      EXPECT_LT(std::sqrt(num / den), 1e-7) << name << " " << text;
       EXPECT_GT(den, 1e-3) << name;  // gradients that are not all zero
     };
     check(&executor::Problem::q, dq, "dq");
@@ -286,12 +370,14 @@ TEST(CpuAttention, MergeOfTwoHalvesEqualsWhole) {
   };
   std::vector<double> q = rnd(qpos.size() * H * D, 1), K = rnd(20 * Hkv * D, 2), V = rnd(20 * Hkv * D, 3);
   for (bool causal : {false, true}) {
+    planner::Mask mask;
+    mask.S = 20, mask.causal = causal;
     std::vector<double> o(q.size()), l(qpos.size() * H), o1(q.size()), l1(l.size()), o2(q.size()), l2(l.size());
-    executor::block_attention(q.data(), qpos, K.data(), V.data(), kall, B, H, Hkv, D, causal, o.data(), l.data());
+    executor::block_attention(q.data(), qpos, K.data(), V.data(), kall, B, H, Hkv, D, mask, o.data(), l.data());
     auto K1 = pick(K, k1, D), V1 = pick(V, k1, D), K2 = pick(V, k2, D), V2 = pick(V, k2, D);
     K2 = pick(K, k2, D);
-    executor::block_attention(q.data(), qpos, K1.data(), V1.data(), k1, B, H, Hkv, D, causal, o1.data(), l1.data());
-    executor::block_attention(q.data(), qpos, K2.data(), V2.data(), k2, B, H, Hkv, D, causal, o2.data(), l2.data());
+    executor::block_attention(q.data(), qpos, K1.data(), V1.data(), k1, B, H, Hkv, D, mask, o1.data(), l1.data());
+    executor::block_attention(q.data(), qpos, K2.data(), V2.data(), k2, B, H, Hkv, D, mask, o2.data(), l2.data());
     executor::merge_block(o1.data(), l1.data(), o2.data(), l2.data(), l.size(), D);
     for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], o1[i], 1e-12);
     for (size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(l[i], l1[i], 1e-12);

@@ -200,7 +200,7 @@ TEST(Cli, ConfigsAndMetrics) {
     EXPECT_NE(st.find(k), std::string::npos) << k;
   EXPECT_EQ(run("simulate --config qwen3_14b -w S=32k,B=1 -t h200-hgx-8"), 0);  // -w keys override
   EXPECT_EQ(run("simulate --config mediun"), 2);
-  EXPECT_EQ(run("simulate --config small_window"), 2);  // windows: a clear "not supported yet"
+  EXPECT_EQ(run("simulate --config small_window"), 0);  // a window: plans pruned for it
   const std::string rj = dir + "/run.json";
   EXPECT_EQ(run("run --backend cpu -t complete:2 -s zigzag --config tiny -w S=256 --check --json " + rj), 0);
   const std::string r = slurp(rj);

@@ -6,6 +6,7 @@
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/verify_plan.hpp"
+#include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
 #include "tools/tasp/plan_auto.hpp"
@@ -67,7 +68,7 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
 void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
   struct Args {
-    std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile;
+    std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile, docs;
     std::string pass = "fwd+bwd", accumulator = "fp32";
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
@@ -87,8 +88,11 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16")
       ->capture_default_str();
-  cmd->add_option("-w,--workload", a->workload, "For --scheme auto: B=..,S=..,H=..,Hkv=..,D=..[,causal] (with --config: overrides)");
-  cmd->add_option("-c,--config", a->config, "For --scheme auto: a named workload (tasp configs)");
+  cmd->add_option("-w,--workload", a->workload,
+                  "B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides): --scheme\n"
+                  "auto simulates it; with documents or a window the plan is pruned for that mask (S, window, docs)");
+  cmd->add_option("-c,--config", a->config, "A named workload (tasp configs), as -w");
+  add_docs_option(cmd, a->docs);
   cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
   cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
       ->capture_default_str();
@@ -117,6 +121,10 @@ void register_plan(CLI::App& app) {
     std::string scheme = a->scheme;
     if (scheme == "auto") {
       scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr);
+    } else if (!a->workload.empty() || !a->config.empty() || !a->docs.empty()) {
+      // A workload with documents or a window: the plan is pruned for its mask.
+      o.workload = workload_from(a->config, a->workload, a->docs);
+      o.causal = o.workload.causal;
     }
     Plan p = build_plan(t, scheme, o);
     const std::string err = verify_plan(p, nullptr);

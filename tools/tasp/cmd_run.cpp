@@ -18,7 +18,7 @@ namespace tasp::cli {
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
   struct Args {
-    std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace;
+    std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace, docs;
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
     bool check = false, no_verify = false, steps = false, speedup = false;
     unsigned seed = 1;
@@ -32,8 +32,9 @@ void register_run(CLI::App& app) {
   cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
   cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
   add_head_options(cmd, a->head);
-  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16] (with --config: overrides)");
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides)");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
+  add_docs_option(cmd, a->docs);
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: the forward, the backward (dQ, dK, dV for a random dO, after an\n"
                                      "untimed forward), or both")->capture_default_str();
   cmd->add_option("--precision", a->precision, "cpu backend arithmetic: fp64 | fp32")->capture_default_str();
@@ -57,7 +58,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) here");
   cmd->callback([a] {
     using namespace tasp::planner;
-    Workload w = workload_from(a->config, a->workload);
+    Workload w = workload_from(a->config, a->workload, a->docs);
     Passes passes;
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     Plan p;

@@ -20,7 +20,7 @@ using namespace tasp::planner;
 using simulator::SimResult;
 
 struct Args {
-  std::string topology = "h200-hgx-8", workload, config, schemes = "all";
+  std::string topology = "h200-hgx-8", workload, config, schemes = "all", docs;
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
   bool quiet = false;
   HeadOptions head;
@@ -148,9 +148,10 @@ void register_simulate(CLI::App& app) {
       "a Llama-3-8B-like layer at 128K tokens, causal, every scheme, fwd+bwd (a training step's attention).");
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "YAML file, built-in name or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
-  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal] (default: --config llama3-8b); with\n"
+  cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L[:R]][,docs=L1+..] (default: --config llama3-8b); with\n"
                                                "--config, keys that override the named workload's");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
+  add_docs_option(cmd, a->docs);
   cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level, ulysses, usp")->capture_default_str();
   add_head_options(cmd, a->head);
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: which passes to simulate (the backward after the forward)")
@@ -167,7 +168,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_flag("-q,--quiet", a->quiet, "No table");
   cmd->callback([a] {
     const Topology t = load_topology(a->topology);
-    Workload w = workload_from(a->config.empty() && a->workload.empty() ? "llama3-8b" : a->config, a->workload);
+    Workload w = workload_from(a->config.empty() && a->workload.empty() ? "llama3-8b" : a->config, a->workload, a->docs);
     const simulator::Profile prof = choose_profile(a->profile, t, &std::cerr);
     simulator::SimOptions opt;
     if (!parse_passes(a->pass, &opt.passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");

@@ -19,9 +19,15 @@ void add_head_options(CLI::App* cmd, HeadOptions& h) {
       ->capture_default_str();
 }
 
+void add_docs_option(CLI::App* cmd, std::string& docs) {
+  cmd->add_option("--docs", docs, "File of packed documents' lengths (summing to S; spaces, commas, '+' or lines; '#'\n"
+                                  "comments): attention stays inside each document (as -w docs=L1+L2+..)");
+}
+
 PlanOptions plan_options(const std::string& scheme, const Workload& w, const HeadOptions& h) {
   PlanOptions o;
   o.causal = w.causal;
+  o.workload = w;
   o.ulysses = h.ulysses;
   o.inner = h.inner == "auto" ? "hamilton" : h.inner;
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");

@@ -27,6 +27,8 @@ struct HeadOptions {
   std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
 };
 void add_head_options(CLI::App* cmd, HeadOptions& h);
+// --docs FILE: packed documents' lengths (planner::read_docs_file), summing to the workload's S.
+void add_docs_option(CLI::App* cmd, std::string& docs);
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const HeadOptions& h = {});
 
 // "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
