@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/mask.hpp"
+
 namespace tasp::executor::cuda {
 
 using planner::Pass;
@@ -37,6 +39,9 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     pw.steps[t] = planner::step_at(p, t, scratch, pass);
   }
   const bool bwd = pass == Pass::Bwd;
+  const planner::Mask mask = planner::make_mask(w);
+  // The kernels' window sides: -1 for unbounded, and for sides as long as the sequence (the same thing).
+  const auto side = [&](long x) { return x < 0 || x >= w.S ? -1 : int(x); };
   const double flop_factor = bwd ? 2.5 : 1.0;
   const double acc_bytes = bwd ? 4 : 2;  // an accumulator slot is fp32, a K/V slot bf16
   // What each rank sends and computes per step, for the timeline (every rank: rank 0 reports them all).
@@ -48,7 +53,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     for (const auto& c : pw.steps[t].compute)
       for (const auto& q : g.qranges[c.rank])
         for (const auto& k : g.pranges[g.key(c.owner, c.piece)])
-          pw.flops[c.rank][t] += 4.0 * flop_factor * planner::visible_pairs(q, k, w.causal) * w.B * w.H * w.D;
+          pw.flops[c.rank][t] += 4.0 * flop_factor * planner::visible_pairs(mask, q, k) * w.B * w.H * w.D;
   }
   pw.slots.resize(size_t(n) * u);
   if (bwd) pw.bwd.resize(size_t(n) * u);
@@ -64,6 +69,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
       // ranges are views into its slot (and, backward, into its accumulator's slot).
       std::vector<kernels::KvPiece> pieces;
       std::vector<kernels::GradPiece> grads;
+      std::vector<Range> keys;  // the step's key ranges
       for (const auto& c : pw.steps[t].compute) {
         if (c.rank != r) continue;
         const long k = g.key(c.owner, c.piece);
@@ -78,16 +84,29 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
           pieces.push_back(kp);
           if (bwd) grads.push_back({acc + off * g.row_elems, acc + g.half_slot() + off * g.row_elems, kp.batch_stride});
           off += rg.size();
+          keys.push_back(rg);
         }
       }
+      // One item per query range and document in it (the kernels mask by the item's document). A forward
+      // item that sees none of the step's keys is left out, except in the launch that writes out/LSE first;
+      // the backward keeps every item (its dQ scratch is laid out by the item list, the same in every step).
       std::vector<kernels::WorkItem> items;
       int row = 0;
       for (const Range& rg : g.qranges[r]) {
-        kernels::WorkItem it;
-        it.q_row0 = row, it.q_len = int(rg.size()), it.q_pos0 = rg.begin;
-        it.piece_begin = 0, it.piece_count = int(pieces.size());
-        it.causal = w.causal, it.accumulate = !first;
-        items.push_back(it);
+        for (const Range& seg : planner::split_at_docs(mask, rg)) {
+          kernels::WorkItem it;
+          it.q_row0 = row + int(seg.begin - rg.begin), it.q_len = int(seg.size()), it.q_pos0 = seg.begin;
+          it.piece_begin = 0, it.piece_count = int(pieces.size());
+          it.causal = w.causal, it.accumulate = !first;
+          it.k_begin = mask.doc_begin(seg.begin), it.k_end = mask.doc_end(seg.begin);
+          it.window_left = side(w.window_left), it.window_right = w.causal ? -1 : side(w.window_right);
+          if (!bwd && !first && !mask.plain()) {
+            double seen = 0;
+            for (const Range& k : keys) seen += planner::visible_pairs(mask, seg, k);
+            if (seen == 0) continue;
+          }
+          items.push_back(it);
+        }
         row += int(rg.size());
       }
       if (!pieces.empty()) first = false;

@@ -32,6 +32,11 @@ struct WorkItem {
   int piece_begin = 0, piece_count = 0;  // into AttentionBatch::pieces
   bool causal = false;
   bool accumulate = false;  // fold into the running out/lse (in place) instead of overwriting them
+  // Beyond causal (planner/mask.hpp): the rows' document, keys at positions [k_begin, k_end) (so an item's rows
+  // lie in one document), and a sliding window: a row at p sees keys in [p - window_left, p + window_right]
+  // (-1: unbounded). Tiles no row of a CTA sees are skipped whole.
+  long long k_begin = 0, k_end = 0x7fffffffffffffffLL;
+  int window_left = -1, window_right = -1;
 };
 
 struct AttentionBatch {
@@ -55,6 +60,8 @@ struct Workspace {
 };
 
 bool head_dim_supported(int D);  // 64, 128
+// Throws std::invalid_argument naming items[i] when its document or window makes no sense.
+void check_mask(const WorkItem& it, size_t i);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches
 // on `stream` (a cudaStream_t). Items may not overlap in rows unless they accumulate in launch order
 // across launches; within one launch every row belongs to at most one item.

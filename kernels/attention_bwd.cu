@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "kernels/band.hpp"
 #include "kernels/bwd_sm90.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/tensor_map.hpp"
@@ -43,6 +44,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
     if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
       bad("items[" + std::to_string(i) + "]: pieces out of range");
+    check_mask(it, i);
     for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc)
       for (int r = 0; r < it.q_len; r += kBlockM) per_piece[pc].push_back({int(i), r, dq_tiles + r / kBlockM});
     dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
@@ -60,17 +62,48 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     if (kp.len > 0 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8) || gp.batch_stride % 2 || gp.batch_stride < 0))
       bad("grads[" + std::to_string(pc) + "]: dk, dv must be set, 8-byte aligned, batch_stride a non-negative even number");
     if (per_piece[pc].empty() || kp.len == 0) continue;
-    const int qbegin = int(qlist.size()), qcount = int(per_piece[pc].size());
-    qlist.insert(qlist.end(), per_piece[pc].begin(), per_piece[pc].end());
+    const auto& entries = per_piece[pc];
+    const int base = int(qlist.size());
+    qlist.insert(qlist.end(), entries.begin(), entries.end());
+    // An item's entries are consecutive with rising rows, and the rows' visible spans rise with them, so a key
+    // tile sees one run of each item's entries: found by bisection, and the CTA walks from the first run's
+    // start to the last run's end (skipping what lies between on the device).
+    std::vector<std::pair<int, int>> runs;  // [begin, end) of each item's entries
+    for (int e = 0; e < int(entries.size());) {
+      int f = e;
+      while (f < int(entries.size()) && entries[f].item == entries[e].item) ++f;
+      runs.push_back({e, f});
+      e = f;
+    }
+    auto span = [&](const bwd::QEntry& e) {
+      const WorkItem& it = b.items[e.item];
+      const long long q0 = it.q_pos0 + e.row0;
+      return std::make_pair(q0, q0 + std::min(kBlockM, it.q_len - e.row0) - 1);
+    };
     for (int j0 = 0; j0 < kp.len; j0 += kBlockN) {
+      const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + kBlockN) - 1;
+      int first = int(entries.size()), last = -1;
       long long visible = 0;
-      for (const auto& e : per_piece[pc]) {
-        const WorkItem& it = b.items[e.item];
-        const int rows = std::min(kBlockM, it.q_len - e.row0);
-        visible += !(it.causal && it.q_pos0 + e.row0 + rows - 1 < kp.pos0 + j0);
+      for (const auto& [rb, re] : runs) {
+        const Band band(b.items[entries[rb].item]);
+        // First entry whose last row sees up to k0 or beyond; first entry whose first row starts past k1.
+        int lo = rb, hi = re;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (band.hi(span(entries[mid]).second) >= k0) hi = mid;
+          else lo = mid + 1;
+        }
+        const int from = lo;
+        hi = re;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (band.lo(span(entries[mid]).first) > k1) hi = mid;
+          else lo = mid + 1;
+        }
+        if (lo > from) first = std::min(first, from), last = std::max(last, lo - 1), visible += lo - from;
       }
       if (visible == 0) continue;
-      tiles.push_back({int(pc), j0, qbegin, qcount});
+      tiles.push_back({int(pc), j0, base + first, last - first + 1});
       work.push_back(visible);
     }
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "kernels/band.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/fwd_mma.cuh"
 #include "kernels/fwd_sm90.cuh"
@@ -76,6 +77,12 @@ Workspace::~Workspace() {
 
 bool head_dim_supported(int D) { return D == 64 || D == 128; }
 
+void check_mask(const WorkItem& it, size_t i) {
+  if (it.k_end <= it.k_begin || it.window_left < -1 || it.window_right < -1)
+    throw std::invalid_argument("attention: items[" + std::to_string(i) +
+                                "]: k_begin < k_end and windows >= -1 (-1: unbounded) are needed");
+}
+
 void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention: " + m); };
   if (!head_dim_supported(b.D)) bad("head dim D=" + std::to_string(b.D) + " not supported (64, 128)");
@@ -91,19 +98,26 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
     if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
     if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
       bad("items[" + std::to_string(i) + "]: pieces out of range");
-    long long keys = 0;
+    check_mask(it, i);
     for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc) {
       const KvPiece& kp = b.pieces[pc];
       if (kp.len < 0 || (kp.len > 0 && (!kp.k || !kp.v))) bad("pieces[" + std::to_string(pc) + "]: empty pointer or negative length");
       // 16-byte copies (cp.async, TMA) need 16-byte aligned rows: pointers and batch strides.
       if (misaligned(kp.k) || misaligned(kp.v) || kp.batch_stride % 8 || kp.batch_stride < 0)
         bad("pieces[" + std::to_string(pc) + "]: k, v must be 16-byte aligned and batch_stride a non-negative multiple of 8");
-      keys += kp.len;
     }
+    // A tile's work: the keys of its pieces inside the span its rows see.
+    const Band band(it);
     const int bm = path.block_m(b.D);
     for (int r = 0; r < it.q_len; r += bm) {
+      const long long q0 = it.q_pos0 + r, q1 = it.q_pos0 + std::min(it.q_len, r + bm) - 1, klo = band.lo(q0), khi = band.hi(q1);
+      long long keys = 0;
+      for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc) {
+        const KvPiece& kp = b.pieces[pc];
+        keys += std::max(0LL, std::min(khi + 1, kp.pos0 + kp.len) - std::max(klo, kp.pos0));
+      }
       tiles.push_back({int(i), r});
-      work.push_back(it.causal ? keys * (r + bm) / std::max(1, it.q_len) : keys);
+      work.push_back(keys);
     }
   }
   if (tiles.empty()) return;

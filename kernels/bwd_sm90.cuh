@@ -78,18 +78,19 @@ __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int
   return ((((long long)(b * H + h) * tiles + tile) * (D / 64) + cb) * 8 + k) * 512 + thread * 4;
 }
 
-// The CTA's query tiles in order, times the group's query heads, skipping tiles whose every query comes
-// before every key of the tile (causal). Producer and consumers walk it alike.
+// The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
+// of keys [kpos_lo, kpos_hi] (causal, document, window). Producer and consumers walk it alike.
 struct QWalk {
   int e, eend, gi, group;
   __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
   // Moves to the first visible (entry, head) at or after the current one; false at the end.
-  __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo) {
+  __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo, long long kpos_hi) {
     for (; e < eend; ++e, gi = 0) {
       const QEntry q = p.qlist[e];
       const WorkItem& it = p.items[q.item];
       const int rows = min(64, it.q_len - q.row0);
-      if (!(it.causal && it.q_pos0 + q.row0 + rows - 1 < kpos_lo) && gi < group) return true;
+      const long long q0 = it.q_pos0 + q.row0;
+      if (!Band(it).none(q0, q0 + rows - 1, kpos_lo, kpos_hi) && gi < group) return true;
     }
     return false;
   }
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const Tile tile = p.tiles[blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
   const int hk = blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
-  const long long kpos_lo = kp.pos0 + tile.j0;
+  const long long kpos_lo = kp.pos0 + tile.j0, kpos_hi = kp.pos0 + min(kp.len, tile.j0 + 128) - 1;
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(kv_full, 1);
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   QWalk ahead(tile, group);
   int loaded = 0;
   auto load_next = [&] {
-    if (!ahead.settle(p, kpos_lo)) return;
+    if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
     const QEntry q = p.qlist[ahead.e];
     const WorkItem& it = p.items[q.item];
     const int h = hk * group + ahead.gi, st = loaded % STAGES;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   sm90::mbar_wait(kv_full, 0);
 
   QWalk walk(tile, group);
-  for (int t = 0; walk.settle(p, kpos_lo); ++t, walk.next()) {
+  for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
     const QEntry q = p.qlist[walk.e];
     const WorkItem it = p.items[q.item];
     const int h = hk * group + walk.gi, st = t % STAGES;
@@ -221,7 +222,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_wait<1>();
     fwd::fence_regs<32>(s);
     // P^T: element e of chunk c is key row key0 + 8 (e / 2), query column 8c + 2 t4 + (e % 2).
-    const bool mask = tile.j0 + 128 > kp.len || (it.causal && kpos_lo + 127 > qpos0);
+    const Band band(it);
+    const bool mask = tile.j0 + 128 > kp.len || !band.all(qpos0, qpos0 + rows - 1, kpos_lo, kpos_lo + 127);
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
       const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * c + 2 * t4);
@@ -229,7 +231,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
       for (int e = 0; e < 4; ++e) {
         const int col = 8 * c + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
         float v = exp2f(s[4 * c + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
-        if (mask && (tile.j0 + key >= kp.len || (it.causal && kpos_lo + key > qpos0 + col))) v = 0.f;
+        if (mask && (tile.j0 + key >= kp.len || kpos_lo + key < band.lo(qpos0 + col) || kpos_lo + key > band.hi(qpos0 + col)))
+          v = 0.f;
         s[4 * c + e] = v;
       }
     }

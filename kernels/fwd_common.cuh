@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/attention.hpp"
+#include "kernels/band.hpp"
 
 namespace tasp::kernels::fwd {
 
@@ -68,8 +69,10 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float* s, int kt)
   a[3] = pack2<T>(c[6], c[7]);
 }
 
-// The item's (piece, first key) tiles in order, skipping tiles wholly above the causal diagonal of the
-// CTA's query rows. The piece being walked stays in registers; the list is read again only on a new piece.
+// The item's (piece, first key) tiles in order, skipping every tile no row of the CTA sees (keys before the
+// rows' first visible key, after their last: the causal diagonal, the document, the window). A skip to the
+// left jumps straight to the tile holding the first visible key. The piece being walked stays in registers;
+// the list is read again only on a new piece.
 struct KvWalk {
   int pc, pend, j0;
   KvPiece kp;
@@ -77,10 +80,16 @@ struct KvWalk {
   __device__ __forceinline__ KvWalk(const Params& p, const WorkItem& it) : pc(it.piece_begin), pend(it.piece_begin + it.piece_count), j0(0), kp{} {
     if (pc < pend) kp = p.pieces[pc];
   }
-  // Moves to the first visible tile at or after the current one; false at the end.
-  __device__ __forceinline__ bool settle(const Params& p, bool causal, long long qpos_hi) {
+  // Moves to the first tile of BN keys at or after the current one that rows [qlo, qhi] see; false at the end.
+  template <int BN>
+  __device__ __forceinline__ bool settle(const Params& p, const Band& band, long long qlo, long long qhi) {
+    const long long klo = band.lo(qlo), khi = band.hi(qhi);
     while (pc < pend) {
-      if (j0 < kp.len && !(causal && kp.pos0 + j0 > qpos_hi)) return true;
+      if (j0 < kp.len && kp.pos0 + j0 <= khi) {
+        if (kp.pos0 + j0 + BN - 1 >= klo) return true;
+        j0 = int(min((long long)kp.len, (klo - kp.pos0) / BN * BN));
+        continue;
+      }
       if (++pc < pend) kp = p.pieces[pc];
       j0 = 0;
     }
@@ -92,19 +101,26 @@ struct KvWalk {
     const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * Hkv * D;
     return b * bstride + ((long long)j0 * Hkv + hk) * D;
   }
+  // Whether the tile needs masking for rows [qlo, qhi]: a ragged tail, or a key some row does not see.
+  template <int BN>
+  __device__ __forceinline__ bool partial(const Band& band, long long qlo, long long qhi) const {
+    return j0 + BN > kp.len || !band.all(qlo, qhi, kp.pos0 + j0, kp.pos0 + j0 + BN - 1);
+  }
 };
 
-// -inf where a key is past the piece's end or (causal) after the query. `s` holds N columns of the
+// -inf where a key is past the piece's end or outside the row's visible interval. `s` holds N columns of the
 // thread's two rows, starting at key j0 of a piece at global position pos0; qpos is the global position
 // of the thread's row g (row g + 8 is qpos + 8).
 template <int N>
-__device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long pos0, bool causal, long long qpos, int t4) {
+__device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long pos0, const Band& band, long long qpos, int t4) {
+  const long long lo[2] = {band.lo(qpos), band.lo(qpos + 8)}, hi[2] = {band.hi(qpos), band.hi(qpos + 8)};
 #pragma unroll
   for (int c = 0; c < N / 8; ++c)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = j0 + c * 8 + 2 * t4 + (e & 1);
-      if (col >= len || (causal && pos0 + col > qpos + 8 * (e / 2))) s[4 * c + e] = -INFINITY;
+      const long long key = pos0 + col;
+      if (col >= len || key < lo[e / 2] || key > hi[e / 2]) s[4 * c + e] = -INFINITY;
     }
 }
 

@@ -26,13 +26,58 @@ struct ItemSpec {
   long long q_pos0;
   std::vector<int> pieces;  // indices into the case's pieces
   bool causal;
+  long long k_begin = 0, k_end = 0x7fffffffffffffffLL;  // the rows' document
+  int wl = -1, wr = -1;                                 // window sides (-1: unbounded)
 };
+
+// Whether row position q of the item sees key position k, from the definitions (not the kernels' Band).
+inline bool sees(const ItemSpec& it, long long q, long long k) {
+  return k >= it.k_begin && k < it.k_end && !(it.causal && k > q) && !(it.wl >= 0 && q - k > it.wl) &&
+         !(it.wr >= 0 && k - q > it.wr);
+}
+
+inline WorkItem work_item(const ItemSpec& it) {
+  WorkItem w;
+  w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
+  w.k_begin = it.k_begin, w.k_end = it.k_end, w.window_left = it.wl, w.window_right = it.wr;
+  return w;
+}
+
 struct Case {
   DType dtype = DType::BF16;
   int B = 1, H = 2, Hkv = 2, D = 128, q_rows = 0;
   std::vector<PieceSpec> pieces;
   std::vector<ItemSpec> items;
 };
+
+// Packed documents and sliding windows: rows at positions [0, 900) cut into one item per document (edges 300,
+// 301, 700: a 1-token document), B=2, GQA, pieces straddling the edges; causal windows narrower than a tile
+// and wider than a few, a non-causal window with a right side, documents alone; then one long causal item
+// with a window, whose walk jumps over most of its keys.
+inline std::vector<Case> masked_cases(int D) {
+  std::vector<Case> out;
+  const long long edges[] = {0, 300, 301, 700, 900};
+  const int wls[] = {37, 300, 50, -1}, wrs[] = {-1, -1, 20, -1};
+  for (int v = 0; v < 4; ++v) {
+    Case c;
+    c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 900;
+    c.pieces = {{350, 0}, {250, 350}, {300, 600}};
+    for (int d = 0; d < 4; ++d) {
+      ItemSpec it{int(edges[d]), int(edges[d + 1] - edges[d]), edges[d], {0, 1, 2}, v != 2};
+      it.k_begin = edges[d], it.k_end = edges[d + 1], it.wl = wls[v], it.wr = wrs[v];
+      c.items.push_back(it);
+    }
+    out.push_back(c);
+  }
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 1500;
+  c.pieces = {{700, 0}, {800, 700}};
+  ItemSpec it{0, 1500, 0, {0, 1}, true};
+  it.wl = 200;
+  c.items = {it};
+  out.push_back(c);
+  return out;
+}
 
 inline uint16_t to_bits(float x, DType t) {
   if (t == DType::BF16) {

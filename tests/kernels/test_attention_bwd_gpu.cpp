@@ -99,8 +99,7 @@ struct BwdCase {
     }
     // Items list consecutive pieces of the batch (a piece listed by several items is one batch piece).
     for (const auto& it : c.items) {
-      WorkItem w;
-      w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
+      WorkItem w = work_item(it);
       w.piece_begin = it.pieces.empty() ? 0 : it.pieces[0], w.piece_count = int(it.pieces.size());
       for (size_t i = 1; i < it.pieces.size(); ++i)
         if (it.pieces[i] != it.pieces[0] + int(i)) throw std::logic_error("test case: an item's pieces must be consecutive");
@@ -129,7 +128,7 @@ struct BwdCase {
   void for_keys(const ItemSpec& it, int r, F f) const {
     for (int p : it.pieces)
       for (int j = 0; j < c.pieces[p].len; ++j)
-        if (!(it.causal && c.pieces[p].pos0 + j > it.q_pos0 + r)) f(p, j);
+        if (sees(it, it.q_pos0 + r, c.pieces[p].pos0 + j)) f(p, j);
   }
   size_t qi(int b, int row, int h) const { return ((size_t(b) * c.q_rows + row) * c.H + h) * c.D; }
   size_t ki(int p, int b, int j, int h) const { return ((size_t(b) * c.pieces[p].len + j) * c.Hkv + h / (c.H / c.Hkv)) * c.D; }
@@ -396,4 +395,17 @@ TEST(AttentionBwdGpu, RejectsBadBatches) {
   EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);
   b.H = 2, b.Hkv = 2;
   EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);  // no buffers
+}
+
+// Documents and windows (masked_cases): dQ, dK, dV exact against the reference; key tiles see only their
+// run of query tiles.
+TEST(AttentionBwdGpu, DocumentsAndWindows) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    int i = 0;
+    for (const Case& c : masked_cases(D)) {
+      SCOPED_TRACE("D=" + std::to_string(D) + " case " + std::to_string(i++));
+      BwdCase(c, 41 + D + i).run_and_check();
+    }
+  }
 }

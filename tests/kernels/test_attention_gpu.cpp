@@ -58,8 +58,7 @@ struct DeviceCase {
     poison();
     // Each item lists its pieces consecutively in the batch's piece array.
     for (const auto& it : c.items) {
-      WorkItem w;
-      w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
+      WorkItem w = work_item(it);
       w.piece_begin = int(batch.pieces.size()), w.piece_count = int(it.pieces.size());
       for (int p : it.pieces) batch.pieces.push_back(pieces[p]);
       batch.items.push_back(w);
@@ -83,7 +82,7 @@ struct DeviceCase {
           std::vector<const double*> vs;
           for (int p : ps)
             for (int j = 0; j < c.pieces[p].len; ++j) {
-              if (it.causal && c.pieces[p].pos0 + j > it.q_pos0 + r) continue;
+              if (!sees(it, it.q_pos0 + r, c.pieces[p].pos0 + j)) continue;
               const size_t off = ((size_t(b) * c.pieces[p].len + j) * Hkv + h / (H / Hkv)) * D;
               double dot = 0;
               for (int d = 0; d < D; ++d) dot += qv[d] * k[p][off + d];
@@ -313,6 +312,18 @@ TEST(AttentionGpu, AccumulateAndMergeEqualOneLaunch) {
   CK(cudaMemcpy(hf.data(), dc.dout, no * 4, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < no; i += 97) EXPECT_EQ(hb[i], to_bits(hf[i], DType::BF16)) << i;
   cudaFree(blk_out), cudaFree(blk_lse), cudaFree(cast);
+}
+
+// Documents and windows (masked_cases): exact against the reference, both kernel paths.
+TEST(AttentionGpu, DocumentsAndWindows) {
+  NEED_GPU();
+  for (int D : {64, 128}) {
+    int i = 0;
+    for (const Case& c : masked_cases(D)) {
+      SCOPED_TRACE("D=" + std::to_string(D) + " case " + std::to_string(i++));
+      DeviceCase(c, 31 + D + i).run_and_check();
+    }
+  }
 }
 
 TEST(AttentionGpu, RejectsBadBatches) {

@@ -10,6 +10,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
+#include "planner/mask.hpp"
 #include "planner/plan.hpp"
 #include "planner/topology.hpp"
 #include "planner/workload.hpp"
@@ -27,8 +28,25 @@ struct Shape {
   bool causal;
   int pieces;  // KV split into this many separate buffers (a plan step's work list)
   int Hkv = 0;  // 0: H
+  long window_left = -1, window_right = -1;
+  std::vector<long> docs{};  // packed documents: one item each
   int kv_heads() const { return Hkv > 0 ? Hkv : H; }
+  planner::Mask mask() const { return planner::make_mask(S, causal, window_left, window_right, docs); }
+  // Unmasked (query, key) pairs: what the TFLOP/s count.
+  double pairs() const { return planner::visible_pairs(mask(), {0, S}, {0, S}); }
+  std::string mask_name() const {
+    if (!docs.empty() && (window_left >= 0 || window_right >= 0)) return "docs+win";
+    if (!docs.empty()) return "docs";
+    if (window_left >= 0 || window_right >= 0) return "window";
+    return causal ? "causal" : "none";
+  }
 };
+
+Shape shape_of(const planner::Workload& w, int pieces) {
+  Shape s{w.B, w.H, w.D, w.S, w.causal, pieces, w.Hkv};
+  s.window_left = w.window_left, s.window_right = w.causal ? -1 : w.window_right, s.docs = w.docs;
+  return s;
+}
 
 struct Row {
   Shape s;
@@ -57,7 +75,17 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     b.pieces.push_back({static_cast<char*>(k) + off, static_cast<char*>(v) + off, int(len), pos});
     pos += len;
   }
-  b.items.push_back({0, int(sh.S), 0, 0, sh.pieces, sh.causal, false});
+  // One item per document, each over all pieces (the kernels skip what its rows do not see).
+  const planner::Mask m = sh.mask();
+  for (const planner::Range& d : planner::split_at_docs(m, {0, sh.S})) {
+    kernels::WorkItem it;
+    it.q_row0 = int(d.begin), it.q_len = int(d.size()), it.q_pos0 = d.begin;
+    it.piece_begin = 0, it.piece_count = sh.pieces, it.causal = sh.causal;
+    it.k_begin = d.begin, it.k_end = d.end;
+    it.window_left = sh.window_left < 0 || sh.window_left >= sh.S ? -1 : int(sh.window_left);
+    it.window_right = sh.window_right < 0 || sh.window_right >= sh.S ? -1 : int(sh.window_right);
+    b.items.push_back(it);
+  }
   kernels::Workspace ws;
   kernels::AttentionBackwardBatch bb;
   float* dq = nullptr;
@@ -130,8 +158,8 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
 
 void register_bench_kernel(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("kernel",
-                                   "Attention kernel timings on this GPU (TFLOP/s count 4*B*H*S*S*D forward, 2.5x that backward,\n"
-                                   "half when causal)");
+                                   "Attention kernel timings on this GPU (TFLOP/s count 4*B*H*D per unmasked (query, key) pair\n"
+                                   "forward, 2.5x that backward: S*S, half when causal, exact for documents and windows)");
   auto dtype = std::make_shared<std::string>("bf16"), pass = std::make_shared<std::string>("fwd");
   auto iters = std::make_shared<int>(20), warmup = std::make_shared<int>(3);
   auto shapes = std::make_shared<std::vector<std::string>>(), configs = std::make_shared<std::vector<std::string>>();
@@ -148,7 +176,8 @@ void register_bench_kernel(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--mix", *mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
                                "as in training; each is timed in that mix (a mixed hot sample)");
-  cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,pieces=P] (repeatable; default: the issue's set)");
+  cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,window=L[:R]][,docs=L1+..][,pieces=P] (repeatable;\n"
+                                      "default: the issue's set); masked shapes count TFLOP/s over the pairs the mask leaves");
   cmd->add_option("-c,--config", *configs, "A named workload's shape (tasp configs; repeatable)");
   cmd->add_option("--json", *json, "Also write the rows as JSON here");
   cmd->add_option("--csv", *csv, "Also write the rows as calibration CSV (tasp calibrate --fit) here");
@@ -174,12 +203,12 @@ void register_bench_kernel(CLI::App& bench) {
       }
       const planner::Workload w = planner::parse_workload(rest);
       if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--shape " + text + ": D must be 64 or 128");
-      list.push_back({w.B, w.H, w.D, w.S, w.causal, pieces, w.Hkv});
+      list.push_back(shape_of(w, pieces));
     }
     for (const auto& name : *configs) {
       const planner::Workload w = planner::find_workload(name).w;
       if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--config " + name + ": D=" + std::to_string(w.D) + " is not supported by the kernels (64, 128)");
-      list.push_back({w.B, w.H, w.D, w.S, w.causal, 1, w.Hkv});
+      list.push_back(shape_of(w, 1));
     }
     if (list.empty())
       list = {{1, 32, 128, 16384, false, 1}, {1, 32, 128, 16384, true, 1}, {2, 16, 64, 16384, false, 1},
@@ -191,21 +220,25 @@ void register_bench_kernel(CLI::App& bench) {
     std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << *iters << " after " << *warmup
               << " warm-up" << (*heat_ms > 0 ? ", each kernel heated " + std::to_string(long(*heat_ms)) + " ms first" : "")
               << (*mix ? ", forward and backward taking turns" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
-              << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(8) << "mask" << std::setw(8) << "pieces" << std::setw(11)
+              << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(9) << "mask" << std::setw(8) << "pieces" << std::setw(11)
               << "ms" << std::setw(10) << "TFLOP/s" << std::setw(10) << "Mtok/s\n";
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& s : list)
       for (bool bwd : {false, true}) {
         if (bwd ? !passes.bwd : !passes.fwd) continue;
         const double ms = time_shape(s, dt, *warmup, *iters, bwd, *heat_ms, *mix);
-        const double flops = 4.0 * s.B * s.H * double(s.S) * double(s.S) * s.D * (s.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
+        const bool masked = s.window_left >= 0 || s.window_right >= 0 || !s.docs.empty();
+        const double pairs = masked ? s.pairs() : double(s.S) * double(s.S) * (s.causal ? 0.5 : 1.0);
+        const double flops = 4.0 * s.B * s.H * pairs * s.D * (bwd ? 2.5 : 1.0);
         const double tf = flops / (ms * 1e-3) / 1e12;
         std::cout << " " << std::setw(4) << (bwd ? "bwd" : "fwd") << std::setw(5) << s.B << std::setw(6) << s.H << std::setw(5)
-                  << s.kv_heads() << std::setw(8) << s.S << std::setw(6) << s.D << std::setw(8) << (s.causal ? "causal" : "none")
+                  << s.kv_heads() << std::setw(8) << s.S << std::setw(6) << s.D << std::setw(9) << s.mask_name()
                   << std::setw(8) << s.pieces << std::fixed << std::setprecision(3) << std::setw(11) << ms << std::setprecision(1)
                   << std::setw(9) << tf << std::setw(10) << std::setprecision(2) << s.B * double(s.S) / (ms * 1e3) << std::endl;
         rows.push_back({{"pass", bwd ? "bwd" : "fwd"}, {"B", s.B}, {"H", s.H}, {"Hkv", s.kv_heads()}, {"S", s.S}, {"D", s.D},
-                        {"causal", s.causal}, {"pieces", s.pieces}, {"ms", ms}, {"tflops", tf},
+                        {"causal", s.causal}, {"mask", s.mask_name()}, {"window_left", s.window_left},
+                        {"window_right", s.window_right}, {"docs", s.docs.size()}, {"pairs", pairs}, {"pieces", s.pieces},
+                        {"ms", ms}, {"tflops", tf},
                         {"tokens_per_s", s.B * double(s.S) / (ms * 1e-3)}, {"dtype", *dtype},
                         {"device", prop.name}, {"heat_ms", *heat_ms}, {"mix", *mix}});
       }
@@ -214,7 +247,7 @@ void register_bench_kernel(CLI::App& bench) {
       write_output(*csv, [&](std::ostream& o) {
         o << "kind,B,H,S,D,causal,ms,heat_ms,mix\n";
         for (const auto& r : rows)
-          if (r["pieces"] == 1 && r["Hkv"] == r["H"])
+          if (r["pieces"] == 1 && r["Hkv"] == r["H"] && (r["mask"] == "causal" || r["mask"] == "none"))
             o << (r["pass"] == "bwd" ? "attention_bwd," : "attention,") << r["B"] << "," << r["H"] << "," << r["S"] << "," << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0)
               << "," << r["ms"].get<double>() << "," << *heat_ms << "," << (*mix ? 1 : 0) << "\n";
       });
