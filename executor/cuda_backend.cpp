@@ -210,8 +210,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         b.dout = x.alloc<uint16_t>(nq);
         b.dsum = x.alloc<float>(nl);
         b.dq = x.alloc<float>(nq);
-        size_t tiles = 0;
-        for (const Range& q : g.qranges[r]) tiles += (q.size() + 63) / 64;
+        const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r]);
         b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * 64 * w.D);
         b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
       }

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "planner/mask.hpp"
-
 namespace tasp::executor::cuda {
 
 using planner::Pass;
@@ -28,6 +26,30 @@ Geometry make_geometry(const planner::Plan& p, const planner::Workload& w) {
   return g;
 }
 
+std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const planner::Mask& m, const Range& rows, int row0,
+                                            int pieces, bool accumulate) {
+  // The kernels' window sides: -1 for unbounded, and for sides as long as the sequence (the same thing).
+  const auto side = [&](long x) { return x < 0 || x >= w.S ? -1 : int(x); };
+  std::vector<kernels::WorkItem> items;
+  for (const Range& seg : planner::split_at_docs(m, rows)) {
+    kernels::WorkItem it;
+    it.q_row0 = row0 + int(seg.begin - rows.begin), it.q_len = int(seg.size()), it.q_pos0 = seg.begin;
+    it.piece_begin = 0, it.piece_count = pieces;
+    it.causal = w.causal, it.accumulate = accumulate;
+    it.k_begin = m.doc_begin(seg.begin), it.k_end = m.doc_end(seg.begin);
+    it.window_left = side(w.window_left), it.window_right = w.causal ? -1 : side(w.window_right);
+    items.push_back(it);
+  }
+  return items;
+}
+
+size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges) {
+  size_t tiles = 0;
+  for (const Range& q : qranges)
+    for (const Range& seg : planner::split_at_docs(m, q)) tiles += (seg.size() + 63) / 64;
+  return tiles;
+}
+
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
                         const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u) {
   PassWork pw;
@@ -40,8 +62,6 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   }
   const bool bwd = pass == Pass::Bwd;
   const planner::Mask mask = planner::make_mask(w);
-  // The kernels' window sides: -1 for unbounded, and for sides as long as the sequence (the same thing).
-  const auto side = [&](long x) { return x < 0 || x >= w.S ? -1 : int(x); };
   const double flop_factor = bwd ? 2.5 : 1.0;
   const double acc_bytes = bwd ? 4 : 2;  // an accumulator slot is fp32, a K/V slot bf16
   // What each rank sends and computes per step, for the timeline (every rank: rank 0 reports them all).
@@ -93,16 +113,10 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
       std::vector<kernels::WorkItem> items;
       int row = 0;
       for (const Range& rg : g.qranges[r]) {
-        for (const Range& seg : planner::split_at_docs(mask, rg)) {
-          kernels::WorkItem it;
-          it.q_row0 = row + int(seg.begin - rg.begin), it.q_len = int(seg.size()), it.q_pos0 = seg.begin;
-          it.piece_begin = 0, it.piece_count = int(pieces.size());
-          it.causal = w.causal, it.accumulate = !first;
-          it.k_begin = mask.doc_begin(seg.begin), it.k_end = mask.doc_end(seg.begin);
-          it.window_left = side(w.window_left), it.window_right = w.causal ? -1 : side(w.window_right);
+        for (const kernels::WorkItem& it : masked_items(w, mask, rg, row, int(pieces.size()), !first)) {
           if (!bwd && !first && !mask.plain()) {
             double seen = 0;
-            for (const Range& k : keys) seen += planner::visible_pairs(mask, seg, k);
+            for (const Range& k : keys) seen += planner::visible_pairs(mask, {long(it.q_pos0), long(it.q_pos0) + it.q_len}, k);
             if (seen == 0) continue;
           }
           items.push_back(it);

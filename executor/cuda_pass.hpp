@@ -7,6 +7,7 @@
 #include "planner/slot_plan.hpp"
 #include "kernels/attention.hpp"
 #include "planner/layout.hpp"
+#include "planner/mask.hpp"
 #include "planner/plan.hpp"
 #include "planner/workload.hpp"
 
@@ -53,6 +54,14 @@ struct PassWork {
   std::vector<std::vector<double>> bytes, flops;                  // [rank][step], every rank
   int num_steps() const { return int(steps.size()); }
 };
+
+// Work items of query rows `rows` (global positions; row `row0` of the buffer holds rows.begin) over the
+// batch's first `pieces` pieces: one per document the rows cross, each with its document and the workload's
+// window (the kernels' masks).
+std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const planner::Mask& m, const planner::Range& rows,
+                                            int row0, int pieces, bool accumulate);
+// Tiles of 64 rows the backward's dQ scratch holds for a rank's query ranges (split at documents, as its items).
+size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qranges);
 
 // `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload.
 PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,

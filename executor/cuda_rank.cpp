@@ -199,7 +199,7 @@ bool single_device_reference(const Problem& pr, planner::Passes passes, Result& 
   b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
   b.q = q, b.q_rows = int(w.S), b.out = o, b.lse = l;
   b.pieces.push_back({k, v, int(w.S), 0, 0});
-  b.items.push_back({0, int(w.S), 0, 0, 1, w.causal, false});
+  b.items = masked_items(w, planner::make_mask(w), {0, w.S}, 0, 1, false);
   kernels::Workspace ws;
   kernels::attention_forward(b, ws, nullptr);
   if (passes.bwd) {
@@ -252,7 +252,7 @@ double single_device_us(const planner::Workload& w, planner::Passes passes, int 
   b.dtype = dt, b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
   b.q = q, b.q_rows = int(w.S), b.out = o, b.lse = l;
   b.pieces.push_back({k, v, int(w.S), 0, 0});
-  b.items.push_back({0, int(w.S), 0, 0, 1, w.causal, false});
+  b.items = masked_items(w, planner::make_mask(w), {0, w.S}, 0, 1, false);
   kernels::AttentionBackwardBatch bb;
   float* dq = nullptr;
   if (passes.bwd) {

@@ -69,6 +69,20 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float* s, int kt)
   a[3] = pack2<T>(c[6], c[7]);
 }
 
+// The keys a CTA's rows [qlo, qhi] see, as 32-bit offsets from qlo (registers are what the consumer warps
+// have least of, so these four ints are all a CTA keeps of its mask while it walks): the rows together see
+// [see_lo, see_hi], every row sees [all_lo, all_hi].
+struct TileSpan {
+  long long qlo;
+  int see_lo, see_hi, all_lo, all_hi;
+  __device__ __forceinline__ TileSpan(const Band& b, long long qlo_, long long qhi) : qlo(qlo_) {
+    see_lo = rel(b.lo(qlo)), see_hi = rel(b.hi(qhi)), all_lo = rel(b.lo(qhi)), all_hi = rel(b.hi(qlo));
+  }
+  __device__ __forceinline__ int rel(long long x) const {
+    return int(max(-(1LL << 30), min(1LL << 30, x - qlo)));
+  }
+};
+
 // The item's (piece, first key) tiles in order, skipping every tile no row of the CTA sees (keys before the
 // rows' first visible key, after their last: the causal diagonal, the document, the window). A skip to the
 // left jumps straight to the tile holding the first visible key. The piece being walked stays in registers;
@@ -80,14 +94,14 @@ struct KvWalk {
   __device__ __forceinline__ KvWalk(const Params& p, const WorkItem& it) : pc(it.piece_begin), pend(it.piece_begin + it.piece_count), j0(0), kp{} {
     if (pc < pend) kp = p.pieces[pc];
   }
-  // Moves to the first tile of BN keys at or after the current one that rows [qlo, qhi] see; false at the end.
+  // Moves to the first tile of BN keys at or after the current one that the CTA's rows see; false at the end.
   template <int BN>
-  __device__ __forceinline__ bool settle(const Params& p, const Band& band, long long qlo, long long qhi) {
-    const long long klo = band.lo(qlo), khi = band.hi(qhi);
+  __device__ __forceinline__ bool settle(const Params& p, const TileSpan& ts) {
     while (pc < pend) {
-      if (j0 < kp.len && kp.pos0 + j0 <= khi) {
-        if (kp.pos0 + j0 + BN - 1 >= klo) return true;
-        j0 = int(min((long long)kp.len, (klo - kp.pos0) / BN * BN));
+      if (j0 < kp.len && ts.rel(kp.pos0 + j0) <= ts.see_hi) {
+        const int first = ts.rel(kp.pos0 + j0);
+        if (first + BN - 1 >= ts.see_lo) return true;
+        j0 += (ts.see_lo - first) / BN * BN;
         continue;
       }
       if (++pc < pend) kp = p.pieces[pc];
@@ -101,26 +115,31 @@ struct KvWalk {
     const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * Hkv * D;
     return b * bstride + ((long long)j0 * Hkv + hk) * D;
   }
-  // Whether the tile needs masking for rows [qlo, qhi]: a ragged tail, or a key some row does not see.
+  // Whether the tile needs masking: a ragged tail, or a key some row of the CTA does not see.
   template <int BN>
-  __device__ __forceinline__ bool partial(const Band& band, long long qlo, long long qhi) const {
-    return j0 + BN > kp.len || !band.all(qlo, qhi, kp.pos0 + j0, kp.pos0 + j0 + BN - 1);
+  __device__ __forceinline__ bool partial(const TileSpan& ts) const {
+    const int first = ts.rel(kp.pos0 + j0);
+    return j0 + BN > kp.len || first < ts.all_lo || first + BN - 1 > ts.all_hi;
   }
 };
 
 // -inf where a key is past the piece's end or outside the row's visible interval. `s` holds N columns of the
 // thread's two rows, starting at key j0 of a piece at global position pos0; qpos is the global position
-// of the thread's row g (row g + 8 is qpos + 8).
+// of the thread's row g (row g + 8 is qpos + 8). The limits are taken relative to the tile's first key, so the
+// comparisons are 32-bit.
 template <int N>
 __device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long pos0, const Band& band, long long qpos, int t4) {
-  const long long lo[2] = {band.lo(qpos), band.lo(qpos + 8)}, hi[2] = {band.hi(qpos), band.hi(qpos + 8)};
+  const long long key0 = pos0 + j0;
+  auto rel = [&](long long x) { return int(max(-1LL, min((long long)N, x - key0))); };
+  const int end = min(N, len - j0) - 1;
+  const int lo[2] = {rel(band.lo(qpos)), rel(band.lo(qpos + 8))};
+  const int hi[2] = {min(end, rel(band.hi(qpos))), min(end, rel(band.hi(qpos + 8)))};
 #pragma unroll
   for (int c = 0; c < N / 8; ++c)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int col = j0 + c * 8 + 2 * t4 + (e & 1);
-      const long long key = pos0 + col;
-      if (col >= len || key < lo[e / 2] || key > hi[e / 2]) s[4 * c + e] = -INFINITY;
+      const int col = c * 8 + 2 * t4 + (e & 1);
+      if (col < lo[e / 2] || col > hi[e / 2]) s[4 * c + e] = -INFINITY;
     }
 }
 

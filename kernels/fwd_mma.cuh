@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
   const int g = lane / 4, t4 = lane % 4;
   const int rows = min(kBlockM, it.q_len - tile.row0);
   const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
-  const Band band(it);
+  const TileSpan span(Band(it), qpos_lo, qpos_hi);
 
   const T* q = static_cast<const T*>(p.q) + ((long long)b * p.q_rows + it.q_row0 + tile.row0) * p.H * D + (long long)h * D;
   load_tile<T, D, kBlockM, kThreads>(sQ, q, (long long)p.H * D, rows);
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
   };
 
   KvWalk walk(p, it);
-  bool have = walk.settle<kBlockN>(p, band, qpos_lo, qpos_hi);
+  bool have = walk.settle<kBlockN>(p, span);
   if (have) issue_kv(walk, 0);
   cp_async_commit();
 
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
     const KvWalk cur = walk;
     // Prefetch the next tile into the other buffer while this one is used.
     walk.j0 += kBlockN;
-    const bool more = walk.settle<kBlockN>(p, band, qpos_lo, qpos_hi);
+    const bool more = walk.settle<kBlockN>(p, span);
     if (more) issue_kv(walk, buf ^ 1);
     cp_async_commit();
 
@@ -175,12 +175,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
     q_loaded = true;
 
     // Mask only where needed: a ragged tail, or a tile the causal diagonal, a document edge or the window cuts.
-    const bool partial = cur.partial<kBlockN>(band, qpos_lo, qpos_hi);
+    const bool partial = cur.partial<kBlockN>(span);
     bool grew = false;
     float alpha[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      if (partial) mask_scores<kBlockN>(s[mt], cur.j0, cur.kp.len, cur.kp.pos0, band, qpos_lo + (warp * MT + mt) * 16 + g, t4);
+      if (partial) mask_scores<kBlockN>(s[mt], cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + (warp * MT + mt) * 16 + g, t4);
       grew |= online_softmax<kBlockN>(s[mt], m[mt], l[mt], alpha[mt], p.scale_log2);
     }
     if (grew)

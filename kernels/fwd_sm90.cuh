@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   const int hk = h / (p.H / p.Hkv);
   const int rows = min(kBlockM, it.q_len - tile.row0);
   const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
-  const Band band(it);
+  const TileSpan span(Band(it), qpos_lo, qpos_hi);
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(q_full, 1);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, h, it.q_row0 + tile.row0, b);
     KvWalk walk(p, it);
     int fenced = -1;
-    for (int t = 0; walk.settle<kBlockN>(p, band, qpos_lo, qpos_hi); ++t, walk.j0 += kBlockN) {
+    for (int t = 0; walk.settle<kBlockN>(p, span); ++t, walk.j0 += kBlockN) {
       const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * walk.pc);
       const unsigned char* vm = km + kTensorMapBytes;
       if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
@@ -144,11 +144,11 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   sm90::mbar_wait(q_full, 0);
 
   KvWalk walk(p, it);
-  bool have = walk.settle<kBlockN>(p, band, qpos_lo, qpos_hi);
+  bool have = walk.settle<kBlockN>(p, span);
   for (int t = 0; have; ++t) {
     const KvWalk cur = walk;
     walk.j0 += kBlockN;
-    have = walk.settle<kBlockN>(p, band, qpos_lo, qpos_hi);
+    have = walk.settle<kBlockN>(p, span);
     const int st = t % STAGES;
     const uint32_t ph = (t / STAGES) & 1;
     sm90::mbar_wait(k_full(st), ph);
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
     fence_regs<kBlockN / 2>(s);
     sm90::mbar_arrive(k_empty(st));
 
-    if (cur.partial<kBlockN>(band, qpos_lo, qpos_hi)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, band, qpos_lo + row0, t4);
+    if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
     const bool grew = online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
 #pragma unroll
     for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);

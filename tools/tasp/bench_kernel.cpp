@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "executor/cuda_pass.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
 #include "planner/mask.hpp"
@@ -76,16 +77,9 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     pos += len;
   }
   // One item per document, each over all pieces (the kernels skip what its rows do not see).
-  const planner::Mask m = sh.mask();
-  for (const planner::Range& d : planner::split_at_docs(m, {0, sh.S})) {
-    kernels::WorkItem it;
-    it.q_row0 = int(d.begin), it.q_len = int(d.size()), it.q_pos0 = d.begin;
-    it.piece_begin = 0, it.piece_count = sh.pieces, it.causal = sh.causal;
-    it.k_begin = d.begin, it.k_end = d.end;
-    it.window_left = sh.window_left < 0 || sh.window_left >= sh.S ? -1 : int(sh.window_left);
-    it.window_right = sh.window_right < 0 || sh.window_right >= sh.S ? -1 : int(sh.window_right);
-    b.items.push_back(it);
-  }
+  planner::Workload w;
+  w.S = sh.S, w.causal = sh.causal, w.window_left = sh.window_left, w.window_right = sh.window_right, w.docs = sh.docs;
+  b.items = executor::cuda::masked_items(w, sh.mask(), {0, sh.S}, 0, sh.pieces, false);
   kernels::Workspace ws;
   kernels::AttentionBackwardBatch bb;
   float* dq = nullptr;

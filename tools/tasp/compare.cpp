@@ -175,6 +175,20 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       continue;
     }
     if (!search) r.sim = simulator::simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
+    // Packed causal documents: zigzag shards balance each rank's work but spread every document over all ranks,
+    // contiguous ones keep short documents on one rank so that pruning drops their transfers. Which wins
+    // depends on the documents and the GPUs (docs/measurements/masks-h200x2.md): simulate both.
+    if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && s != "zigzag" && r.plan.ranks > 1) {
+      PlanOptions o = plan_options(s, w, head);
+      o.layout_given = true, o.layout = Layout::Contiguous;
+      SchemeRun c = r;
+      c.plan = build_plan(t, s, o);
+      c.sim = simulator::simulate(c.plan, t, w, prof, opt);
+      auto ms = [](const SchemeRun& x) { return std::to_string(x.sim.total_us / 1e3).substr(0, 7); };
+      const std::string tried = " (tried zigzag " + ms(r) + " ms, contiguous " + ms(c) + " ms)";
+      if (c.sim.total_us < r.sim.total_us) r = std::move(c);
+      r.detail = std::string("layout ") + layout_name(r.plan.layout) + tried;
+    }
     runs.push_back(std::move(r));
   }
   if (runs.empty()) throw InputError("workload: no scheme fits it (" + first_why + ")");
