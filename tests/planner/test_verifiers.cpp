@@ -8,6 +8,7 @@
 #include "planner/schemes/schemes.hpp"
 #include "planner/verify_decomposition.hpp"
 #include "planner/verify_plan.hpp"
+#include "planner/workload.hpp"
 
 using namespace tasp::planner;
 
@@ -138,6 +139,37 @@ TEST(PlanIo, JsonAndYamlRoundTrip) {
   Plan d = read_plan_json(ss, "mem");
   EXPECT_TRUE(d.compact());
   EXPECT_EQ(verify_plan(d), "");
+}
+
+// A plan pruned for documents and a window keeps its mask through JSON and YAML, still verifies, and a
+// pruned plan that skips a block its queries see is caught.
+TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {
+  PlanOptions o;
+  o.causal = true;
+  o.workload = parse_workload("S=1000,H=2,D=8,causal,window=90,docs=400+1+599");
+  const Plan p = build_plan(load_topology("complete:4"), "hamilton", o);
+  ASSERT_TRUE(p.pruned.any());
+  ASSERT_EQ(verify_plan(p), "");
+  for (const std::string ext : {".json", ".yaml"}) {
+    const std::string path = ::testing::TempDir() + "pruned" + ext;
+    {
+      std::ofstream f(path);
+      if (ext == ".yaml") write_plan_yaml(f, p);
+      else write_plan_json(f, p);
+    }
+    const Plan q = read_plan_file(path);
+    EXPECT_EQ(q.pruned.S, 1000);
+    EXPECT_EQ(q.pruned.window_left, 90);
+    EXPECT_EQ(q.pruned.docs, (std::vector<long>{400, 1, 599}));
+    EXPECT_EQ(verify_plan(q), "");
+  }
+  Plan bad = p;
+  for (auto& s : bad.steps)
+    if (!s.compute.empty()) {
+      s.compute.erase(s.compute.begin());
+      break;
+    }
+  EXPECT_NE(verify_plan(bad).find("which its queries see"), std::string::npos) << verify_plan(bad);
 }
 
 TEST(PlanIo, BadPlanFilesNameTheField) {

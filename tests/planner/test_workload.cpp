@@ -1,6 +1,8 @@
 // The workload text form and the named catalogue: every key, every mistake named, overrides over a config.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "planner/topology.hpp"
 #include "planner/workload.hpp"
 #include "planner/workload_catalogue.hpp"
@@ -76,4 +78,32 @@ TEST(WorkloadCatalogue, EveryNameAndOverrides) {
     EXPECT_NE(std::string(e.what()).find("close: medium"), std::string::npos) << e.what();
   }
   EXPECT_THROW(workload_from("", ""), InputError);
+}
+
+TEST(Workload, DocumentFilesAndMaskErrors) {
+  const std::string dir = ::testing::TempDir();
+  auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + name) << text;
+    return dir + name;
+  };
+  const Workload w = workload_from("", "S=9000,H=8,D=64,causal", file("docs_ok.txt", "4096 1000\n# a comment\n3903+1\n"));
+  EXPECT_EQ(w.docs, (std::vector<long>{4096, 1000, 3903, 1}));
+  auto error = [&](const std::string& keys, const std::string& path) {
+    try {
+      workload_from("", keys, path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("S=9000,H=8,D=64", file("docs_bad.txt", "4096\n1000 x3\n")).find("docs_bad.txt:2: 'x3'"), std::string::npos);
+  EXPECT_NE(error("S=9000,H=8,D=64", file("docs_zero.txt", "9000 0\n")).find("docs_zero.txt:1: '0'"), std::string::npos);
+  EXPECT_NE(error("S=9001,H=8,D=64", file("docs_sum.txt", "9000\n")).find("sum to 9000, not S=9001"), std::string::npos);
+  EXPECT_NE(error("S=9000,H=8,D=64", dir + "missing.txt").find("cannot open"), std::string::npos);
+  // The workload's own keys: lengths that do not sum to S, a zero length, a negative window, a right side on a
+  // causal workload.
+  EXPECT_NE(error_of("S=100,H=1,D=8,docs=50+49").find("sum to 99, not S=100"), std::string::npos);
+  EXPECT_NE(error_of("S=100,H=1,D=8,docs=50+0+50").find("must be positive"), std::string::npos);
+  EXPECT_NE(error_of("S=100,H=1,D=8,window=-5").find("window=-5"), std::string::npos);
+  EXPECT_NE(error_of("S=100,H=1,D=8,causal,window=10:3").find("sees no key after it"), std::string::npos);
 }
