@@ -10,20 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def timed(fn, iters):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return sorted(ts)[len(ts) // 2]
+from sdpa_bench import median_ms  # tools/gpu/: the same timing (CUDA events, median)
 
 
 def main():
@@ -46,7 +33,7 @@ def main():
 
     def report(name, fwd, both):
         for p, fn, f in (("fwd", fwd, 1.0), ("fwd+bwd", both, 3.5)):
-            ms = timed(fn, a.iters)
+            ms = median_ms(fn, a.iters, 2)
             print(f"{name},{p},{ms:.3f},{4 * H * D * pairs * f / ms / 1e9:.1f}")
 
     try:
