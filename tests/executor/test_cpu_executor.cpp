@@ -108,6 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](co
 struct MaskCase {
   int n;
   std::string scheme;
+  std::string topology = "";  // default complete:n
 };
 
 class MaskedEveryScheme : public ::testing::TestWithParam<MaskCase> {};
@@ -115,7 +116,7 @@ class MaskedEveryScheme : public ::testing::TestWithParam<MaskCase> {};
 TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
   const MaskCase c = GetParam();
   std::mt19937 rng(unsigned(c.n * 131 + c.scheme.size()));
-  const Topology t = load_topology("complete:" + std::to_string(c.n));
+  const Topology t = load_topology(c.topology.empty() ? "complete:" + std::to_string(c.n) : c.topology);
   for (int trial = 0; trial < 6; ++trial) {
     const bool causal = c.scheme == "zigzag" || (trial % 2 == 1);
     PlanOptions probe;
@@ -123,7 +124,8 @@ TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
     probe.ulysses = c.scheme == "usp" ? 2 : 0;
     const long unit = unit_tokens(build_plan(t, c.scheme, probe));
     Workload w;
-    w.B = 1 + trial % 2, w.H = 2, w.Hkv = 1 + trial % 2, w.D = 8, w.causal = causal;
+    w.B = 1 + trial % 2, w.H = c.scheme == "ulysses" ? 2 * c.n : 2, w.Hkv = c.scheme == "ulysses" ? c.n : 1 + trial % 2, w.D = 8;
+    w.causal = causal;
     w.S = unit * (4 + trial % 3) + long(rng() % 5);
     const long piece = std::max(1L, w.S / unit);
     switch (trial % 3) {
@@ -158,11 +160,17 @@ std::vector<MaskCase> mask_cases() {
     for (const char* s : {"ring", "zigzag", "allgather", "hamilton"}) v.push_back({n, s});
   v.push_back({4, "usp"});
   v.push_back({8, "usp"});
+  v.push_back({2, "ulysses"});
+  v.push_back({4, "ulysses"});
+  v.push_back({8, "two-level", "cluster:2x4"});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, MaskedEveryScheme, ::testing::ValuesIn(mask_cases()), [](const auto& info) {
-  return info.param.scheme + std::to_string(info.param.n);
+  std::string s = info.param.scheme + std::to_string(info.param.n);
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
 });
 
 // A window narrower than a shard on a contiguous ring: only the neighbour's piece moves, so the plan shrinks
