@@ -55,12 +55,16 @@ void prune_pass(std::vector<Step>& steps, const std::vector<unsigned char>& need
   std::vector<int> last_compute(nx, -1);
   for (int t = 0; t < int(steps.size()); ++t)
     for (const Compute& c : steps[t].compute) last_compute[size_t(c.owner) * P + c.piece] = t;
-  std::vector<unsigned char> has(size_t(n) * nx, 0);
+  std::vector<unsigned char> has(size_t(n) * nx, 0), busy(size_t(n) * n, 0);  // busy: pairs with an accumulator this step
   for (int t = 0; t < int(steps.size()); ++t) {
     Step& s = steps[t];
-    std::vector<std::pair<int, int>> pairs;  // (src, dst) of accumulators this step
+    std::vector<size_t> pairs;
+    auto mark = [&](int a, int b) {
+      busy[size_t(a) * n + b] = 1;
+      pairs.push_back(size_t(a) * n + b);
+    };
     for (const Transfer& x : s.transfers)
-      if (x.grad) pairs.push_back({x.src, x.dst});
+      if (x.grad) mark(x.src, x.dst);
     std::vector<Transfer> out;
     std::vector<size_t> arrive;
     for (const Transfer& x : s.transfers) {
@@ -73,15 +77,16 @@ void prune_pass(std::vector<Step>& steps, const std::vector<unsigned char>& need
       if (x.src == x.owner) continue;  // the owner's own contribution waits at home for the others
       Transfer y = x;
       if (last_compute[size_t(x.owner) * P + x.piece] < t && y.dst != x.owner && (!arcs || arcs->has(x.src, x.owner)) &&
-          std::find(pairs.begin(), pairs.end(), std::make_pair(x.src, x.owner)) == pairs.end()) {
+          !busy[size_t(x.src) * n + x.owner]) {
         y.dst = x.owner;
-        pairs.push_back({y.src, y.dst});
+        mark(y.src, y.dst);
       }
       has[from] = 0;
       arrive.push_back(id(y.dst, y.owner, y.piece));
       out.push_back(y);
     }
     s.transfers = std::move(out);
+    for (size_t pr : pairs) busy[pr] = 0;
     for (size_t a : arrive) has[a] = 1;
     for (const Compute& c : s.compute) has[id(c.rank, c.owner, c.piece)] = 1;
   }

@@ -26,9 +26,9 @@ double grad_bytes(const planner::Plan& p, const planner::Workload& w, int owner,
   return piece_bytes(p, w, owner, piece) / w.dtype_bytes * p.accumulator_bytes;
 }
 
-BlockWork masked_work(const planner::Workload& w, const std::vector<planner::Range>& q, const std::vector<planner::Range>& k) {
+BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const std::vector<planner::Range>& q,
+                      const std::vector<planner::Range>& k) {
   BlockWork bw;
-  const planner::Mask m = planner::make_mask(w);
   const double per_pair = 4.0 * w.B * w.H * w.D;
   for (const auto& kr : k) {
     bw.lk += double(kr.size());
@@ -56,12 +56,12 @@ BlockWork masked_work(const planner::Workload& w, const std::vector<planner::Ran
   return bw;
 }
 
-BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece) {
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, const planner::Mask* mask) {
   BlockWork bw;
   const double per_pair = 4.0 * w.B * w.H * w.D;
   const auto q = planner::shard_ranges(p.layout, p.ranks, w.S, rank);
   const auto k = planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece);
-  if (w.windowed() || w.packed()) return masked_work(w, q, k);
+  if (w.windowed() || w.packed()) return masked_work(w, mask ? *mask : planner::make_mask(w), q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query
   for (const auto& qr : q)
     if (qr.size() > 0) last_q = std::max(last_q, long(qr.end) - 1);

@@ -2,6 +2,7 @@
 #include <algorithm>
 // What a rank computes in a step and how long its kernels take. Pure.
 #include "planner/layout.hpp"
+#include "planner/mask.hpp"
 #include "planner/plan.hpp"
 #include "planner/workload.hpp"
 #include "simulator/profile.hpp"
@@ -34,10 +35,13 @@ constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backw
 // the backward B * Hkv * key_tiles (with GQA few, so a short last wave weighs).
 double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward);
 
-BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece);
-// The same for any query and key ranges under the workload's documents and window: exact visible pairs,
-// blocks cut by the mask at the masked-tile rate, fully masked ones free.
-BlockWork masked_work(const planner::Workload& w, const std::vector<planner::Range>& q, const std::vector<planner::Range>& k);
+// `mask`: the workload's (planner::make_mask), when the caller keeps one; made here otherwise.
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece,
+                     const planner::Mask* mask = nullptr);
+// The same for any query and key ranges under the workload's documents and window (mask `m`): exact visible
+// pairs, blocks cut by the mask at the masked-tile rate, fully masked ones free.
+BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const std::vector<planner::Range>& q,
+                      const std::vector<planner::Range>& k);
 double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);  // K and V
 // dK and dV of a piece as the backward's accumulator moves them (the plan's accumulator precision).
 double grad_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);

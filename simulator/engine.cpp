@@ -46,6 +46,7 @@ struct PassModel {
   const Profile& prof;
   planner::Pass pass;
   double clock_factor;  // this pass's kernel rates over their boost-clock values
+  planner::Mask mask;   // the workload's, made once (block_work's masked path on every compute)
   bool bwd() const { return pass == planner::Pass::Bwd; }
   double flops_factor() const { return bwd() ? kBackwardFlopsFactor : 1.0; }
   // A launch over `work`; `first`: the rank's first launch of this pass.
@@ -297,7 +298,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     }
     for (auto& bw : work) bw = BlockWork{};
     for (const auto& c : s.compute) {
-      work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece));
+      work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece, &m.mask));
     }
     for (int r = 0; r < n; ++r) {
       const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r)) : 0;
@@ -403,7 +404,7 @@ void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, co
 }  // namespace
 
 double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::Passes passes) {
-  const BlockWork all = w.windowed() || w.packed() ? masked_work(w, {{0, w.S}}, {{0, w.S}})
+  const BlockWork all = w.windowed() || w.packed() ? masked_work(w, planner::make_mask(w), {{0, w.S}}, {{0, w.S}})
                                                    : whole_block(w, double(w.S), double(w.S), w.causal);
   return (passes.fwd ? compute_us(prof.compute, w, all, false) : 0) +
          (passes.bwd ? backward_alone_us(prof.compute, w, all) : 0);
@@ -436,7 +437,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     const double factor = pass == planner::Pass::Bwd
                               ? prof.compute.bwd_rate(w.D).full_tflops / prof_in.compute.bwd_rate(w.D).full_tflops
                               : prof.compute.rate(w.D).full_tflops / prof_in.compute.rate(w.D).full_tflops;
-    const PassModel m{p, w, prof, pass, factor};
+    const PassModel m{p, w, prof, pass, factor, planner::make_mask(w)};
     const bool ring_flow = p.compact(pass) && p.rule(pass) == "ring-flow" && p.compact() && p.schedule == "ring-flow";
     // Causal zigzag: the same FLOPs on every rank, but off the diagonal the backward's shapes differ (all of a
     // rank's queries against half an earlier owner's keys, or half of them against all of a later one's), and

@@ -32,7 +32,14 @@ struct Shape {
   long window_left = -1, window_right = -1;
   std::vector<long> docs{};  // packed documents: one item each
   int kv_heads() const { return Hkv > 0 ? Hkv : H; }
-  planner::Mask mask() const { return planner::make_mask(S, causal, window_left, window_right, docs); }
+  // The workload as far as the kernels' items and the mask go.
+  planner::Workload workload() const {
+    planner::Workload w;
+    w.B = B, w.S = S, w.H = H, w.Hkv = kv_heads(), w.D = D, w.causal = causal;
+    w.window_left = window_left, w.window_right = window_right, w.docs = docs;
+    return w;
+  }
+  planner::Mask mask() const { return planner::make_mask(workload()); }
   // Unmasked (query, key) pairs: what the TFLOP/s count.
   double pairs() const { return planner::visible_pairs(mask(), {0, S}, {0, S}); }
   std::string mask_name() const {
@@ -77,9 +84,7 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     pos += len;
   }
   // One item per document, each over all pieces (the kernels skip what its rows do not see).
-  planner::Workload w;
-  w.S = sh.S, w.causal = sh.causal, w.window_left = sh.window_left, w.window_right = sh.window_right, w.docs = sh.docs;
-  b.items = executor::cuda::masked_items(w, sh.mask(), {0, sh.S}, 0, sh.pieces, false);
+  b.items = executor::cuda::masked_items(sh.workload(), sh.mask(), {0, sh.S}, 0, sh.pieces, false);
   kernels::Workspace ws;
   kernels::AttentionBackwardBatch bb;
   float* dq = nullptr;
