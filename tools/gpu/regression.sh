@@ -16,7 +16,7 @@ tools/gpu/build.sh tasp tasp_kernel_tests tasp_executor_tests || exit 1
 T=build-gpu/tools/tasp
 
 echo "== 1. GPU unit tests"
-ctest --test-dir build-gpu -L gpu --timeout 300 2>&1 | tail -3 | tee "$OUT/gpu-tests.txt"
+ctest --test-dir build-gpu -L gpu --timeout 300 2>&1 | grep -E "tests passed|FAILED|Failed|Total Test time" | tee "$OUT/gpu-tests.txt"
 
 echo "== 2. every scheme fwd+bwd on the cuda backend vs fp64 / one GPU"
 # the third shape's S does not split evenly (shards and pieces differ by a token)
