@@ -36,20 +36,23 @@ int env_int(const char* name, int dflt) {
 }
 
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
-// (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh).
+// (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh). TASP_FWD_OVERLAP=0/1
+// turns the Hopper kernel's intra-warpgroup overlap off or on (default: on).
 struct Path {
   bool sm90;
+  bool overlap;
   int block_m(int D) const { return sm90 ? (D == 64 ? fwd::Sm90Shape<64>::kBlockM : fwd::Sm90Shape<128>::kBlockM) : fwd::MmaTiles::kBlockM; }
 };
 
 Path choose_path() {
   const char* e = std::getenv("TASP_ATTN_PATH");
-  return {!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0)};
+  return {!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0), env_int("TASP_FWD_OVERLAP", 1) != 0};
 }
 
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int H, int B, cudaStream_t s) {
-  if (path.sm90) return fwd::launch_sm90<T, D>(p, tiles, H, B, s);
+  if (path.sm90 && path.overlap) return fwd::launch_sm90<T, D, true>(p, tiles, H, B, s);
+  if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, H, B, s);
   fwd::launch_mma<T, D>(p, tiles, H, B, s);
 }
 

@@ -45,6 +45,11 @@ __device__ __forceinline__ void fence_regs(float* x) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
 }
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t* x) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(x[i])::"memory");
+}
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);

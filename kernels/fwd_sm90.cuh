@@ -10,11 +10,9 @@
 // K-major for Q and K, MN-major for V) and P from registers.
 //
 // What was measured and dropped (docs/measurements/kernels.md): cp.async loads by all threads with a CTA
-// barrier per tile (345 TFLOP/s at D=128); overlapping each warpgroup's softmax with its own previous P V
-// (FA3's intra-warpgroup pipelining) - it holds S, P and O at once, which does not fit the 168 registers a
-// thread that 3 warps per scheduler leave at D=128 (ptxas kept the consumers at the entry budget even
-// after setmaxnreg), and at D=64 it ran slower than a third warpgroup. The producer is a warp, not a
-// warpgroup: without register reallocation a producer warpgroup only costs registers.
+// barrier per tile (345 TFLOP/s at D=128); a producer warp instead of a warpgroup (ptxas then kept every
+// thread at the entry budget). setmaxnreg took effect once the kernel had a producer warpgroup, a
+// shuffle-uniform branch around it and no wgmma behind a branch inside the loop.
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -25,11 +23,16 @@
 
 namespace tasp::kernels::fwd {
 
-// D=128: 2 consumer warpgroups (3 would leave 128 registers a thread); D=64: 3 (measured faster than 2).
+// D=128: 2 consumer warpgroups, D=64: 3, plus a producer warpgroup. Registers per lane of a warp scheduler
+// (512 for the 4 warps each holds, one of each warpgroup) go to the consumers: the producer keeps 24 (32 with
+// three consumers), each consumer 240 at D=128 and 160 at D=64, through setmaxnreg. With a producer warp instead
+// of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at D=64 (where the
+// wgmma were serialised for want of registers).
 template <int D>
 struct Sm90Shape {
   static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;
-  static constexpr int kConsumers = 128 * WG, kThreads = 128 * WG + 32, kBlockM = 64 * WG, kBlockN = 128;
+  static constexpr int kConsumers = 128 * WG, kThreads = 128 * (WG + 1), kBlockM = 64 * WG, kBlockN = 128;
+  static constexpr int kProducerRegs = WG == 2 ? 24 : 32, kConsumerRegs = (512 - kProducerRegs) / WG / 8 * 8;
   static constexpr int kTileBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2;
   static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
   static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers;
@@ -49,12 +52,10 @@ __device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_a
   sm90::wgmma_commit();
 }
 
-// O = alpha * O + P V (alpha only when some row maximum grew). V MN-major: 64-column blocks BN * 128 bytes
-// apart (LBO), 8-key groups 1 KiB apart (SBO), 16 keys per step. Issued and committed, not waited.
+// O += P V. V MN-major: 64-column blocks BN * 128 bytes apart (LBO), 8-key groups 1 KiB apart (SBO), 16
+// keys per step. Issued and committed, not waited.
 template <typename T, int D, int BN>
-__device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16][4], uint32_t v_addr, bool grew,
-                                         const float (&alpha)[2]) {
-  if (grew) rescale<D>(o, alpha);
+__device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
   sm90::wgmma_fence();
 #pragma unroll
   for (int kt = 0; kt < BN / 16; ++kt) {
@@ -64,7 +65,9 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
   sm90::wgmma_commit();
 }
 
-template <typename T, int D>
+// OVERLAP: each warpgroup issues tile t's S = Q K^T and tile t-1's O += P V together and runs tile t's
+// softmax while that P V is on the tensor cores (FA3's intra-warpgroup pipelining; S, P and O live at once).
+template <typename T, int D, bool OVERLAP>
 __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
   using S = Sm90Shape<D>;
   constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES;
@@ -99,7 +102,10 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   }
   __syncthreads();
 
-  if (threadIdx.x >= S::kConsumers) {  // the producer warp; one lane issues every copy
+  // The warpgroup index through a shuffle: ptxas honours setmaxnreg only behind branches it can prove uniform.
+  const int wg = __shfl_sync(0xffffffff, int(threadIdx.x / 128), 0);
+  if (wg == WG) {  // the producer warpgroup; one lane issues every copy
+    sm90::regs_dealloc<S::kProducerRegs>();
     if (threadIdx.x != S::kConsumers) return;
     const unsigned char* maps = p.tmaps;
     sm90::fence_tensormap(maps);
@@ -128,8 +134,9 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
     }
     return;
   }
+  sm90::regs_alloc<S::kConsumerRegs>();
 
-  const int cw = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int cw = wg, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t4 = lane % 4;
   const int row0 = cw * 64 + warp * 16 + lane / 4;  // the thread's first row in the tile
   float o[D / 2], s[kBlockN / 2];
@@ -143,41 +150,97 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
   sm90::mbar_wait(q_full, 0);
 
-  KvWalk walk(p, it);
-  bool have = walk.settle<kBlockN>(p, span);
-  for (int t = 0; have; ++t) {
-    const KvWalk cur = walk;
-    walk.j0 += kBlockN;
-    have = walk.settle<kBlockN>(p, span);
-    const int st = t % STAGES;
-    const uint32_t ph = (t / STAGES) & 1;
-    sm90::mbar_wait(k_full(st), ph);
-    sm90::bar_sync(1 + cw, kTurnThreads);
-    issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
-    sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-    sm90::wgmma_wait<0>();
-    fence_regs<kBlockN / 2>(s);
-    sm90::mbar_arrive(k_empty(st));
-
+  // Scores of tile `cur` (in s) to P (in pa); returns whether O must be rescaled by alpha.
+  auto softmax = [&](const KvWalk& cur) {
     if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
-    const bool grew = online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+    return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+  };
+  auto to_p = [&] {
 #pragma unroll
     for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
-    sm90::mbar_wait(v_full(st), ph);
-    issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * D), grew, alpha);
-    sm90::wgmma_wait<0>();
-    fence_regs<D / 2>(o);
-    sm90::mbar_arrive(v_empty(st));
+  };
+  KvWalk walk(p, it);
+  bool have = walk.settle<kBlockN>(p, span);
+  if constexpr (OVERLAP) {
+    // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
+    if (have) {
+      {  // tile 0
+        const KvWalk cur = walk;
+        walk.j0 += kBlockN;
+        have = walk.settle<kBlockN>(p, span);
+        sm90::mbar_wait(k_full(0), 0);
+        sm90::bar_sync(1 + cw, kTurnThreads);
+        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK));
+        sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+        sm90::wgmma_wait<0>();
+        fence_regs<kBlockN / 2>(s);
+        sm90::mbar_arrive(k_empty(0));
+        softmax(cur);  // O is still zero: no rescale
+        to_p();
+      }
+      int t = 1;
+      for (; have; ++t) {
+        const KvWalk cur = walk;
+        walk.j0 += kBlockN;
+        have = walk.settle<kBlockN>(p, span);
+        const int st = t % STAGES, pst = (t - 1) % STAGES;
+        const uint32_t ph = (t / STAGES) & 1;
+        sm90::mbar_wait(k_full(st), ph);
+        sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+        sm90::bar_sync(1 + cw, kTurnThreads);
+        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
+        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * D));
+        sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+        sm90::wgmma_wait<1>();
+        fence_regs<kBlockN / 2>(s);
+        sm90::mbar_arrive(k_empty(st));
+        const bool grew = softmax(cur);
+        sm90::wgmma_wait<0>();
+        fence_regs<D / 2>(o);
+        fence_regs<kBlockN / 4>(&pa[0][0]);
+        sm90::mbar_arrive(v_empty(pst));
+        if (grew) rescale<D>(o, alpha);
+        to_p();
+      }
+      const int pst = (t - 1) % STAGES;
+      sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * D));
+      sm90::wgmma_wait<0>();
+      fence_regs<D / 2>(o);
+      sm90::mbar_arrive(v_empty(pst));
+    }
+  } else {
+    for (int t = 0; have; ++t) {
+      const KvWalk cur = walk;
+      walk.j0 += kBlockN;
+      have = walk.settle<kBlockN>(p, span);
+      const int st = t % STAGES;
+      const uint32_t ph = (t / STAGES) & 1;
+      sm90::mbar_wait(k_full(st), ph);
+      sm90::bar_sync(1 + cw, kTurnThreads);
+      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
+      sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+      sm90::wgmma_wait<0>();
+      fence_regs<kBlockN / 2>(s);
+      sm90::mbar_arrive(k_empty(st));
+      if (softmax(cur)) rescale<D>(o, alpha);
+      to_p();
+      sm90::mbar_wait(v_full(st), ph);
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * D));
+      sm90::wgmma_wait<0>();
+      fence_regs<D / 2>(o);
+      sm90::mbar_arrive(v_empty(st));
+    }
   }
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
   store_rows<D>(p, it, tile, b, h, row0, rows, o, m, l, lane);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool OVERLAP>
 void launch_sm90(const Params& p, int tiles, int H, int B, cudaStream_t s) {
   using S = Sm90Shape<D>;
-  auto* kernel = attention_fwd_sm90_kernel<T, D>;
-  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D>>(S::kSmem);
+  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP>;
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP>>(S::kSmem);
   kernel<<<dim3(tiles, H, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

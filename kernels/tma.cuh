@@ -66,6 +66,13 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads: sync waits, arrive does not.
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+// Register reallocation between warpgroups (every thread of the warpgroup executes it, the branch around it
+// must be provably warp-uniform, and the kernel needs __launch_bounds__ with a minimum of 1 CTA per SM, or
+// ptxas drops it): a producer gives registers back, consumers take them.
+template <int N>
+__device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 #else
 // Host pass and other architectures: the warp-specialised kernel is only launched on sm_90a.
@@ -78,6 +85,10 @@ __device__ __forceinline__ void fence_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bar_sync(int, int) {}
 __device__ __forceinline__ void bar_arrive(int, int) {}
+template <int N>
+__device__ __forceinline__ void regs_dealloc() {}
+template <int N>
+__device__ __forceinline__ void regs_alloc() {}
 __device__ __forceinline__ void bulk_reduce_add_f32(float*, uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bulk_commit() {}
 __device__ __forceinline__ void bulk_wait_read() {}

@@ -5,7 +5,7 @@
 Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count 4*B*H*S*S*D forward and
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
 GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
-Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--json out.json]
+Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--pass fwd] [--json out.json]
 """
 import argparse
 import json
@@ -49,7 +49,7 @@ def median_ms(fn, iters, warmup):
     return times[len(times) // 2]
 
 
-def bench(s, backend, iters, warmup):
+def bench(s, backend, iters, warmup, passes="fwd+bwd"):
     B, S, H, Hkv, D = s["B"], s["S"], s["H"], s["Hkv"], s["D"]
     gen = torch.Generator(device="cuda").manual_seed(1)
     mk = lambda h: torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
@@ -61,7 +61,7 @@ def bench(s, backend, iters, warmup):
         out = fwd()
         fwd_ms = median_ms(fwd, iters, warmup)
         bwd = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        bwd_ms = median_ms(bwd, iters, warmup)
+        bwd_ms = median_ms(bwd, iters, warmup) if "bwd" in passes else float("nan")
     flops = 4.0 * B * H * S * S * D * (0.5 if s["causal"] else 1.0)
     return fwd_ms, bwd_ms, flops / fwd_ms / 1e9, 2.5 * flops / bwd_ms / 1e9
 
@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--pass", dest="passes", default="fwd+bwd", choices=["fwd", "fwd+bwd"],
+                    help="fwd: time the forward only (bwd columns NaN)")
     a = ap.parse_args()
     rows = []
     print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
@@ -81,7 +83,7 @@ def main():
         s = parse(text)
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
-                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup)
+                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes)
             except Exception as e:  # a backend that refuses the shape
                 print(f"  {text:34} {name:8} unsupported: {str(e).splitlines()[0][:80]}")
                 rows.append({"shape": text, "backend": name, "error": str(e).splitlines()[0]})

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 13's side-by-side run on one Hopper GPU (the device tool): build, the kernel tests with and without
+# the forward's intra-warpgroup overlap, memcheck of the small cases, then `tasp bench kernel` (forward) beside
+# PyTorch SDPA (cuDNN, FA2) on the same shapes in the same run, with the ratios (compare_kernels.py).
+# Usage: tools/gpu/fwd-kernels.sh [quick] [extra --shape args...]
+#   quick: tests of the default path only, no memcheck, no overlap-off bench.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+quick=0
+[ "${1:-}" = quick ] && quick=1 && shift
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
+tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
+grep -A2 "Compiling entry.*fwd_sm90" "$OUT/build.log" | grep -E "spill" | sort | uniq -c
+grep -c "C75[0-9][0-9]" "$OUT/build.log" | sed 's/^/ptxas performance warnings: /'
+T=build-gpu/tools/tasp
+tests() {  # $1: TASP_FWD_OVERLAP
+  TASP_FWD_OVERLAP=$1 timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests-overlap$1.log" 2>&1
+  echo "tests (overlap=$1): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-overlap$1.log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED  \]|what\(\)|relative" "$OUT/tests-overlap$1.log" | head -20
+}
+tests 1
+if [ $quick = 0 ]; then
+  tests 0
+  timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
+    --gtest_filter='AttentionGpu.*:-*Long*' > "$OUT/memcheck.log" 2>&1
+  grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | head -3
+fi
+shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
+        --shape B=2,S=16384,H=16,D=64 --shape B=2,S=16384,H=16,D=64,causal
+        --shape B=1,S=65536,H=8,D=128,causal --shape B=8,S=2048,H=32,D=128,causal
+        --shape B=4,S=4096,H=32,D=128,causal --shape B=1,S=12000,H=32,D=128,causal
+        --shape B=1,S=16384,H=32,Hkv=8,D=128,causal --shape B=1,S=16384,H=64,Hkv=8,D=128,causal "$@")
+TASP_FWD_OVERLAP=1 timeout 300 $T bench kernel --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
+[ $quick = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
+  tee "$OUT/bench-tasp-no-overlap.txt"
+timeout 300 python3 tools/gpu/sdpa_bench.py --pass fwd --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
+python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
+[ -f "$OUT/tasp-no-overlap.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-no-overlap.json" "$OUT/sdpa.json" --md "$OUT/compare-no-overlap.md"
+exit 0
