@@ -120,7 +120,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw std::invalid_argument("cuda backend: no CUDA device visible");
-  if (!kernels::head_dim_supported(w.D)) throw std::invalid_argument("cuda backend: D must be 64 or 128");
+  if (const std::string e = kernels::unsupported_head_dim(w.D, passes.fwd, passes.bwd); !e.empty())
+    throw std::invalid_argument("cuda backend: " + e);
   if (w.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
   if (passes.bwd && !plan.has_backward) throw std::invalid_argument("the plan has no backward part");
   if (passes.bwd && plan.accumulator_bytes != 4)

@@ -12,6 +12,7 @@
 // [B, q_rows, H, D]; lse fp32 [B, H, q_rows], natural log. GQA/MQA: query head h reads KV head
 // h / (H / Hkv).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tasp::kernels {
@@ -59,7 +60,11 @@ struct Workspace {
   ~Workspace();
 };
 
-bool head_dim_supported(int D);  // 64, 128
+// Head dims with kernels: forward 64, 80, 96, 128, 256; backward 64, 128. head_dims_text lists them.
+bool head_dim_supported(int D, bool backward);
+std::string head_dims_text(bool backward);
+// Empty when both asked passes have kernels for D, else what is missing ("D=80 has no backward kernel (64, 128)").
+std::string unsupported_head_dim(int D, bool fwd, bool bwd);
 // Throws std::invalid_argument naming items[i] when its document or window makes no sense.
 void check_mask(const WorkItem& it, size_t i);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches

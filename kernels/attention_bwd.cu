@@ -28,7 +28,7 @@ bool backward_supported() {
 
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention backward: " + m); };
-  if (!head_dim_supported(b.D)) bad("head dim D=" + std::to_string(b.D) + " not supported (64, 128)");
+  if (!head_dim_supported(b.D, true)) bad("head dim D=" + std::to_string(b.D) + " not supported by the backward (" + head_dims_text(true) + ")");
   if (b.B < 1 || b.H < 1 || b.Hkv < 1 || b.H % b.Hkv) bad("need B, H, Hkv >= 1 and H a multiple of Hkv");
   if (b.B > 65535 || b.Hkv > 65535) bad("B and Hkv must be <= 65535");
   if (!b.q || !b.dout || !b.lse || !b.dsum || !b.dq_accum) bad("q, dout, lse, dsum and dq_accum must be set");

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/band.hpp"
@@ -35,39 +36,60 @@ int env_int(const char* name, int dflt) {
   return *end ? dflt : int(v);
 }
 
+// Calls f(std::integral_constant<int, D>{}) for a head dim the forward has kernels for.
+template <typename F>
+void with_head_dim(int D, F&& f) {
+  switch (D) {
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 80: return f(std::integral_constant<int, 80>{});
+    case 96: return f(std::integral_constant<int, 96>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+    default: throw std::invalid_argument("attention: head dim D=" + std::to_string(D) + " not supported (64, 80, 96, 128, 256)");
+  }
+}
+
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
-// (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh). TASP_FWD_OVERLAP=0/1
-// turns the Hopper kernel's intra-warpgroup overlap off or on (default: on).
+// (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
+// TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on).
 struct Path {
   bool sm90;
   bool overlap;
-  int block_m(int D) const { return sm90 ? (D == 64 ? fwd::Sm90Shape<64>::kBlockM : fwd::Sm90Shape<128>::kBlockM) : fwd::MmaTiles::kBlockM; }
+  int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
-Path choose_path() {
+Path choose_path(int D) {
   const char* e = std::getenv("TASP_ATTN_PATH");
-  return {!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0), env_int("TASP_FWD_OVERLAP", 1) != 0};
+  Path path{!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0), env_int("TASP_FWD_OVERLAP", 1) != 0};
+  if (!path.sm90 && D != 64 && D != 128)
+    throw std::invalid_argument("attention: the mma.sync reference path (TASP_ATTN_PATH=mma) has head dims 64 and 128 only, not " +
+                                std::to_string(D));
+  with_head_dim(D, [&](auto d) {
+    path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
+    path.block_n = fwd::Sm90Shape<d()>::kBlockN;
+  });
+  return path;
 }
 
 template <typename T, int D>
-void launch_path(const Path& path, const Params& p, int tiles, int H, int B, cudaStream_t s) {
-  if (path.sm90 && path.overlap) return fwd::launch_sm90<T, D, true>(p, tiles, H, B, s);
-  if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, H, B, s);
-  fwd::launch_mma<T, D>(p, tiles, H, B, s);
+void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
+  if (path.sm90 && path.overlap) return fwd::launch_sm90<T, D, true>(p, tiles, B, s);
+  if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, s);
+  if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 
 // Tensor maps of the Hopper path: [0] Q in boxes of the CTA's rows, then K and V of every piece
-// in boxes of 128 keys (empty pieces get a zero map: the walk never visits them).
-std::vector<unsigned char> tensor_maps(const AttentionBatch& b, int block_m) {
+// in boxes of the key tile (empty pieces get a zero map: the walk never visits them).
+std::vector<unsigned char> tensor_maps(const AttentionBatch& b, const Path& path) {
   const bool bf16 = b.dtype == DType::BF16;
   std::vector<unsigned char> maps((1 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
-  encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, (long long)b.q_rows * b.H * b.D, block_m);
+  encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, (long long)b.q_rows * b.H * b.D, path.block_m);
   for (size_t i = 0; i < b.pieces.size(); ++i) {
     const KvPiece& kp = b.pieces[i];
     if (kp.len == 0) continue;
     const long long bs = kp.batch_stride ? kp.batch_stride : (long long)kp.len * b.Hkv * b.D;
-    encode_bshd_map(maps.data() + (1 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, 128);
-    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, 128);
+    encode_bshd_map(maps.data() + (1 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
+    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
   }
   return maps;
 }
@@ -78,7 +100,18 @@ Workspace::~Workspace() {
   if (device) cudaFree(device);
 }
 
-bool head_dim_supported(int D) { return D == 64 || D == 128; }
+bool head_dim_supported(int D, bool backward) {
+  return D == 64 || D == 128 || (!backward && (D == 80 || D == 96 || D == 256));
+}
+
+std::string head_dims_text(bool backward) { return backward ? "64, 128" : "64, 80, 96, 128, 256"; }
+
+std::string unsupported_head_dim(int D, bool fwd, bool bwd) {
+  for (bool backward : {false, true})
+    if ((backward ? bwd : fwd) && !head_dim_supported(D, backward))
+      return "D=" + std::to_string(D) + " has no " + (backward ? "backward" : "forward") + " kernel (" + head_dims_text(backward) + ")";
+  return {};
+}
 
 void check_mask(const WorkItem& it, size_t i) {
   if (it.k_end <= it.k_begin || it.window_left < -1 || it.window_right < -1)
@@ -88,12 +121,12 @@ void check_mask(const WorkItem& it, size_t i) {
 
 void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention: " + m); };
-  if (!head_dim_supported(b.D)) bad("head dim D=" + std::to_string(b.D) + " not supported (64, 128)");
+  if (!head_dim_supported(b.D, false)) bad("head dim D=" + std::to_string(b.D) + " not supported (" + head_dims_text(false) + ")");
   if (b.B < 1 || b.H < 1 || b.Hkv < 1 || b.H % b.Hkv) bad("need B, H, Hkv >= 1 and H a multiple of Hkv");
   if (b.B > 65535 || b.H > 65535) bad("B and H must be <= 65535");
   if (!b.q || !b.out || !b.lse) bad("q, out and lse must be set");
   if (misaligned(b.q) || misaligned(b.out)) bad("q and out must be 16-byte aligned");
-  const Path path = choose_path();
+  const Path path = choose_path(b.D);
   std::vector<Tile> tiles;
   std::vector<long long> work;  // keys a tile may see, to start the longest tiles first
   for (size_t i = 0; i < b.items.size(); ++i) {
@@ -111,7 +144,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
     }
     // A tile's work: the keys of its pieces inside the span its rows see.
     const Band band(it);
-    const int bm = path.block_m(b.D);
+    const int bm = path.block_m;
     for (int r = 0; r < it.q_len; r += bm) {
       const long long q0 = it.q_pos0 + r, q1 = it.q_pos0 + std::min(it.q_len, r + bm) - 1, klo = band.lo(q0), khi = band.hi(q1);
       long long keys = 0;
@@ -129,11 +162,11 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work[x] > work[y]; });
   std::vector<Tile> sorted(tiles.size());
   for (size_t i = 0; i < order.size(); ++i) sorted[i] = tiles[order[i]];
-  if (sorted.size() > 0x7fffffff) bad("too many tiles");
+  if (sorted.size() * (b.H / b.Hkv) > 0x7fffffff) bad("too many tiles");
 
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_tiles = append(ws.host, sorted);
-  const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path.block_m(b.D)), 64) : 0;
+  const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path), 64) : 0;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   Params p;
@@ -145,13 +178,10 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());
-  if (b.dtype == DType::BF16) {
-    if (b.D == 64) launch_path<__nv_bfloat16, 64>(path, p, n, b.H, b.B, s);
-    else launch_path<__nv_bfloat16, 128>(path, p, n, b.H, b.B, s);
-  } else {
-    if (b.D == 64) launch_path<__half, 64>(path, p, n, b.H, b.B, s);
-    else launch_path<__half, 128>(path, p, n, b.H, b.B, s);
-  }
+  with_head_dim(b.D, [&](auto d) {
+    if (b.dtype == DType::BF16) launch_path<__nv_bfloat16, d()>(path, p, n, b.B, s);
+    else launch_path<__half, d()>(path, p, n, b.B, s);
+  });
 }
 
 }  // namespace tasp::kernels

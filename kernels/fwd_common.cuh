@@ -35,6 +35,18 @@ struct Params {
   const unsigned char* tmaps;
 };
 
+// A CTA's tile and heads. The query heads that share a K/V head are adjacent in launch order
+// (blockIdx.x = tile * group + i, blockIdx.y = K/V head), so the CTAs that read one K/V tile run together and
+// all but the first read it from L2.
+struct CtaTask {
+  int tile, h, hk;
+};
+__device__ __forceinline__ CtaTask cta_task(const Params& p) {
+  const int g = p.H / p.Hkv;
+  return {int(blockIdx.x / g), int(blockIdx.y * g + blockIdx.x % g), int(blockIdx.y)};
+}
+inline dim3 cta_grid(const Params& p, int tiles, int B) { return dim3(tiles * (p.H / p.Hkv), p.Hkv, B); }
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

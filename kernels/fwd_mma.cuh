@@ -94,10 +94,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
   T* sK = sQ + kBlockM * D;        // [2][kBlockN][D]
   T* sV = sK + 2 * kBlockN * D;    // [2][kBlockN][D]
 
-  const Tile tile = p.tiles[blockIdx.x];
+  const CtaTask task = cta_task(p);
+  const Tile tile = p.tiles[task.tile];
   const WorkItem it = p.items[tile.item];
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (p.H / p.Hkv);
+  const int h = task.h, hk = task.hk, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;
   const int rows = min(kBlockM, it.q_len - tile.row0);
@@ -215,11 +215,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
 }
 
 template <typename T, int D>
-void launch_mma(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+void launch_mma(const Params& p, int tiles, int B, cudaStream_t s) {
   using S = MmaTiles;
   constexpr int smem = (S::kBlockM + 4 * S::kBlockN) * D * sizeof(T);
   allow_dynamic_smem<attention_fwd_mma_kernel<T, D, S>>(smem);
-  attention_fwd_mma_kernel<T, D, S><<<dim3(tiles, H, B), S::kThreads, smem, s>>>(p);
+  attention_fwd_mma_kernel<T, D, S><<<cta_grid(p, tiles, B), S::kThreads, smem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 

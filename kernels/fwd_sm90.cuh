@@ -23,17 +23,22 @@
 
 namespace tasp::kernels::fwd {
 
-// D=128: 2 consumer warpgroups, D=64: 3, plus a producer warpgroup. Registers per lane of a warp scheduler
-// (512 for the 4 warps each holds, one of each warpgroup) go to the consumers: the producer keeps 24 (32 with
-// three consumers), each consumer 240 at D=128 and 160 at D=64, through setmaxnreg. With a producer warp instead
-// of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at D=64 (where the
-// wgmma were serialised for want of registers).
+// D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. Registers per lane of a warp
+// scheduler (512 for the 4 warps each holds, one of each warpgroup) go to the consumers: the producer keeps 24
+// (32 with three consumers), each consumer 240 with two and 160 with three, through setmaxnreg. With a
+// producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
+// D=64 (where the wgmma were serialised for want of registers).
+// Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
+// (the 128-byte swizzle's column blocks; TMA zero-fills the rest and no product reads it). D=256 walks
+// 64-key tiles: O alone takes 128 registers a thread.
 template <int D>
 struct Sm90Shape {
+  static constexpr int DP = (D + 63) / 64 * 64;
   static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;
-  static constexpr int kConsumers = 128 * WG, kThreads = 128 * (WG + 1), kBlockM = 64 * WG, kBlockN = 128;
+  static constexpr int kConsumers = 128 * WG, kThreads = 128 * (WG + 1), kBlockM = 64 * WG;
+  static constexpr int kBlockN = D > 128 ? 64 : 128;
   static constexpr int kProducerRegs = WG == 2 ? 24 : 32, kConsumerRegs = (512 - kProducerRegs) / WG / 8 * 8;
-  static constexpr int kTileBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2;
+  static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
   static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
   static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers;
 };
@@ -47,7 +52,7 @@ __device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_a
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint64_t da = sm90::sw128_desc(q_addr + (ks / 4) * (ROWS_Q * 128) + (ks % 4) * 32, 16, 1024);
     const uint64_t db = sm90::sw128_desc(k_addr + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
-    sm90::wgmma_ss<T, 128, 0, 0>(*reinterpret_cast<float(*)[64]>(s), da, db, ks > 0 ? 1 : 0);
+    sm90::wgmma_ss<T, BN, 0, 0>(*reinterpret_cast<float(*)[BN / 2]>(s), da, db, ks > 0 ? 1 : 0);
   }
   sm90::wgmma_commit();
 }
@@ -70,22 +75,22 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
 template <typename T, int D, bool OVERLAP>
 __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
   using S = Sm90Shape<D>;
-  constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES;
+  constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES, DP = S::DP;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
-  T* sK = sQ + kBlockM * D;            // [STAGES][kBlockN][D]
-  T* sV = sK + STAGES * kBlockN * D;   // [STAGES][kBlockN][D]
-  const uint32_t bars = smem_addr(sV + STAGES * kBlockN * D);
+  T* sK = sQ + kBlockM * DP;            // [STAGES][DP / 64][kBlockN][64]
+  T* sV = sK + STAGES * kBlockN * DP;   // [STAGES][DP / 64][kBlockN][64]
+  const uint32_t bars = smem_addr(sV + STAGES * kBlockN * DP);
   const uint32_t q_full = bars;
   auto k_full = [&](int st) { return bars + 8 * (1 + st); };
   auto v_full = [&](int st) { return bars + 8 * (1 + STAGES + st); };
   auto k_empty = [&](int st) { return bars + 8 * (1 + 2 * STAGES + st); };
   auto v_empty = [&](int st) { return bars + 8 * (1 + 3 * STAGES + st); };
 
-  const Tile tile = p.tiles[blockIdx.x];
+  const CtaTask task = cta_task(p);
+  const Tile tile = p.tiles[task.tile];
   const WorkItem it = p.items[tile.item];
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (p.H / p.Hkv);
+  const int h = task.h, hk = task.hk, b = blockIdx.z;
   const int rows = min(kBlockM, it.q_len - tile.row0);
   const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
   const TileSpan span(Band(it), qpos_lo, qpos_hi);
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
     sm90::fence_tensormap(maps);
     sm90::mbar_arrive_tx(q_full, S::kQBytes);
 #pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb)
+    for (int cb = 0; cb < DP / 64; ++cb)
       sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, h, it.q_row0 + tile.row0, b);
     KvWalk walk(p, it);
     int fenced = -1;
@@ -124,13 +129,13 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
       sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        sm90::tma_load_4d(smem_addr(sK + st * kBlockN * D + cb * kBlockN * 64), km, k_full(st), cb * 64, hk, walk.j0, b);
+      for (int cb = 0; cb < DP / 64; ++cb)
+        sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, hk, walk.j0, b);
       sm90::mbar_wait(v_empty(st), ph ^ 1);
       sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        sm90::tma_load_4d(smem_addr(sV + st * kBlockN * D + cb * kBlockN * 64), vm, v_full(st), cb * 64, hk, walk.j0, b);
+      for (int cb = 0; cb < DP / 64; ++cb)
+        sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, hk, walk.j0, b);
     }
     return;
   }
@@ -188,8 +193,8 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
         sm90::mbar_wait(k_full(st), ph);
         sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
         sm90::bar_sync(1 + cw, kTurnThreads);
-        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
-        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * D));
+        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
         sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
         sm90::wgmma_wait<1>();
         fence_regs<kBlockN / 2>(s);
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       }
       const int pst = (t - 1) % STAGES;
       sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
-      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * D));
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
       sm90::wgmma_wait<0>();
       fence_regs<D / 2>(o);
       sm90::mbar_arrive(v_empty(pst));
@@ -218,7 +223,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       const uint32_t ph = (t / STAGES) & 1;
       sm90::mbar_wait(k_full(st), ph);
       sm90::bar_sync(1 + cw, kTurnThreads);
-      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * D));
+      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
       sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
       sm90::wgmma_wait<0>();
       fence_regs<kBlockN / 2>(s);
@@ -226,7 +231,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       if (softmax(cur)) rescale<D>(o, alpha);
       to_p();
       sm90::mbar_wait(v_full(st), ph);
-      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * D));
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
       sm90::wgmma_wait<0>();
       fence_regs<D / 2>(o);
       sm90::mbar_arrive(v_empty(st));
@@ -237,11 +242,11 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
 }
 
 template <typename T, int D, bool OVERLAP>
-void launch_sm90(const Params& p, int tiles, int H, int B, cudaStream_t s) {
+void launch_sm90(const Params& p, int tiles, int B, cudaStream_t s) {
   using S = Sm90Shape<D>;
   auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP>;
   allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP>>(S::kSmem);
-  kernel<<<dim3(tiles, H, B), S::kThreads, S::kSmem, s>>>(p);
+  kernel<<<cta_grid(p, tiles, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 

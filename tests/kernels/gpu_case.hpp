@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <thread>
@@ -16,6 +18,14 @@
 namespace tasp::kernels::testing {
 
 #define CK(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+// Head dims the forward tests cover: all the forward has, or 64 and 128 where the mma.sync reference path
+// (TASP_ATTN_PATH=mma, which has no others) is under test.
+inline std::vector<int> fwd_head_dims() {
+  const char* e = std::getenv("TASP_ATTN_PATH");
+  if (e && std::string(e) == "mma") return {64, 128};
+  return {64, 80, 96, 128, 256};
+}
 
 struct PieceSpec {
   int len;

@@ -154,7 +154,7 @@ struct DeviceCase {
 TEST(AttentionGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
   NEED_GPU();
   for (DType t : {DType::BF16, DType::FP16})
-    for (int D : {64, 128}) {
+    for (int D : fwd_head_dims()) {
       Case c;
       c.dtype = t, c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 300;
       c.pieces = {{100, 0}, {37, 100}, {200, 137}};
@@ -169,14 +169,14 @@ TEST(AttentionGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
 TEST(AttentionGpu, EveryDeviceFromItsOwnThread) {
   NEED_GPU();
   const int n = on_every_device([](int d) {
-    for (int D : {64, 128}) DeviceCase(small_causal_case(D), 11 + d + D).run_and_check();
+    for (int D : fwd_head_dims()) DeviceCase(small_causal_case(D), 11 + d + D).run_and_check();
   });
   if (n < 2) GTEST_SKIP() << "one device: nothing per device to check";
 }
 
 TEST(AttentionGpu, CausalWithGlobalPositions) {
   NEED_GPU();
-  for (int D : {64, 128}) {
+  for (int D : fwd_head_dims()) {
     Case c;
     c.B = 1, c.H = 3, c.Hkv = 1, c.D = D, c.q_rows = 192;
     // Zigzag-like: rows 0..63 at positions 0..63, rows 64..191 at 1000..1127; pieces before, across and
@@ -191,7 +191,7 @@ TEST(AttentionGpu, CausalWithGlobalPositions) {
 // K/V buffers (and its mbarrier phases) wraps several times, and tensor maps change between pieces.
 TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   NEED_GPU();
-  for (int D : {64, 128}) {
+  for (int D : fwd_head_dims()) {
     Case c;
     c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 520;
     c.pieces = {{300, 0}, {257, 300}, {400, 557}};
@@ -205,7 +205,7 @@ TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
 // them: the gaps hold NaN, so a read outside a piece's range shows up in the result.
 TEST(AttentionGpu, PiecesAsViewsWithBatchStride) {
   NEED_GPU();
-  for (int D : {64, 128}) {
+  for (int D : fwd_head_dims()) {
     Case c;
     c.B = 2, c.H = 4, c.Hkv = 2, c.D = D, c.q_rows = 230;
     c.pieces = {{100, 0}, {157, 100}};
@@ -317,7 +317,7 @@ TEST(AttentionGpu, AccumulateAndMergeEqualOneLaunch) {
 // Documents and windows (masked_cases): exact against the reference, both kernel paths.
 TEST(AttentionGpu, DocumentsAndWindows) {
   NEED_GPU();
-  for (int D : {64, 128}) {
+  for (int D : fwd_head_dims()) {
     int i = 0;
     for (const Case& c : masked_cases(D)) {
       SCOPED_TRACE("D=" + std::to_string(D) + " case " + std::to_string(i++));
@@ -329,7 +329,9 @@ TEST(AttentionGpu, DocumentsAndWindows) {
 TEST(AttentionGpu, RejectsBadBatches) {
   AttentionBatch b;
   Workspace ws;
-  b.D = 96;
+  b.D = 72;
+  EXPECT_THROW(attention_forward(b, ws, nullptr), std::invalid_argument);
+  b.D = 32;
   EXPECT_THROW(attention_forward(b, ws, nullptr), std::invalid_argument);
   b.D = 128, b.H = 3, b.Hkv = 2;
   EXPECT_THROW(attention_forward(b, ws, nullptr), std::invalid_argument);

@@ -32,7 +32,9 @@ shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
         --shape B=2,S=16384,H=16,D=64 --shape B=2,S=16384,H=16,D=64,causal
         --shape B=1,S=65536,H=8,D=128,causal --shape B=8,S=2048,H=32,D=128,causal
         --shape B=4,S=4096,H=32,D=128,causal --shape B=1,S=12000,H=32,D=128,causal
-        --shape B=1,S=16384,H=32,Hkv=8,D=128,causal --shape B=1,S=16384,H=64,Hkv=8,D=128,causal "$@")
+        --shape B=1,S=16384,H=32,Hkv=8,D=128,causal --shape B=1,S=16384,H=64,Hkv=8,D=128,causal
+        --shape B=1,S=16384,H=16,D=256 --shape B=1,S=16384,H=16,D=256,causal
+        --shape B=1,S=16384,H=32,D=80,causal --shape B=1,S=16384,H=32,D=96,causal "$@")
 TASP_FWD_OVERLAP=1 timeout 300 $T bench kernel --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
 [ $quick = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-no-overlap.txt"

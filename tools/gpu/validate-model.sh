@@ -35,20 +35,8 @@ if [ "$SHIPPED" = 1 ]; then
   stamp "1-3 skipped: the shipped profile"
 else
 stamp "1. kernel rates, cold and hot"
-shapes=()
-for S in 2k 4k 8k 16k 32k; do
-  for m in "" ,causal; do shapes+=(--shape B=1,S=$S,H=32,D=128$m --shape B=2,S=$S,H=16,D=64$m); done
-done
-timeout 200 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-cold.csv" "${shapes[@]}" > "$R/kernel.txt" 2>&1
-hot=()
-for S in 8k 16k; do
-  for m in "" ,causal; do hot+=(--shape B=1,S=$S,H=32,D=128$m --shape B=2,S=$S,H=16,D=64$m); done
-done
-timeout 100 $T bench kernel --pass fwd --iters 10 --warmup 2 --heat-ms 1500 --csv "$R/kernel-hot-fwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 100 $T bench kernel --pass bwd --iters 10 --warmup 2 --heat-ms 600 --csv "$R/kernel-hot-bwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 150 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 1500 --mix --csv "$R/kernel-hot-mix.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
+tools/gpu/kernel-profile.sh "$R"
 nvidia-smi --query-gpu=index,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader >> "$R/clocks.csv"
-{ cat "$R/kernel-cold.csv"; for f in hot-fwd hot-bwd hot-mix; do tail -n +2 "$R/kernel-$f.csv"; done; } > "$R/kernel.csv"
 grep -v "^#" "$R/kernel.txt" | head -90
 
 stamp "2. fit set (timelines for the executor's terms)"

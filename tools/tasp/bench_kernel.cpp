@@ -192,6 +192,10 @@ void register_bench_kernel(CLI::App& bench) {
       throw Exit(kBadInput, "bench kernel: the backward kernel needs a Hopper GPU (compute capability 9.0)");
     const DType dt = *dtype == "bf16" ? DType::BF16 : DType::FP16;
     std::vector<Shape> list;
+    auto check_head_dim = [&](int D, const std::string& where) {
+      if (const std::string e = kernels::unsupported_head_dim(D, passes.fwd, passes.bwd); !e.empty())
+        throw planner::InputError(where + ": " + e);
+    };
     for (const auto& text : *shapes) {
       std::string rest = text;
       int pieces = 1;
@@ -201,12 +205,12 @@ void register_bench_kernel(CLI::App& bench) {
         if (pieces < 1) throw planner::InputError("--shape " + text + ": pieces must be a positive integer");
       }
       const planner::Workload w = planner::parse_workload(rest);
-      if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--shape " + text + ": D must be 64 or 128");
+      check_head_dim(w.D, "--shape " + text);
       list.push_back(shape_of(w, pieces));
     }
     for (const auto& name : *configs) {
       const planner::Workload w = planner::find_workload(name).w;
-      if (!kernels::head_dim_supported(w.D)) throw planner::InputError("--config " + name + ": D=" + std::to_string(w.D) + " is not supported by the kernels (64, 128)");
+      check_head_dim(w.D, "--config " + name);
       list.push_back(shape_of(w, 1));
     }
     if (list.empty())
