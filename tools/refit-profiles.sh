@@ -3,7 +3,9 @@
 #   comm: the shared NCCL step table (docs/measurements/h200-nccl-steps.csv, from tools/measurements-to-csv.sh);
 #   kernels: tasp's own kernels on an H200, cold, hot and mixed (docs/measurements/h200-tasp-kernel.csv, written by
 #            tools/gpu/validate-model.sh: tasp bench kernel --csv [--heat-ms --mix]);
-#   executor: the fit-set timelines of the 2x H200 runs (docs/measurements/h200x2-model/val*/fit-*.json).
+#   executor: the fit-set timelines of the 2x H200 runs (docs/measurements/h200x2-model/val*/fit-*.json);
+#   H100 profiles: compute only, from docs/measurements/h100-tasp-kernel.csv (tools/gpu/kernel-profile.sh on one
+#            H100); the rest of each profile is kept (--base).
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +20,9 @@ the timelines of 8 fit runs on 2x H200 (docs/measurements/h200x2-model)."
 $T calibrate "${fit[@]}" -t h200-hgx-4 --name h200-hgx-4 -o topologies/h200-hgx-4.profile.yaml --description \
   "H200 SXM. Not measured on 4 GPUs: the figures of the 8x H200 HGX fit (same NVLink/NVSwitch generation, same SM \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
-echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml"
+for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
+  desc=$(sed -n '/^description: >-/,/^[a-z_]*:/p' topologies/$p.profile.yaml | sed '1d;$d' | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
+  $T calibrate --fit $M/h100-tasp-kernel.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
+    --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
+done
+echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml"
