@@ -96,11 +96,11 @@ class CpuRun {
     q_.resize(n_), o_.resize(n_), lse_.resize(n_);
     ppos_.resize(size_t(n_) * P_);
     for (int r = 0; r < n_; ++r) {
-      qpos_[r] = positions(planner::shard_ranges(plan.layout, n_, w_.S, r));
+      qpos_[r] = positions(planner::shard_ranges(planner::split_of(plan, w_.S), r));
       q_[r] = gather(pr.q, qpos_[r], w_.H);
       o_[r].assign(q_[r].size(), T(0));
       lse_[r].assign(size_t(w_.B) * qpos_[r].size() * w_.H, -std::numeric_limits<T>::infinity());
-      for (int c = 0; c < P_; ++c) ppos_[key(r, c)] = positions(planner::piece_ranges(plan.layout, n_, P_, w_.S, r, c));
+      for (int c = 0; c < P_; ++c) ppos_[key(r, c)] = positions(planner::piece_ranges(planner::split_of(plan, w_.S), r, c));
     }
   }
 
@@ -240,8 +240,8 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
       const auto& kpos = ppos_[k];
       const double pairs = [&] {
         double sum = 0;
-        for (const auto& qr : planner::shard_ranges(plan_.layout, n_, w_.S, r))
-          for (const auto& kr : planner::piece_ranges(plan_.layout, n_, P_, w_.S, c.owner, c.piece))
+        for (const auto& qr : planner::shard_ranges(planner::split_of(plan_, w_.S), r))
+          for (const auto& kr : planner::piece_ranges(planner::split_of(plan_, w_.S), c.owner, c.piece))
             sum += planner::visible_pairs(mask_, qr, kr);
         return sum;
       }();

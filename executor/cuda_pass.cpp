@@ -14,11 +14,11 @@ Geometry make_geometry(const planner::Plan& p, const planner::Workload& w) {
   g.qranges.resize(g.n), g.qrows.assign(g.n, 0);
   g.pranges.resize(size_t(g.n) * g.P), g.ptokens.assign(size_t(g.n) * g.P, 0);
   for (int r = 0; r < g.n; ++r) {
-    g.qranges[r] = planner::shard_ranges(p.layout, g.n, w.S, r);
+    g.qranges[r] = planner::shard_ranges(planner::split_of(p, w.S), r);
     for (const auto& q : g.qranges[r]) g.qrows[r] += q.size();
     for (int c = 0; c < g.P; ++c) {
       const long k = g.key(r, c);
-      g.pranges[k] = planner::piece_ranges(p.layout, g.n, g.P, w.S, r, c);
+      g.pranges[k] = planner::piece_ranges(planner::split_of(p, w.S), r, c);
       for (const auto& x : g.pranges[k]) g.ptokens[k] += x.size();
       g.max_piece = std::max(g.max_piece, g.ptokens[k]);
     }

@@ -77,7 +77,7 @@ RunReport run_plan(Backend& backend, const planner::Plan& plan, const planner::W
   if (w.causal != plan.causal)
     throw planner::InputError(std::string("the workload is ") + (w.causal ? "causal" : "full") + " but the plan is " +
                               (plan.causal ? "causal" : "full"));
-  const std::string split = planner::check_split(plan.layout, plan.ranks, plan.pieces_per_rank, w.S);
+  const std::string split = planner::check_split(planner::split_of(plan, w.S));
   if (!split.empty()) throw planner::InputError("workload: " + split);
   const bool host_problem = o.check || !backend.makes_own_inputs();
   if (o.host_memory_bytes > 0) {

@@ -4,10 +4,13 @@
 
 namespace tasp::planner {
 
-const char* layout_name(Layout l) { return l == Layout::Zigzag ? "zigzag" : "contiguous"; }
+const char* layout_name(Layout l) {
+  return l == Layout::Zigzag ? "zigzag" : l == Layout::ZigzagDocs ? "zigzag-docs" : "contiguous";
+}
 bool parse_layout(const std::string& s, Layout* out) {
   if (s == "contiguous") return *out = Layout::Contiguous, true;
   if (s == "zigzag") return *out = Layout::Zigzag, true;
+  if (s == "zigzag-docs") return *out = Layout::ZigzagDocs, true;
   return false;
 }
 
@@ -15,26 +18,53 @@ bool parse_layout(const std::string& s, Layout* out) {
 // i is [i * S / parts, (i + 1) * S / parts). No padding: every token is real, so results do not change.
 static Range chunk(long S, long parts, long i) { return {i * S / parts, (i + 1) * S / parts}; }
 
-std::string check_split(Layout l, int n, int pieces, long S) {
-  const long parts = l == Layout::Zigzag ? 2L * n : n;
-  if (S <= 0) return "S must be positive";
-  if (S / parts < pieces)
-    return "S=" + std::to_string(S) + " leaves fewer than " + std::to_string(pieces) + " tokens per " +
-           (l == Layout::Zigzag ? "zigzag chunk (2 per rank)" : "shard") + " for " + std::to_string(pieces) +
-           " pieces: S must be at least " + std::to_string(parts * pieces);
+std::string check_split(const Split& s) {
+  if (s.S <= 0) return "S must be positive";
+  if (s.layout == Layout::ZigzagDocs) {
+    long sum = 0;
+    for (long d : *s.docs) sum += d;
+    if (s.docs->empty() || sum != s.S)
+      return "the zigzag-docs layout's document lengths sum to " + std::to_string(sum) + ", not S=" + std::to_string(s.S);
+    for (int r = 0; r < s.n; ++r)
+      for (int p = 0; p < s.pieces; ++p) {
+        long tokens = 0;
+        for (const Range& x : piece_ranges(s, r, p)) tokens += x.size();
+        if (tokens == 0)
+          return "the documents leave rank " + std::to_string(r) + "'s piece " + std::to_string(p) +
+                 " without a token in the zigzag-docs layout (too few or too short documents for " + std::to_string(s.n) +
+                 " ranks x " + std::to_string(s.pieces) + " pieces)";
+      }
+    return {};
+  }
+  const long parts = s.layout == Layout::Zigzag ? 2L * s.n : s.n;
+  if (s.S / parts < s.pieces)
+    return "S=" + std::to_string(s.S) + " leaves fewer than " + std::to_string(s.pieces) + " tokens per " +
+           (s.layout == Layout::Zigzag ? "zigzag chunk (2 per rank)" : "shard") + " for " + std::to_string(s.pieces) +
+           " pieces: S must be at least " + std::to_string(parts * s.pieces);
   return {};
 }
 
-std::vector<Range> shard_ranges(Layout l, int n, long S, int r) {
-  if (l == Layout::Contiguous) return {chunk(S, n, r)};
-  return {chunk(S, 2L * n, r), chunk(S, 2L * n, 2L * n - 1 - r)};
+std::vector<Range> shard_ranges(const Split& s, int r) {
+  if (s.layout == Layout::Contiguous) return {chunk(s.S, s.n, r)};
+  if (s.layout == Layout::Zigzag) return {chunk(s.S, 2L * s.n, r), chunk(s.S, 2L * s.n, 2L * s.n - 1 - r)};
+  std::vector<Range> out;
+  long at = 0;
+  for (long d : *s.docs) {
+    for (long c : {long(r), 2L * s.n - 1 - r}) {
+      const Range x = chunk(d, 2L * s.n, c);
+      if (x.size() > 0) out.push_back({at + x.begin, at + x.end});
+    }
+    at += d;
+  }
+  return out;
 }
 
-std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int r, int p) {
+std::vector<Range> piece_ranges(const Split& s, int r, int p) {
   std::vector<Range> out;
-  for (Range h : shard_ranges(l, n, S, r)) {
-    long len = h.size();
-    out.push_back({h.begin + len * p / pieces, h.begin + len * (p + 1) / pieces});
+  for (Range h : shard_ranges(s, r)) {
+    const long len = h.size();
+    const Range x{h.begin + len * p / s.pieces, h.begin + len * (p + 1) / s.pieces};
+    if (x.size() > 0 || s.layout != Layout::ZigzagDocs) out.push_back(x);
   }
   return out;
 }

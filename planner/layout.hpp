@@ -13,12 +13,21 @@ struct Range {
   long size() const { return end - begin; }
 };
 
-// Shards (contiguous: one chunk per rank; zigzag: chunks r and 2n-1-r of 2n) and pieces (a slice of each chunk)
-// need not be equal: lengths differ by a token at most. Empty string if S tokens give every piece a token in
-// this layout; else why not.
-std::string check_split(Layout l, int n, int pieces, long S);
-std::vector<Range> shard_ranges(Layout l, int n, long S, int rank);
-std::vector<Range> piece_ranges(Layout l, int n, int pieces, long S, int rank, int piece);
+// How a plan splits S tokens: shards (contiguous: one chunk per rank; zigzag: chunks r and 2n-1-r of 2n;
+// zigzag-docs: those two chunks of every document) and pieces (a slice of each chunk). Chunks need not be
+// equal: lengths differ by a token at most. A view: `docs` points into the plan.
+struct Split {
+  Layout layout = Layout::Contiguous;
+  int n = 1, pieces = 1;
+  long S = 0;
+  const std::vector<long>* docs = nullptr;  // ZigzagDocs: the documents' lengths
+};
+inline Split split_of(const Plan& p, long S) { return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs}; }
+
+// Empty string if S tokens give every piece a token in this split; else why not.
+std::string check_split(const Split& s);
+std::vector<Range> shard_ranges(const Split& s, int rank);
+std::vector<Range> piece_ranges(const Split& s, int rank, int piece);
 
 // (q, k) pairs of query range q and key range k that attention computes: all of them, or with causal
 // masking those with k <= q (closed form; the simulator's FLOPs and the executors' timelines use it).

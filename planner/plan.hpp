@@ -22,7 +22,9 @@ struct Step {
   std::vector<Compute> compute;
 };
 
-enum class Layout { Contiguous, Zigzag };
+// Zigzag: chunks r and 2n-1-r of 2n per rank; ZigzagDocs: the same within every packed document (the
+// plan's layout_docs), so each step's causal work is balanced across ranks whatever the documents.
+enum class Layout { Contiguous, Zigzag, ZigzagDocs };
 const char* layout_name(Layout l);
 bool parse_layout(const std::string& s, Layout* out);
 
@@ -59,6 +61,7 @@ struct Plan {
   int ranks = 0;
   bool causal = false;
   Layout layout = Layout::Contiguous;
+  std::vector<long> layout_docs;  // ZigzagDocs: the documents' lengths (summing to S)
   int pieces_per_rank = 1;
   std::vector<std::vector<int>> rings;
   // The forward. (Kept as plain fields: `steps`, `schedule`, `step_count` are the /1 format's names.)

@@ -16,6 +16,13 @@ namespace {
 
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
+// "a, b, c"
+std::string join_longs(const std::vector<long>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
 void write_transfer(std::ostream& o, const Transfer& x, bool yaml) {
   if (yaml) o << "{src: " << x.src << ", dst: " << x.dst << ", owner: " << x.owner << ", piece: " << x.piece << (x.grad ? ", kind: grad}" : "}");
   else o << "{\"src\":" << x.src << ",\"dst\":" << x.dst << ",\"owner\":" << x.owner << ",\"piece\":" << x.piece << (x.grad ? ",\"kind\":\"grad\"}" : "}");
@@ -84,13 +91,14 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "{\n\"format\": " << quoted(format_of(p)) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
+  if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_longs(p.layout_docs) << "]";
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
   if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
   if (p.pruned.any()) {
     o << ",\n\"pruned_for\": {\"S\": " << p.pruned.S << ", \"window\": [" << p.pruned.window_left << ", " << p.pruned.window_right
       << "], \"docs\": [";
-    for (size_t i = 0; i < p.pruned.docs.size(); ++i) o << (i ? ", " : "") << p.pruned.docs[i];
+    o << join_longs(p.pruned.docs);
     o << "]}";
   }
   o << ",\n\"rings\": [";
@@ -123,14 +131,14 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "format: " << quoted(format_of(p)) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
+  if (!p.layout_docs.empty()) o << "layout_docs: [" << join_longs(p.layout_docs) << "]\n";
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
   if (!p.note.empty()) o << "note: " << quoted(p.note) << "\n";
   if (p.pruned.any()) {
     o << "pruned_for:\n  S: " << p.pruned.S << "\n  window: [" << p.pruned.window_left << ", " << p.pruned.window_right
       << "]\n  docs: [";
-    for (size_t i = 0; i < p.pruned.docs.size(); ++i) o << (i ? ", " : "") << p.pruned.docs[i];
-    o << "]\n";
+    o << join_longs(p.pruned.docs) << "]\n";
   }
   o << "rings:" << (p.rings.empty() ? " []\n" : "\n");
   for (const auto& r : p.rings) {
@@ -185,7 +193,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
       if (v != "ring-flow" && v != "allgather") return fail("unknown schedule '" + v + "' (ring-flow or allgather)");
       return (k == "schedule" ? plan.schedule : plan.backward.rule) = v, true;
     }
-    if (k == "layout") return parse_layout(v, &plan.layout) ? true : fail("expected contiguous or zigzag");
+    if (k == "layout") return parse_layout(v, &plan.layout) ? true : fail("expected contiguous, zigzag or zigzag-docs");
     if (k == "backward.accumulator") {
       if (v != "fp32" && v != "bf16") return fail("expected fp32 or bf16");
       return plan.accumulator_bytes = v == "fp32" ? 4 : 2, true;
@@ -226,6 +234,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (k == "rings[]") plan.rings.emplace_back();
     else if (k == "pruned_for.window") plan.pruned.window_left = plan.pruned.window_right = -2;
     else if (k == "pruned_for.docs") plan.pruned.docs.clear();
+    else if (k == "layout_docs") plan.layout_docs.clear();
     else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute" && k != "backward.steps" &&
              k != "backward.steps[].transfers" && k != "backward.steps[].compute")
       return fail("unexpected list");
@@ -241,7 +250,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
                                               "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
-                                              "pruned_for"};
+                                              "pruned_for", "layout_docs"};
     static const std::vector<std::string> pf{"S", "window", "docs"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
@@ -332,6 +341,10 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
       if (plan.pruned.window_right != -2) return fail("expected [LEFT, RIGHT]");
       return side = v, advance(), true;
     }
+    if (k == "layout_docs[]") {
+      if (v < 1) return fail("expected a positive document length");
+      return plan.layout_docs.push_back(v), advance(), true;
+    }
     if (k == "pruned_for.docs[]") {
       if (v < 1) return fail("expected a positive document length");
       return plan.pruned.docs.push_back(v), advance(), true;
@@ -405,6 +418,9 @@ Plan read_plan_json(std::istream& in, const std::string& name) {
     throw InputError(name + ": pruned_for.docs: the lengths do not sum to pruned_for.S");
   if (!p.pruned.any() && (p.pruned.window_left != -1 || p.pruned.window_right != -1 || !p.pruned.docs.empty()))
     throw InputError(name + ": pruned_for.S: missing");
+  if ((p.layout == Layout::ZigzagDocs) != !p.layout_docs.empty())
+    throw InputError(name + (p.layout_docs.empty() ? ": layout_docs: missing (the zigzag-docs layout needs the documents' lengths)"
+                                                   : ": layout_docs: only the zigzag-docs layout has documents"));
   if (!p.schedule.empty() && !p.steps.empty()) throw InputError(name + ": schedule: give either steps or a schedule, not both");
   if (!p.schedule.empty() && p.step_count < 1) throw InputError(name + ": step_count: missing for a compact plan");
   if (p.schedule == "ring-flow" && p.rings.empty()) throw InputError(name + ": rings: a ring-flow schedule needs rings");

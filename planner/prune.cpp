@@ -14,11 +14,11 @@ std::vector<unsigned char> needed_blocks(const Plan& p, const Mask& m) {
   const int n = p.ranks, P = p.pieces_per_rank;
   std::vector<unsigned char> need(size_t(n) * n * P, 0);
   for (int r = 0; r < n; ++r) {
-    const auto q = shard_ranges(p.layout, n, m.S, r);
+    const auto q = shard_ranges(split_of(p, m.S), r);
     for (int o = 0; o < n; ++o)
       for (int c = 0; c < P; ++c) {
         double v = 0;
-        for (const Range& kr : piece_ranges(p.layout, n, P, m.S, o, c))
+        for (const Range& kr : piece_ranges(split_of(p, m.S), o, c))
           for (const Range& qr : q) v += visible_pairs(m, qr, kr);
         need[(size_t(r) * n + o) * P + c] = v > 0;
       }

@@ -14,12 +14,12 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   const Workload w = p.ulysses > 1 && check_heads(p.ulysses, whole).empty() ? slot_workload(p.ulysses, whole) : whole;
   const int n = p.ranks, P = p.pieces_per_rank;
   long rows = 0, max_piece = 0;
-  for (const auto& q : shard_ranges(p.layout, n, w.S, r)) rows += q.size();
+  for (const auto& q : shard_ranges(split_of(p, w.S), r)) rows += q.size();
   // Shards' chunk lengths take two values at most (S need not divide): the largest piece over the few kinds
   // of shard, a piece being a slice [len * c / P, len * (c + 1) / P) of each chunk.
   std::set<std::pair<long, long>> kinds;
   for (int o = 0; o < n; ++o) {
-    const auto sh = shard_ranges(p.layout, n, w.S, o);
+    const auto sh = shard_ranges(split_of(p, w.S), o);
     kinds.insert({sh[0].size(), sh.size() > 1 ? sh[1].size() : 0});
   }
   for (const auto& [a, b] : kinds)

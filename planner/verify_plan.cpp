@@ -250,7 +250,7 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (p.pruned.any() && p.compact()) return "pruned_for: a pruned plan lists its steps";
   std::vector<unsigned char> need;
   if (p.pruned.any()) {
-    const std::string split = check_split(p.layout, n, p.pieces_per_rank, p.pruned.S);
+    const std::string split = check_split(split_of(p, p.pruned.S));
     if (!split.empty()) return "pruned_for.S: " + split;
     need = needed_blocks(p, plan_mask(p, p.pruned.S));
   }

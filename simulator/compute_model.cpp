@@ -11,13 +11,13 @@ namespace tasp::simulator {
 
 double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank) {
   double t = 0;
-  for (const auto& r : planner::shard_ranges(p.layout, p.ranks, w.S, rank)) t += double(r.size());
+  for (const auto& r : planner::shard_ranges(planner::split_of(p, w.S), rank)) t += double(r.size());
   return t;
 }
 
 double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece) {
   double tokens = 0;
-  for (const auto& r : planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece))
+  for (const auto& r : planner::piece_ranges(planner::split_of(p, w.S), owner, piece))
     tokens += double(r.size());
   return tokens * w.B * w.Hkv * w.D * 2.0 * w.dtype_bytes;
 }
@@ -59,8 +59,8 @@ BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, const planner::Mask* mask) {
   BlockWork bw;
   const double per_pair = 4.0 * w.B * w.H * w.D;
-  const auto q = planner::shard_ranges(p.layout, p.ranks, w.S, rank);
-  const auto k = planner::piece_ranges(p.layout, p.ranks, p.pieces_per_rank, w.S, owner, piece);
+  const auto q = planner::shard_ranges(planner::split_of(p, w.S), rank);
+  const auto k = planner::piece_ranges(planner::split_of(p, w.S), owner, piece);
   if (w.windowed() || w.packed()) return masked_work(w, mask ? *mask : planner::make_mask(w), q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query
   for (const auto& qr : q)

@@ -422,7 +422,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
   if (w.causal != p.causal)
     throw planner::InputError(std::string("workload is ") + (w.causal ? "causal" : "not causal") + " but the plan " +
                               (p.causal ? "is" : "is not"));
-  const std::string split = planner::check_split(p.layout, p.ranks, p.pieces_per_rank, w.S);
+  const std::string split = planner::check_split(planner::split_of(p, w.S));
   if (!split.empty()) throw planner::InputError("workload: " + split);
   if (const std::string u = planner::mask_mismatch(p, w); !u.empty()) throw planner::InputError("workload: " + u);
   if (opt.passes.bwd && !p.has_backward)

@@ -70,10 +70,16 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);
   if (p.topology.empty()) p.topology = t.source;
+  if (layout == Layout::ZigzagDocs) {
+    if (o.workload.S <= 0) throw InputError("the zigzag-docs layout needs the workload (its documents and S)");
+    p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag
+    p.layout_docs = o.workload.docs.empty() ? std::vector<long>{o.workload.S} : o.workload.docs;
+    if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty()) throw InputError("workload: " + e);
+  }
   if (o.backward) add_backward(p, o.accumulator_bytes);
   if (o.workload.S > 0 && (o.workload.windowed() || o.workload.packed())) {
     if (o.workload.causal != o.causal) throw InputError("workload and plan options disagree on causal");
-    if (const std::string e = check_split(p.layout, p.ranks, p.pieces_per_rank, o.workload.S); !e.empty())
+    if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty())
       throw InputError("workload: " + e);
     const Digraph arcs = rank_digraph(t);
     prune(p, o.workload, &arcs, o.expand_max_ranks);

@@ -109,6 +109,7 @@ struct MaskCase {
   int n;
   std::string scheme;
   std::string topology = "";  // default complete:n
+  bool doc_zigzag = false;    // the zigzag-docs layout (zigzag within every document)
 };
 
 class MaskedEveryScheme : public ::testing::TestWithParam<MaskCase> {};
@@ -117,8 +118,9 @@ TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
   const MaskCase c = GetParam();
   std::mt19937 rng(unsigned(c.n * 131 + c.scheme.size()));
   const Topology t = load_topology(c.topology.empty() ? "complete:" + std::to_string(c.n) : c.topology);
+  int checked = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    const bool causal = c.scheme == "zigzag" || (trial % 2 == 1);
+    const bool causal = c.scheme == "zigzag" || c.doc_zigzag || (trial % 2 == 1);
     PlanOptions probe;
     probe.causal = causal;
     probe.ulysses = c.scheme == "usp" ? 2 : 0;
@@ -126,7 +128,7 @@ TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
     Workload w;
     w.B = 1 + trial % 2, w.H = c.scheme == "ulysses" ? 2 * c.n : 2, w.Hkv = c.scheme == "ulysses" ? c.n : 1 + trial % 2, w.D = 8;
     w.causal = causal;
-    w.S = unit * (4 + trial % 3) + long(rng() % 5);
+    w.S = unit * (4 + trial % 3 + (c.doc_zigzag ? 1 : 0)) + long(rng() % 5);
     const long piece = std::max(1L, w.S / unit);
     switch (trial % 3) {
       case 0: w.window_left = 1 + long(rng() % piece); break;  // smaller than a piece
@@ -136,7 +138,9 @@ TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
     if (!causal && w.window_left >= 0) w.window_right = long(rng() % 4);
     if (trial != 1) {  // documents: 1-token ones and ones spanning several pieces
       for (long left = w.S; left > 0;) {
-        const long len = std::min<long>(left, w.docs.empty() ? 2 * piece + 1 : rng() % 3 == 0 ? 1 : 1 + long(rng() % (3 * piece)));
+        // (zigzag-docs: the first document long enough to give every piece of every rank a token)
+        const long first = 2 * piece + 1 + (c.doc_zigzag ? unit : 0);
+        const long len = std::min<long>(left, w.docs.empty() ? first : rng() % 3 == 0 ? 1 : 1 + long(rng() % (3 * piece)));
         w.docs.push_back(len);
         left -= len;
       }
@@ -145,13 +149,27 @@ TEST_P(MaskedEveryScheme, DocumentsAndWindowsExactInFp64) {
     o.causal = causal;
     o.workload = w;
     o.ulysses = c.scheme == "usp" ? 2 : 0;
-    const Plan p = build_plan(t, c.scheme, o);
+    if (c.doc_zigzag) o.layout_given = true, o.layout = Layout::ZigzagDocs;
+    Plan p;
+    try {
+      p = build_plan(t, c.scheme, o);
+    } catch (const InputError& e) {
+      // Documents too short to give every rank's every piece a token: refused with that reason.
+      ASSERT_TRUE(c.doc_zigzag && std::string(e.what()).find("without a token") != std::string::npos) << e.what();
+      continue;
+    }
+    if (c.doc_zigzag) {
+      ASSERT_EQ(p.layout, Layout::ZigzagDocs);
+      ASSERT_EQ(p.layout_docs, w.docs.empty() ? std::vector<long>{w.S} : w.docs);
+    }
     ASSERT_EQ(verify_plan(p), "") << to_string(w);
     if (w.windowed() || w.packed()) {
       EXPECT_TRUE(p.pruned.any()) << to_string(w);
     }
     check_plan(p, w, "fp64", 1e-10, c.scheme + " n=" + std::to_string(c.n));
+    ++checked;
   }
+  EXPECT_GE(checked, 3);
 }
 
 std::vector<MaskCase> mask_cases() {
@@ -163,11 +181,14 @@ std::vector<MaskCase> mask_cases() {
   v.push_back({2, "ulysses"});
   v.push_back({4, "ulysses"});
   v.push_back({8, "two-level", "cluster:2x4"});
+  for (int n : {2, 3, 4, 7})
+    for (const char* s : {"zigzag", "hamilton"}) v.push_back({n, s, "", true});
+  v.push_back({8, "allgather", "", true});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, MaskedEveryScheme, ::testing::ValuesIn(mask_cases()), [](const auto& info) {
-  std::string s = info.param.scheme + std::to_string(info.param.n);
+  std::string s = info.param.scheme + std::to_string(info.param.n) + (info.param.doc_zigzag ? "_zigzag_docs" : "");
   for (char& ch : s)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;

@@ -244,7 +244,7 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
     Workload w;
     w.B = 2, w.S = c.S, w.H = c.H, w.Hkv = c.Hkv, w.D = 8, w.causal = c.causal;
     SCOPED_TRACE(c.topology + " " + c.scheme + " " + c.inner + " S=" + std::to_string(c.S));
-    ASSERT_EQ(check_split(p.layout, p.ranks, p.pieces_per_rank, w.S), "");
+    ASSERT_EQ(check_split(split_of(p, w.S)), "");
     check_exchange(p, w);
   }
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "planner/decomposition.hpp"
+#include "planner/layout.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/verify_decomposition.hpp"
@@ -170,6 +171,78 @@ TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {
       break;
     }
   EXPECT_NE(verify_plan(bad).find("which its queries see"), std::string::npos) << verify_plan(bad);
+}
+
+// The zigzag-docs layout: every document in 2n chunks, rank r holding chunks r and 2n-1-r of each; every token
+// on exactly one rank and in exactly one of its pieces; the documents survive JSON and YAML; a plan without
+// them (or with lengths that do not sum to S) is refused with the reason.
+TEST(Layout, ZigzagDocsSplitsEveryDocumentAndRoundTrips) {
+  PlanOptions o;
+  o.causal = true;
+  o.layout_given = true, o.layout = Layout::ZigzagDocs;
+  o.workload = parse_workload("S=1000,H=2,D=8,causal,docs=400+37+563");
+  const Plan p = build_plan(load_topology("complete:4"), "hamilton", o);
+  ASSERT_EQ(p.layout, Layout::ZigzagDocs);
+  ASSERT_EQ(p.layout_docs, (std::vector<long>{400, 37, 563}));
+  ASSERT_EQ(verify_plan(p), "");
+  const Split s = split_of(p, 1000);
+  ASSERT_EQ(check_split(s), "");
+  std::vector<int> owner(1000, -1), in_piece(1000, 0);
+  const long starts[] = {0, 400, 437, 1000};
+  for (int r = 0; r < 4; ++r) {
+    for (const Range& x : shard_ranges(s, r))
+      for (long i = x.begin; i < x.end; ++i) {
+        EXPECT_EQ(owner[i], -1) << i;
+        owner[i] = r;
+      }
+    for (int c = 0; c < p.pieces_per_rank; ++c)
+      for (const Range& x : piece_ranges(s, r, c))
+        for (long i = x.begin; i < x.end; ++i) {
+          EXPECT_EQ(owner[i], r);
+          ++in_piece[i];
+        }
+    for (int d = 0; d < 3; ++d) {  // within each document a rank holds 2 of 2n chunks: 1/n of it, to a token or two
+      long mine = 0;
+      for (const Range& x : shard_ranges(s, r)) mine += std::max(0L, std::min(x.end, starts[d + 1]) - std::max(x.begin, starts[d]));
+      EXPECT_NEAR(double(mine), double(starts[d + 1] - starts[d]) / 4, 2.0) << "rank " << r << " doc " << d;
+    }
+  }
+  for (long i = 0; i < 1000; ++i) EXPECT_TRUE(owner[i] >= 0 && in_piece[i] == 1) << i;
+  for (const std::string ext : {".json", ".yaml"}) {
+    const std::string path = ::testing::TempDir() + "zigzag-docs" + ext;
+    {
+      std::ofstream f(path);
+      if (ext == ".yaml") write_plan_yaml(f, p);
+      else write_plan_json(f, p);
+    }
+    const Plan q = read_plan_file(path);
+    EXPECT_EQ(q.layout, Layout::ZigzagDocs);
+    EXPECT_EQ(q.layout_docs, p.layout_docs);
+  }
+  std::ostringstream js;
+  write_plan_json(js, p);
+  std::string text = js.str();
+  const size_t at = text.find("\"layout_docs\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string no_docs = text;
+  no_docs.erase(at - 2, text.find(']', at) + 1 - (at - 2));  // the ",\n" before it as well
+  std::istringstream in(no_docs);
+  try {
+    read_plan_json(in, "p.json");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("layout_docs: missing"), std::string::npos) << e.what();
+  }
+  Plan wrong = p;
+  wrong.layout_docs = {400, 600, 1};
+  EXPECT_NE(check_split(split_of(wrong, 1000)).find("sum to 1001"), std::string::npos);
+  o.workload = parse_workload("S=20,H=2,D=8,causal,docs=5+5+5+5");  // 5-token documents in 8 chunks
+  try {
+    build_plan(load_topology("complete:4"), "hamilton", o);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("without a token"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanIo, BadPlanFilesNameTheField) {

@@ -3,7 +3,9 @@
 # workloads through every scheme on the cuda backend checked on 2 GPUs, kernel timings on one GPU (a 4096
 # window and 8 packed documents against full causal, S=131072, H=32, D=128), and masked workloads measured
 # beside the simulator's prediction on 2 GPUs.
-# Usage: tools/gpu/masks.sh checks|kernel|table [ITERS]      Logs to $OUT; results also to stdout.
+# layouts: the zigzag-docs layout checked on the cuda backend, then packed documents measured and predicted with
+# the zigzag, zigzag-docs and contiguous layouts.
+# Usage: tools/gpu/masks.sh checks|kernel|table|layouts [ITERS]      Logs to $OUT; results also to stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/tasp-out}
@@ -71,6 +73,29 @@ print(p['layout'], len(p.get('steps', [])) or p.get('step_count', 0), len(p.get(
       pr=$($T simulate -t complete:$N --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --json "$OUT/sim.json" -q 2>/dev/null &&
            python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
       echo "\"$w\",$s,$lay,$(python3 -c "print(round(${m:-0}/1e3,3))"),$(python3 -c "print(round(${pr:-0}/1e3,3))"),$fs,$bs"
+    done
+  done
+  ;;
+layouts)
+  echo "== zigzag-docs checked on the cuda backend ($N GPUs, fwd+bwd, vs the whole problem on one GPU)"
+  for w in "B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=6000,H=4,Hkv=2,D=64,causal,docs=2500+17+3483"; do
+    for s in zigzag hamilton; do
+      $T plan -t complete:$N -s $s -w "$w" --layout zigzag-docs -q -o "$OUT/plan.json" || continue
+      timeout 90 $T run --backend cuda --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1 2>&1 |
+        grep -E "PASS|FAIL|rror" | sed "s/^/$s zigzag-docs $w: /"
+    done
+  done
+  echo "== packed documents fwd+bwd on $N GPUs by layout: measured (median of $ITERS after 500 ms heat) vs predicted"
+  echo "workload,scheme,layout,measured_ms,predicted_ms"
+  for w in "B=1,H=32,D=128,S=131072,causal,docs=$DOCS8" "B=1,H=32,Hkv=8,D=128,S=65536,causal,docs=16384+16384+16384+16384"; do
+    for sl in zigzag:zigzag zigzag:zigzag-docs hamilton:zigzag hamilton:zigzag-docs hamilton:contiguous; do
+      s=${sl%%:*} lay=${sl#*:}
+      $T plan -t complete:$N -s $s -w "$w" --layout $lay -q -o "$OUT/plan.json" 2>/dev/null || continue
+      m=$($T run --backend cuda --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 500 2>&1 |
+          tee -a "$OUT/layouts.log" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
+      pr=$($T simulate -t complete:$N --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --json "$OUT/sim.json" -q 2>/dev/null &&
+           python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
+      echo "\"$w\",$s,$lay,$(python3 -c "print(round(${m:-0}/1e3,3))"),$(python3 -c "print(round(${pr:-0}/1e3,3))")"
     done
   done
   ;;

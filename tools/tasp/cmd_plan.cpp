@@ -79,7 +79,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("-t,--topology", a->topology, "Topology: YAML file or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
   cmd->add_option("-s,--scheme", a->scheme, "ring | zigzag | allgather | hamilton | two-level | ulysses | usp | auto (ask the simulator)")->capture_default_str();
   cmd->add_flag("--causal", a->causal, "Causal attention (default layout becomes zigzag)");
-  cmd->add_option("--layout", a->layout, "contiguous | zigzag (default: zigzag when causal)");
+  cmd->add_option("--layout", a->layout,
+                  "contiguous | zigzag | zigzag-docs (zigzag within every document; needs -w) (default: zigzag when causal)");
   cmd->add_option("-f,--format", a->format, "json | yaml")->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Write the plan here (default: stdout, summary to stderr)");
   cmd->add_option("--expand-max-ranks", a->expand_max, "Expand steps up to this many ranks, compact above")->capture_default_str();
@@ -115,7 +116,7 @@ void register_plan(CLI::App& app) {
       throw InputError("--accumulator: expected fp32 or bf16, got '" + a->accumulator + "'");
     o.accumulator_bytes = a->accumulator == "fp32" ? 4 : 2;
     if (!a->layout.empty()) {
-      if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous or zigzag");
+      if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous, zigzag or zigzag-docs");
       o.layout_given = true;
     }
     std::string scheme = a->scheme;

@@ -89,7 +89,7 @@ namespace {
 std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const HeadOptions& head, SchemeRun& r) {
   r.scheme = scheme;
   r.plan = build_plan(t, scheme, plan_options(scheme, w, head));
-  std::string why = check_split(r.plan.layout, r.plan.ranks, r.plan.pieces_per_rank, w.S);
+  std::string why = check_split(split_of(r.plan, w.S));
   if (why.empty() && r.plan.ulysses > 1) why = check_heads(r.plan.ulysses, w);
   return why;
 }
@@ -136,7 +136,7 @@ SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profil
       continue;
     }
     const double piece_tokens =
-        double(w.S) / (double(r.plan.ranks) * r.plan.pieces_per_rank * (r.plan.layout == Layout::Zigzag ? 2 : 1));
+        double(w.S) / (double(r.plan.ranks) * r.plan.pieces_per_rank * (r.plan.layout == Layout::Contiguous ? 1 : 2));
     if (r.plan.ranks > 1 && piece_tokens < 32) {
       tried += (tried.empty() ? "" : ", ") + name + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
       continue;
@@ -175,19 +175,29 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       continue;
     }
     if (!search) r.sim = simulator::simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
-    // Packed causal documents: zigzag shards balance each rank's work but spread every document over all ranks,
-    // contiguous ones keep short documents on one rank so that pruning drops their transfers. Which wins
-    // depends on the documents and the GPUs (docs/measurements/masks-h200x2.md): simulate both.
-    if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && s != "zigzag" && r.plan.ranks > 1) {
-      PlanOptions o = plan_options(s, w, head);
-      o.layout_given = true, o.layout = Layout::Contiguous;
-      SchemeRun c = r;
-      c.plan = build_plan(t, s, o);
-      c.sim = simulator::simulate(c.plan, t, w, prof, opt);
+    // Packed causal documents: zigzag shards balance each rank's total work, zigzag-docs ones each step's (every
+    // document split in 2n chunks), both spread every document over all ranks; contiguous ones keep short
+    // documents on one rank so that pruning drops their transfers. Which wins depends on the documents and
+    // the GPUs (docs/measurements/masks-h200x2.md): simulate all three.
+    if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && r.plan.ranks > 1) {
       auto ms = [](const SchemeRun& x) { return std::to_string(x.sim.total_us / 1e3).substr(0, 7); };
-      const std::string tried = " (tried zigzag " + ms(r) + " ms, contiguous " + ms(c) + " ms)";
-      if (c.sim.total_us < r.sim.total_us) r = std::move(c);
-      r.detail = std::string("layout ") + layout_name(r.plan.layout) + tried;
+      std::string tried = " (tried zigzag " + ms(r) + " ms";
+      for (Layout l : {Layout::ZigzagDocs, Layout::Contiguous}) {
+        if (s == "zigzag" && l == Layout::Contiguous) continue;  // the zigzag scheme is a zigzag layout
+        PlanOptions o = plan_options(s, w, head);
+        o.layout_given = true, o.layout = l;
+        SchemeRun c = r;
+        try {
+          c.plan = build_plan(t, s, o);
+        } catch (const InputError& e) {
+          tried += std::string(", ") + layout_name(l) + " does not fit";
+          continue;
+        }
+        c.sim = simulator::simulate(c.plan, t, w, prof, opt);
+        tried += std::string(", ") + layout_name(l) + " " + ms(c) + " ms";
+        if (c.sim.total_us < r.sim.total_us) r = std::move(c);
+      }
+      r.detail = std::string("layout ") + layout_name(r.plan.layout) + tried + ")";
     }
     runs.push_back(std::move(r));
   }
