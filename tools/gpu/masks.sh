@@ -19,6 +19,16 @@ T=build-gpu/tools/tasp
 # 8 documents of mixed lengths packed into 131072 tokens
 DOCS8=40000+8192+777+30000+16384+20000+5000+10719
 
+# "measured_ms,predicted_ms" of $OUT/plan.json on workload $1, fwd+bwd (the run's output appended to $OUT/$2).
+measured_predicted() {
+  local m pr
+  m=$($T run --backend cuda --plan "$OUT/plan.json" -w "$1" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 500 2>&1 |
+      tee -a "$OUT/$2" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
+  pr=$($T simulate -t complete:$N --plan "$OUT/plan.json" -w "$1" --pass fwd+bwd --json "$OUT/sim.json" -q 2>/dev/null &&
+       python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
+  echo "$(python3 -c "print(round(${m:-0}/1e3,3))"),$(python3 -c "print(round(${pr:-0}/1e3,3))")"
+}
+
 case $WHAT in
 checks)
   echo "== kernel tests: documents and windows (Hopper path, then the mma.sync path), and the causal ones"
@@ -68,11 +78,7 @@ table)
       read -r lay fs bs < <(python3 -c "
 import json; p = json.load(open('$OUT/plan.json'))
 print(p['layout'], len(p.get('steps', [])) or p.get('step_count', 0), len(p.get('backward', {}).get('steps', [])) or p.get('backward', {}).get('step_count', 0))")
-      m=$($T run --backend cuda --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 500 2>&1 |
-          tee -a "$OUT/table.log" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
-      pr=$($T simulate -t complete:$N --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --json "$OUT/sim.json" -q 2>/dev/null &&
-           python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
-      echo "\"$w\",$s,$lay,$(python3 -c "print(round(${m:-0}/1e3,3))"),$(python3 -c "print(round(${pr:-0}/1e3,3))"),$fs,$bs"
+      echo "\"$w\",$s,$lay,$(measured_predicted "$w" table.log),$fs,$bs"
     done
   done
   ;;
@@ -91,11 +97,7 @@ layouts)
     for sl in zigzag:zigzag zigzag:zigzag-docs hamilton:zigzag hamilton:zigzag-docs hamilton:contiguous; do
       s=${sl%%:*} lay=${sl#*:}
       $T plan -t complete:$N -s $s -w "$w" --layout $lay -q -o "$OUT/plan.json" 2>/dev/null || continue
-      m=$($T run --backend cuda --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 500 2>&1 |
-          tee -a "$OUT/layouts.log" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
-      pr=$($T simulate -t complete:$N --plan "$OUT/plan.json" -w "$w" --pass fwd+bwd --json "$OUT/sim.json" -q 2>/dev/null &&
-           python3 -c "import json;print(json.load(open('$OUT/sim.json'))['schemes'][0]['total_us'])")
-      echo "\"$w\",$s,$lay,$(python3 -c "print(round(${m:-0}/1e3,3))"),$(python3 -c "print(round(${pr:-0}/1e3,3))")"
+      echo "\"$w\",$s,$lay,$(measured_predicted "$w" layouts.log)"
     done
   done
   ;;
