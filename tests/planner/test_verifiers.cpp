@@ -142,6 +142,21 @@ TEST(PlanIo, JsonAndYamlRoundTrip) {
   EXPECT_EQ(verify_plan(d), "");
 }
 
+// The plan written as JSON and as YAML and read back.
+std::vector<Plan> through_files(const Plan& p, const std::string& stem) {
+  std::vector<Plan> out;
+  for (const std::string ext : {".json", ".yaml"}) {
+    const std::string path = ::testing::TempDir() + stem + ext;
+    {
+      std::ofstream f(path);
+      if (ext == ".yaml") write_plan_yaml(f, p);
+      else write_plan_json(f, p);
+    }
+    out.push_back(read_plan_file(path));
+  }
+  return out;
+}
+
 // A plan pruned for documents and a window keeps its mask through JSON and YAML, still verifies, and a
 // pruned plan that skips a block its queries see is caught.
 TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {
@@ -151,14 +166,7 @@ TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {
   const Plan p = build_plan(load_topology("complete:4"), "hamilton", o);
   ASSERT_TRUE(p.pruned.any());
   ASSERT_EQ(verify_plan(p), "");
-  for (const std::string ext : {".json", ".yaml"}) {
-    const std::string path = ::testing::TempDir() + "pruned" + ext;
-    {
-      std::ofstream f(path);
-      if (ext == ".yaml") write_plan_yaml(f, p);
-      else write_plan_json(f, p);
-    }
-    const Plan q = read_plan_file(path);
+  for (const Plan& q : through_files(p, "pruned")) {
     EXPECT_EQ(q.pruned.S, 1000);
     EXPECT_EQ(q.pruned.window_left, 90);
     EXPECT_EQ(q.pruned.docs, (std::vector<long>{400, 1, 599}));
@@ -208,14 +216,7 @@ TEST(Layout, ZigzagDocsSplitsEveryDocumentAndRoundTrips) {
     }
   }
   for (long i = 0; i < 1000; ++i) EXPECT_TRUE(owner[i] >= 0 && in_piece[i] == 1) << i;
-  for (const std::string ext : {".json", ".yaml"}) {
-    const std::string path = ::testing::TempDir() + "zigzag-docs" + ext;
-    {
-      std::ofstream f(path);
-      if (ext == ".yaml") write_plan_yaml(f, p);
-      else write_plan_json(f, p);
-    }
-    const Plan q = read_plan_file(path);
+  for (const Plan& q : through_files(p, "zigzag-docs")) {
     EXPECT_EQ(q.layout, Layout::ZigzagDocs);
     EXPECT_EQ(q.layout_docs, p.layout_docs);
   }
