@@ -51,7 +51,7 @@ void with_head_dim(int D, F&& f) {
 
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
-// TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on).
+// TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on; D=256 always).
 struct Path {
   bool sm90;
   bool overlap;
@@ -73,8 +73,10 @@ Path choose_path(int D) {
 
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
-  if (path.sm90 && path.overlap) return fwd::launch_sm90<T, D, true>(p, tiles, B, s);
-  if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, s);
+  // D=256 always overlaps: without it ptxas spills and serialises the wgmma (measured at half the rate).
+  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, s);
+  if constexpr (D <= 128)
+    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, s);
   if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 

@@ -81,7 +81,9 @@ TEST(Topology, BadInputCorpus) {
       std::string m = e.what();
       EXPECT_NE(m.find(c.file), std::string::npos) << m;
       EXPECT_NE(m.find(c.expect), std::string::npos) << c.file << ": " << m;
-      if (std::string(c.file) != "empty.yaml") EXPECT_NE(m.find(".yaml:"), std::string::npos) << "no line: " << m;
+      if (std::string(c.file) != "empty.yaml") {
+        EXPECT_NE(m.find(".yaml:"), std::string::npos) << "no line: " << m;
+      }
     }
   }
 }
