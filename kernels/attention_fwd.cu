@@ -36,18 +36,24 @@ int env_int(const char* name, int dflt) {
   return *end ? dflt : int(v);
 }
 
-// Calls f(std::integral_constant<int, D>{}) for a head dim the forward has kernels for.
-template <typename F>
-void with_head_dim(int D, F&& f) {
-  switch (D) {
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 80: return f(std::integral_constant<int, 80>{});
-    case 96: return f(std::integral_constant<int, 96>{});
-    case 128: return f(std::integral_constant<int, 128>{});
-    case 256: return f(std::integral_constant<int, 256>{});
-    default: throw std::invalid_argument("attention: head dim D=" + std::to_string(D) + " not supported (64, 80, 96, 128, 256)");
+// The head dims a pass has kernels for, listed once: membership, the list as text, and the call of
+// f(std::integral_constant<int, D>{}) that picks the kernels' template.
+template <int... Ds>
+struct HeadDims {
+  static bool has(int D) { return ((D == Ds) || ...); }
+  static std::string text() {
+    std::string s;
+    ((s += (s.empty() ? "" : ", ") + std::to_string(Ds)), ...);
+    return s;
   }
-}
+  template <typename F>
+  static void dispatch(int D, F&& f) {
+    if (!((D == Ds && (f(std::integral_constant<int, Ds>{}), true)) || ...))
+      throw std::invalid_argument("attention: head dim D=" + std::to_string(D) + " not supported (" + text() + ")");
+  }
+};
+using FwdHeadDims = HeadDims<64, 80, 96, 128, 256>;
+using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
@@ -64,7 +70,7 @@ Path choose_path(int D) {
   if (!path.sm90 && D != 64 && D != 128)
     throw std::invalid_argument("attention: the mma.sync reference path (TASP_ATTN_PATH=mma) has head dims 64 and 128 only, not " +
                                 std::to_string(D));
-  with_head_dim(D, [&](auto d) {
+  FwdHeadDims::dispatch(D, [&](auto d) {
     path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
     path.block_n = fwd::Sm90Shape<d()>::kBlockN;
   });
@@ -102,11 +108,9 @@ Workspace::~Workspace() {
   if (device) cudaFree(device);
 }
 
-bool head_dim_supported(int D, bool backward) {
-  return D == 64 || D == 128 || (!backward && (D == 80 || D == 96 || D == 256));
-}
+bool head_dim_supported(int D, bool backward) { return backward ? BwdHeadDims::has(D) : FwdHeadDims::has(D); }
 
-std::string head_dims_text(bool backward) { return backward ? "64, 128" : "64, 80, 96, 128, 256"; }
+std::string head_dims_text(bool backward) { return backward ? BwdHeadDims::text() : FwdHeadDims::text(); }
 
 std::string unsupported_head_dim(int D, bool fwd, bool bwd) {
   for (bool backward : {false, true})
@@ -180,7 +184,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());
-  with_head_dim(b.D, [&](auto d) {
+  FwdHeadDims::dispatch(b.D, [&](auto d) {
     if (b.dtype == DType::BF16) launch_path<__nv_bfloat16, d()>(path, p, n, b.B, s);
     else launch_path<__half, d()>(path, p, n, b.B, s);
   });

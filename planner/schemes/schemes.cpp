@@ -74,13 +74,13 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     if (o.workload.S <= 0) throw InputError("the zigzag-docs layout needs the workload (its documents and S)");
     p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag
     p.layout_docs = o.workload.docs.empty() ? std::vector<long>{o.workload.S} : o.workload.docs;
-    if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty()) throw InputError("workload: " + e);
   }
   if (o.backward) add_backward(p, o.accumulator_bytes);
-  if (o.workload.S > 0 && (o.workload.windowed() || o.workload.packed())) {
-    if (o.workload.causal != o.causal) throw InputError("workload and plan options disagree on causal");
-    if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty())
-      throw InputError("workload: " + e);
+  const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed());
+  if (masked && o.workload.causal != o.causal) throw InputError("workload and plan options disagree on causal");
+  if (masked || layout == Layout::ZigzagDocs)
+    if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty()) throw InputError("workload: " + e);
+  if (masked) {
     const Digraph arcs = rank_digraph(t);
     prune(p, o.workload, &arcs, o.expand_max_ranks);
   }

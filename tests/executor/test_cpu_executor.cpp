@@ -16,6 +16,13 @@ using namespace tasp::planner;
 
 namespace {
 
+// A test name from a case's text: gtest takes letters, digits and '_'.
+std::string test_name(std::string s) {
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
 struct Config {
   std::string topology, scheme;
   bool causal;
@@ -95,10 +102,7 @@ TEST_P(EveryScheme, UnevenSequenceInFp64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](const auto& info) {
-  std::string s = info.param.topology + "_" + info.param.scheme + (info.param.causal ? "_causal" : "_full");
-  for (char& ch : s)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_name(info.param.topology + "_" + info.param.scheme + (info.param.causal ? "_causal" : "_full"));
 });
 
 // Packed documents and sliding windows: plans pruned for the mask (fewer blocks and transfers), exact in fp64
@@ -188,10 +192,7 @@ std::vector<MaskCase> mask_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, MaskedEveryScheme, ::testing::ValuesIn(mask_cases()), [](const auto& info) {
-  std::string s = info.param.scheme + std::to_string(info.param.n) + (info.param.doc_zigzag ? "_zigzag_docs" : "");
-  for (char& ch : s)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test_name(info.param.scheme + std::to_string(info.param.n) + (info.param.doc_zigzag ? "_zigzag_docs" : ""));
 });
 
 // A window narrower than a shard on a contiguous ring: only the neighbour's piece moves, so the plan shrinks

@@ -16,6 +16,11 @@ static int run(const std::string& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+static std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 TEST(Cli, PlanVerifyAndErrors) {
   const std::string dir = ::testing::TempDir();
   const std::string out = dir + "/cli_plan.json";
@@ -25,8 +30,7 @@ TEST(Cli, PlanVerifyAndErrors) {
   EXPECT_EQ(run("verify " + out + " -t complete:8"), 0);
   EXPECT_EQ(run("verify " + out + " -t complete:7"), 2);  // plan does not match the topology
   // Corrupt one owner: verify fails with status 1.
-  std::ifstream in(out);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = slurp(out);
   auto at = text.find("\"owner\":", text.find("\"transfers\""));
   text[at + 8] = text[at + 8] == '0' ? '1' : '0';
   const std::string bad = dir + "/cli_bad.json";
@@ -56,8 +60,7 @@ TEST(Cli, RunChecksAndWritesTimeline) {
   EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=12,H=2,D=16,causal"), 2);   // fewer tokens than 8 chunks x 2 pieces
   EXPECT_EQ(run("run --plan " + plan + " -w B=1,S=64,H=2,D=16"), 2);          // plan is causal
   // A duplicated compute: refused by the verifier (2); with --no-verify the numeric check fails (1).
-  std::ifstream in(plan);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = slurp(plan);
   auto at = text.find("\"compute\": [") + 13;
   auto end = text.find("}", at) + 1;
   std::string entry = text.substr(at, end - at);
@@ -66,11 +69,6 @@ TEST(Cli, RunChecksAndWritesTimeline) {
   std::ofstream(bad) << text;
   EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check"), 2);
   EXPECT_EQ(run("run --plan " + bad + " -w B=1,S=64,H=2,D=16,causal --check --no-verify"), 1);
-}
-
-static std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Removes the first accumulator transfer of the backward's last step (its return hop to the owner).
@@ -126,8 +124,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   const std::string json = dir + "/sim.json", tl = dir + "/sim_tl.json", tr = dir + "/sim_trace.json", csv = dir + "/sweep.csv";
   EXPECT_EQ(run("simulate -t complete:8 -w B=1,S=16k,H=32,D=128 --json " + json + " --timeline " + tl + " --trace " + tr), 0);
   EXPECT_TRUE(fs::exists(json) && fs::exists(tl) && fs::exists(tr));
-  std::ifstream j(json);
-  std::string text((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
+  std::string text = slurp(json);
   EXPECT_NE(text.find("\"fastest\""), std::string::npos);
   EXPECT_NE(text.find("\"bwd_us\""), std::string::npos);  // fwd+bwd by default
   EXPECT_EQ(run("simulate -t complete:8 -w B=1,S=16k,H=32,D=128 --pass bwd"), 0);
@@ -146,8 +143,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   // Every scheme: one whose pieces do not fit (31 pieces of 8 tokens) is left out and named; asked by name, an error.
   const std::string some = dir + "/some.json";
   EXPECT_EQ(run("simulate -t complete:32 -w B=1,S=256,H=8,D=64 --json " + some), 0);
-  std::ifstream sj(some);
-  const std::string stext((std::istreambuf_iterator<char>(sj)), std::istreambuf_iterator<char>());
+  const std::string stext = slurp(some);
   EXPECT_NE(stext.find("\"left_out\""), std::string::npos);
   EXPECT_NE(stext.find("\"ring\""), std::string::npos);
   EXPECT_EQ(run("simulate -t complete:32 -w B=1,S=256,H=8,D=64 -s hamilton"), 2);
@@ -164,8 +160,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   // simulate searches usp's group size too (here 2 and 4 GPUs on one node of 8) and says what it tried.
   const std::string uj = dir + "/usp-search.json";
   EXPECT_EQ(run("simulate -t h200-hgx-8 -s usp -w B=1,S=64k,H=32,Hkv=8,D=128,causal --json " + uj), 0);
-  std::ifstream ujs(uj);
-  const std::string ut((std::istreambuf_iterator<char>(ujs)), std::istreambuf_iterator<char>());
+  const std::string ut = slurp(uj);
   EXPECT_NE(ut.find("groups of"), std::string::npos);
   EXPECT_NE(ut.find("2xzigzag"), std::string::npos);
   EXPECT_NE(ut.find("4xzigzag"), std::string::npos);
@@ -251,8 +246,7 @@ TEST(Cli, ReportFromRunsAndTimelines) {
   fs::remove_all(out);
   EXPECT_EQ(run("report --runs " + runs + " -t h200-hgx-8 -o " + out), 0);
   EXPECT_TRUE(fs::exists(out + "/report.md") && fs::exists(out + "/report.html"));
-  std::ifstream html(out + "/report.html");
-  std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  std::string text = slurp(out + "/report.html");
   EXPECT_NE(text.find("<svg"), std::string::npos);
   // Timelines: a simulated one against a CPU run of the same plan.
   const std::string sim = dir + "/sim_tl.json", cpu = dir + "/cpu_tl.json", out2 = dir + "/rep2";

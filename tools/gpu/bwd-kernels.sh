@@ -4,10 +4,7 @@
 # in the same run, and the cuda backend's fwd+bwd through a one-GPU plan. Logs go to $OUT.
 # Usage: tools/gpu/bwd-kernels.sh [extra --shape args for both benches...]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/device.txt"
 tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
 grep -A2 "Compiling entry.*bwd" "$OUT/build.log" | grep -E "registers|spill" | head -4

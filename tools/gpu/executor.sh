@@ -4,10 +4,7 @@
 # runs.csv (measured vs predicted), kernel.csv, profile.yaml, check.log, and a few timelines.
 # Usage: tools/gpu/executor.sh [ITERS]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 ITERS=${1:-10}
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi -L | tee "$OUT/device.txt"

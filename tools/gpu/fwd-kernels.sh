@@ -5,10 +5,7 @@
 # Usage: tools/gpu/fwd-kernels.sh [quick] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 quick=0
 [ "${1:-}" = quick ] && quick=1 && shift
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"

@@ -4,10 +4,7 @@
 # and every scheme timed fwd+bwd beside the simulator's prediction on N GPUs.
 # Usage: tools/gpu/heads.sh checks|a2a|table N [ITERS]     Logs to $OUT; table rows also to stdout.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 WHAT=$1; N=$2; ITERS=${3:-5}
 export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((N - 1)))
 nvidia-smi -L | head -"$N" > "$OUT/device.txt"

@@ -4,10 +4,7 @@
 # mma.sync reference path, side by side in the same run) and sweep the rates the simulator's profile is
 # fitted to (kernel.csv). Logs go to $OUT. Usage: tools/gpu/kernels.sh [bench args for the default run...]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
 tools/gpu/build.sh tasp tasp_kernel_tests || exit 1

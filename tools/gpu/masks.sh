@@ -7,10 +7,7 @@
 # the zigzag, zigzag-docs and contiguous layouts.
 # Usage: tools/gpu/masks.sh checks|kernel|table|layouts [ITERS]      Logs to $OUT; results also to stdout.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 WHAT=$1; ITERS=${2:-5}
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi -L > "$OUT/device.txt"

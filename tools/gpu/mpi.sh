@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process check: the same binary as one process per GPU under mpirun, against one process for all.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 N=$(nvidia-smi -L | wc -l)
 tools/gpu/build.sh tasp || exit 1
 grep -E "multi-process|MPI" "$OUT/build.log" | head -3

@@ -5,10 +5,7 @@
 # documents and a window checked, and their kernels timed beside PyTorch's varlen_attn and cuDNN per document.
 # Usage: tools/gpu/regression.sh [ITERS]      Logs to $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 ITERS=${1:-5}
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi -L | tee "$OUT/device.txt"

@@ -4,10 +4,7 @@
 # predicted with the shipped profile; then the PyTorch ring (cuDNN, FA2) on the same configurations.
 # Usage: tools/gpu/table.sh PASS ITERS HEAT [checks]     PASS: fwd | fwd+bwd. Results in $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/env.sh"
 PASS=${1:-fwd}; ITERS=${2:-5}; HEAT=${3:-500}
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi -L | tee "$OUT/device.txt"
