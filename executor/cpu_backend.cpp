@@ -92,15 +92,19 @@ class CpuRun {
   CpuRun(const Plan& plan, const Problem& pr)
       : plan_(plan), pr_(pr), w_(pr.w), mask_(planner::make_mask(pr.w)), n_(plan.ranks), P_(plan.pieces_per_rank) {
     if (w_.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
-    qpos_.resize(n_);
+    qpos_.resize(n_), qranges_.resize(n_);
     q_.resize(n_), o_.resize(n_), lse_.resize(n_);
-    ppos_.resize(size_t(n_) * P_);
+    ppos_.resize(size_t(n_) * P_), pranges_.resize(size_t(n_) * P_);
     for (int r = 0; r < n_; ++r) {
-      qpos_[r] = positions(planner::shard_ranges(planner::split_of(plan, w_.S), r));
+      qranges_[r] = planner::shard_ranges(planner::split_of(plan, w_.S), r);
+      qpos_[r] = positions(qranges_[r]);
       q_[r] = gather(pr.q, qpos_[r], w_.H);
       o_[r].assign(q_[r].size(), T(0));
       lse_[r].assign(size_t(w_.B) * qpos_[r].size() * w_.H, -std::numeric_limits<T>::infinity());
-      for (int c = 0; c < P_; ++c) ppos_[key(r, c)] = positions(planner::piece_ranges(planner::split_of(plan, w_.S), r, c));
+      for (int c = 0; c < P_; ++c) {
+        pranges_[key(r, c)] = planner::piece_ranges(planner::split_of(plan, w_.S), r, c);
+        ppos_[key(r, c)] = positions(pranges_[key(r, c)]);
+      }
     }
   }
 
@@ -143,6 +147,7 @@ class CpuRun {
   const planner::Mask mask_;
   int n_, P_;
   std::vector<std::vector<long>> qpos_;
+  std::vector<std::vector<planner::Range>> qranges_, pranges_;  // shards' and pieces' ranges (pranges_ by key)
   std::vector<std::vector<T>> q_, o_, lse_;
   std::vector<std::vector<long>> ppos_;  // token positions of piece key(owner, piece)
   std::vector<std::vector<T>> dq_;
@@ -240,8 +245,8 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
       const auto& kpos = ppos_[k];
       const double pairs = [&] {
         double sum = 0;
-        for (const auto& qr : planner::shard_ranges(planner::split_of(plan_, w_.S), r))
-          for (const auto& kr : planner::piece_ranges(planner::split_of(plan_, w_.S), c.owner, c.piece))
+        for (const auto& qr : qranges_[r])
+          for (const auto& kr : pranges_[k])
             sum += planner::visible_pairs(mask_, qr, kr);
         return sum;
       }();

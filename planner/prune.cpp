@@ -12,16 +12,19 @@ Mask plan_mask(const Plan& p, long S) {
 
 std::vector<unsigned char> needed_blocks(const Plan& p, const Mask& m) {
   const int n = p.ranks, P = p.pieces_per_rank;
+  const Split split = split_of(p, m.S);
+  std::vector<std::vector<Range>> pieces(size_t(n) * P);  // each piece's ranges, computed once
+  for (int o = 0; o < n; ++o)
+    for (int c = 0; c < P; ++c) pieces[size_t(o) * P + c] = piece_ranges(split, o, c);
   std::vector<unsigned char> need(size_t(n) * n * P, 0);
   for (int r = 0; r < n; ++r) {
-    const auto q = shard_ranges(split_of(p, m.S), r);
-    for (int o = 0; o < n; ++o)
-      for (int c = 0; c < P; ++c) {
-        double v = 0;
-        for (const Range& kr : piece_ranges(split_of(p, m.S), o, c))
-          for (const Range& qr : q) v += visible_pairs(m, qr, kr);
-        need[(size_t(r) * n + o) * P + c] = v > 0;
-      }
+    const auto q = shard_ranges(split, r);
+    for (size_t x = 0; x < pieces.size(); ++x) {
+      double v = 0;
+      for (const Range& kr : pieces[x])
+        for (const Range& qr : q) v += visible_pairs(m, qr, kr);
+      need[size_t(r) * n * P + x] = v > 0;
+    }
   }
   return need;
 }

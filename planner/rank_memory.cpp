@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
@@ -15,16 +16,20 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   const int n = p.ranks, P = p.pieces_per_rank;
   long rows = 0, max_piece = 0;
   for (const auto& q : shard_ranges(split_of(p, w.S), r)) rows += q.size();
-  // Shards' chunk lengths take two values at most (S need not divide): the largest piece over the few kinds
-  // of shard, a piece being a slice [len * c / P, len * (c + 1) / P) of each chunk.
-  std::set<std::pair<long, long>> kinds;
+  // Shards come in few kinds of chunk lengths (chunks differ by a token at most): the largest piece over the
+  // kinds, a piece being a slice [len * c / P, len * (c + 1) / P) of each chunk.
+  std::set<std::vector<long>> kinds;
   for (int o = 0; o < n; ++o) {
-    const auto sh = shard_ranges(split_of(p, w.S), o);
-    kinds.insert({sh[0].size(), sh.size() > 1 ? sh[1].size() : 0});
+    std::vector<long> lens;
+    for (const Range& x : shard_ranges(split_of(p, w.S), o)) lens.push_back(x.size());
+    kinds.insert(std::move(lens));
   }
-  for (const auto& [a, b] : kinds)
-    for (long c = 0; c < P; ++c)
-      max_piece = std::max(max_piece, a * (c + 1) / P - a * c / P + b * (c + 1) / P - b * c / P);
+  for (const auto& lens : kinds)
+    for (long c = 0; c < P; ++c) {
+      long t = 0;
+      for (long a : lens) t += a * (c + 1) / P - a * c / P;
+      max_piece = std::max(max_piece, t);
+    }
   RankMemory m;
   const double qe = double(w.B) * rows * w.H * w.D;
   m.queries = qe * (2 + 4) + double(w.B) * w.H * rows * 4;  // Q (16-bit), out fp32, LSE
