@@ -1,0 +1,237 @@
+#pragma once
+// TEMPORARY: session-9 A/B of the backward kernel against the session-8 one.
+#include "kernels/bwd_sm90.cuh"
+namespace tasp::kernels::bwd {
+template <int D>
+struct Shape0 {
+  static constexpr int WG = 2, STAGES = 2;
+  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = 64, kBlockN = 64 * WG;
+  static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
+  // A warpgroup's dQ tile (64 rows x 64 columns fp32) staged for the bulk reduce, chunk-major: the thread's
+  // k-th float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  static constexpr int kStageBytes = kBlockM * 64 * 4;
+  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][128] floats.
+  static constexpr int kRowBytes = WG * 2 * 128 * 4;
+  static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
+};
+
+template <typename T, int D, bool WATCH, bool NEWORDER>
+__global__ void __launch_bounds__(Shape0<D>::kThreads, 1) attention_bwd_sm90_kernel0(const Params p) {
+  using S = Shape0<D>;
+  constexpr int STAGES = S::STAGES;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* sK = smem_raw;                              // [128 keys][D], 64-column blocks
+  unsigned char* sV = sK + S::kKvBytes;
+  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][64 rows][D]
+  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][64 rows][D]
+  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [2][128 keys][64 queries]
+  unsigned char* sdQ = sdS + 2 * S::kDsBytes;                // [WG][staged dQ tile]
+  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][2][64 LSE * log2 e, 64 D]
+  const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
+  const uint32_t kv_full = bars;
+  auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
+  auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
+
+  const Tile tile = p.tiles[blockIdx.x];
+  const KvPiece kp = p.pieces[tile.piece];
+  const int hk = blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
+  const long long kpos_lo = kp.pos0 + tile.j0, kpos_hi = kp.pos0 + min(kp.len, tile.j0 + 128) - 1;
+
+  if (threadIdx.x == 0) {
+    sm90::mbar_init(kv_full, 1);
+    for (int st = 0; st < STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), S::kConsumers);
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+
+  // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
+  // every thread has released it.
+  const unsigned char* maps = p.tmaps;
+  QWalk ahead(tile, group);
+  int loaded = 0;
+  auto load_next = [&] {
+    if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
+    const QEntry q = p.qlist[ahead.e];
+    const WorkItem& it = p.items[q.item];
+    const int h = hk * group + ahead.gi, st = loaded % STAGES;
+    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * 64 * 128), maps, qd_full(st), cb * 64, h,
+                        it.q_row0 + q.row0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * 64 * 128), maps + kTensorMapBytes, qd_full(st),
+                        cb * 64, h, it.q_row0 + q.row0, b);
+    }
+    ahead.next();
+    ++loaded;
+  };
+  if (threadIdx.x == 0) {
+    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
+    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
+    }
+    load_next();
+  }
+
+  const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int key0 = w * 64 + warp * 16 + g;  // the thread's first key row in the tile (the second is key0 + 8)
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
+  const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
+  if constexpr (WATCH) sm90::mbar_wait(kv_full, 0); else sm90::mbar_spin(kv_full, 0);
+
+  QWalk walk(tile, group);
+  for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
+    const QEntry q = p.qlist[walk.e];
+    const WorkItem it = p.items[q.item];
+    const int h = hk * group + walk.gi, st = t % STAGES;
+    const int rows = min(64, it.q_len - q.row0);
+    const long long qpos0 = it.q_pos0 + q.row0;
+    const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
+    const long long lrow = ((long long)b * p.H + h) * p.q_rows + it.q_row0 + q.row0;  // lse / dsum of query 0
+
+    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
+    // Each thread fetches one of the tile's 64 LSE or 64 D values into its warpgroup's copy (past the item's
+    // rows: no query, so P = 0 and D = 0).
+    const int wt = threadIdx.x % 128;
+    float* rowv = sRow + (w * 2 + (t & 1)) * 128;
+    {
+      const int col = wt % 64;
+      rowv[wt] = wt < 64 ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
+                         : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
+    }
+    if constexpr (WATCH) sm90::mbar_wait(qd_full(st), (t / STAGES) & 1); else sm90::mbar_spin(qd_full(st), (t / STAGES) & 1);
+    float s[32], dp[32];
+    issue_kq<T, D>(s, k_addr, q_addr, w);
+    issue_kq<T, D>(dp, v_addr, do_addr, w);
+    sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
+    sm90::wgmma_wait<1>();
+    fwd::fence_regs<32>(s);
+    // P^T: element e of chunk c is key row key0 + 8 (e / 2), query column 8c + 2 t4 + (e % 2).
+    const Band band(it);
+    const bool mask = tile.j0 + 128 > kp.len || !band.all(qpos0, qpos0 + rows - 1, kpos_lo, kpos_lo + 127);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * c + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * c + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
+        float v = exp2f(s[4 * c + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
+        if (mask && (tile.j0 + key >= kp.len || kpos_lo + key < band.lo(qpos0 + col) || kpos_lo + key > band.hi(qpos0 + col)))
+          v = 0.f;
+        s[4 * c + e] = v;
+      }
+    }
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<32>(dp);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rowv + 64 + 8 * c + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - ((e & 1) ? d2.y : d2.x));
+    }
+    uint32_t dsa[4][4];
+#pragma unroll
+    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
+    sm90::wgmma_fence();
+    issue_acc<T, D>(dv, pa, do_addr);
+    if constexpr (!NEWORDER) issue_acc<T, D>(dk, dsa, q_addr);
+    sm90::wgmma_commit();
+    // dS^T to shared memory: key row r (of 128), query column col at r * 128 + ((col / 8) ^ (r % 8)) * 16 + col % 8 * 2.
+    unsigned char* ds_buf = sdS + (t & 1) * S::kDsBytes;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = key0 + 8 * hf;
+        *reinterpret_cast<uint32_t*>(ds_buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * t4) = dsa[c / 2][(c & 1) * 2 + hf];
+      }
+    sm90::fence_proxy_async();
+    // dQ = dS K, issued behind dV and dK (one wait for all three). D = 128: both warpgroups' dS^T are needed
+    // (a CTA barrier) and each computes half of the head dim over the 128 keys; D = 64: each computes all of
+    // it over its own 64 keys (a warpgroup barrier; the two halves add up in the scratch), so the warpgroups
+    // never wait for each other.
+    constexpr bool kSplitN = D == 128;
+    constexpr int DN = kSplitN ? D / 2 : D;
+    if constexpr (kSplitN) sm90::bar_sync(1, S::kConsumers);
+    else sm90::bar_sync(2 + w, 128);
+    const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
+    const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
+    float dq[DN / 2];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
+      sm90::wgmma_ss<T, DN, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
+                                  sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
+    sm90::wgmma_commit();
+    if constexpr (NEWORDER) {
+      issue_acc<T, D>(dk, dsa, q_addr);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();
+    } else {
+      sm90::wgmma_wait<0>();
+    }
+    fwd::fence_regs<DN / 2>(dq);
+    unsigned char* stage = sdQ + w * S::kStageBytes;
+    if (wt == 0) sm90::bulk_wait_read();
+    sm90::bar_sync(2 + w, 128);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
+    sm90::fence_proxy_async();
+    sm90::bar_sync(2 + w, 128);
+    if (wt == 0) {
+      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
+                                fwd::smem_addr(stage), S::kStageBytes);
+      sm90::bulk_commit();
+    }
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<D / 2>(dv);
+    fwd::fence_regs<D / 2>(dk);
+    sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
+  }
+  if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
+  // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
+  const GradPiece gp = p.grads[tile.piece];
+  const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int j = tile.j0 + key0 + 8 * hf;
+    if (j >= kp.len) continue;
+    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
+      float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
+      float2 a = *k2, v = *v2;
+      a.x += p.scale * dk[4 * c + 2 * hf], a.y += p.scale * dk[4 * c + 2 * hf + 1];
+      v.x += dv[4 * c + 2 * hf], v.y += dv[4 * c + 2 * hf + 1];
+      *k2 = a, *v2 = v;
+    }
+  }
+}
+
+template <typename T, int D, bool WATCH = true, bool NEWORDER = false>
+void launch_sm90_v0(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
+  using S = Shape0<D>;
+  auto* kernel = attention_bwd_sm90_kernel0<T, D, WATCH, NEWORDER>;
+  allow_dynamic_smem<attention_bwd_sm90_kernel0<T, D, WATCH, NEWORDER>>(S::kSmem);
+  kernel<<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
+  TASP_CUDA(cudaGetLastError());
+}
+
+
+
+}  // namespace tasp::kernels::bwd
