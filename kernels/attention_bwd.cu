@@ -14,8 +14,6 @@
 #include "kernels/attention.hpp"
 #include "kernels/band.hpp"
 #include "kernels/bwd_sm90.cuh"
-#include "kernels/bwd_sm90_v0.cuh"
-#include <cstdlib>
 #include "kernels/cuda_check.hpp"
 #include "kernels/tensor_map.hpp"
 #include "kernels/upload.hpp"
@@ -149,30 +147,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.scale_log2 = p.scale * 1.4426950408889634f;
   const int n = int(sorted.size());
   if (bf16) {
-    const char* ev = std::getenv("TASP_BWD_VARIANT");
-    const int var = ev ? std::atoi(ev) : 1;
-    if (var == 0) {
-      if (b.D == 64) bwd::launch_sm90_v0<__nv_bfloat16, 64>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90_v0<__nv_bfloat16, 128>(p, n, b.Hkv, b.B, s);
-    } else if (var == 7) {
-      if (b.D == 64) bwd::launch_sm90_v0<__nv_bfloat16, 64, true, true>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90_v0<__nv_bfloat16, 128, true, true>(p, n, b.Hkv, b.B, s);
-    } else if (var == 5) {
-      if (b.D == 64) bwd::launch_sm90_v0<__nv_bfloat16, 64, false>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90_v0<__nv_bfloat16, 128, false>(p, n, b.Hkv, b.B, s);
-    } else if (var == 6) {
-      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 6>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90<__nv_bfloat16, 128, 6>(p, n, b.Hkv, b.B, s);
-    } else if (var == 2) {
-      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 2>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90<__nv_bfloat16, 128, 2>(p, n, b.Hkv, b.B, s);
-    } else if (var == 3) {
-      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 3>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90<__nv_bfloat16, 128, 3>(p, n, b.Hkv, b.B, s);
-    } else {
-      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64>(p, n, b.Hkv, b.B, s);
-      else bwd::launch_sm90<__nv_bfloat16, 128>(p, n, b.Hkv, b.B, s);
-    }
+    if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64>(p, n, b.Hkv, b.B, s);
+    else bwd::launch_sm90<__nv_bfloat16, 128>(p, n, b.Hkv, b.B, s);
   } else {
     if (b.D == 64) bwd::launch_sm90<__half, 64>(p, n, b.Hkv, b.B, s);
     else bwd::launch_sm90<__half, 128>(p, n, b.Hkv, b.B, s);

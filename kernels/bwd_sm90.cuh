@@ -10,18 +10,21 @@
 // dS^T stay in registers as the A operand of the next products):
 //   S^T  = K Q^T          (ss: K and Q K-major)          P^T  = exp2(S^T * scale*log2e - LSE*log2e), masked
 //   dP^T = V dO^T         (ss: V and dO K-major)         dS^T = P^T * (dP^T - D)
-//   dV  += P^T dO         (rs: dO MN-major)              dK  += dS^T Q (rs: Q MN-major)
-// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) and computes dQ = dS K
-// (ss: dS and K both MN-major): at D=128 each warpgroup half of the head dim over the tile's 128 keys (after
-// a CTA barrier: it needs the other's dS^T), at D=64 all of it over its own 64 keys (no CTA barrier). It stages
-// dQ in shared memory in the order its threads hold it and adds it to the dQ scratch with one bulk reduce of a
-// contiguous 16 KB block (FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and
-// dV stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
-// only writer of its keys, so their sums are ordered.
+//   dV  += P^T dO         (rs: dO MN-major)
+// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) under dV, computes
+// dQ = dS K (ss: dS and K both MN-major) and dK += dS^T Q (rs: Q MN-major) behind it, and stages dQ while dK
+// is still on the tensor cores. At D=128 each warpgroup computes half of the head dim of dQ over the tile's
+// 128 keys (after a CTA barrier: it needs the other's dS^T), at D=64 all of it over its own 64 keys (no CTA
+// barrier). dQ is staged in shared memory in the order the threads hold it and added to the dQ scratch with
+// one bulk reduce of a contiguous 16 KB block (FA3's dQ accumulation; attention_backward_finish turns the
+// scratch into dQ). dK and dV stay in registers across the walk and are added to the piece's fp32
+// accumulator at the end: a CTA is the only writer of its keys, so their sums are ordered.
 //
 // Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
-// 168: spills); dQ by float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce
-// per row (39 ms); the forward's turn-taking between the warpgroups (3-8% slower at both head dims).
+// 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
+// setmaxnreg 24/240: 8-10% slower than this kernel at both head dims, though correct and spill-free); dQ by
+// float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce per row (39 ms); the
+// forward's turn-taking between the warpgroups (3-8% slower at both head dims).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -60,10 +63,7 @@ struct Params {
 template <int D>
 struct Shape {
   static constexpr int WG = 2, STAGES = 2;
-  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers + 128, kBlockM = 64, kBlockN = 64 * WG;
-  // setmaxnreg: the producer warpgroup keeps 24 registers a thread, the consumers take 240 (a scheduler's 512
-  // per lane over its four warps, one of each warpgroup).
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = 64, kBlockN = 64 * WG;
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
   // A warpgroup's dQ tile (64 rows x 64 columns fp32) staged for the bulk reduce, chunk-major: the thread's
   // k-th float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
@@ -124,9 +124,8 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
     sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, 64 * 128, 1024), 1);
 }
 
-template <typename T, int D, int V>
+template <typename T, int D>
 __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
-  constexpr bool kWriter = V != 3, kNewOrder = V == 1 || V == 6, kWatch = V != 6;
   using S = Shape<D>;
   constexpr int STAGES = S::STAGES;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -141,13 +140,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
   auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
-  // Named barriers: 1 both consumer warpgroups, 2 + w warpgroup w, and between warpgroup w and the dQ writer
-  // warp (128 + 32 threads) kDqFull + w (w's tile is staged) and kDqEmpty + w (its staging buffer is free).
-  constexpr int kDqFull = 4, kDqEmpty = 6, kDqSync = 128 + 32;
-  // D = 128: both warpgroups' dS^T are needed (a CTA barrier) and each computes half of the head dim over the
-  // 128 keys; D = 64: each computes all of it over its own 64 keys (the two halves add up in the scratch).
-  constexpr bool kSplitN = D == 128;
-  constexpr int DN = kSplitN ? D / 2 : D;
 
   const Tile tile = p.tiles[blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
@@ -161,75 +153,49 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   }
   __syncthreads();
 
-  // The warpgroup index through a shuffle: ptxas honours setmaxnreg only behind branches it can prove uniform.
-  const int wg = __shfl_sync(0xffffffff, int(threadIdx.x / 128), 0);
-  if (wg == S::WG) {
-    sm90::regs_dealloc<S::kProducerRegs>();
-    const int pwarp = __shfl_sync(0xffffffff, int(threadIdx.x / 32) % 4, 0);
-    if (pwarp == 0) {
-      // One lane loads K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
-      // every consumer thread has released it.
-      if (threadIdx.x % 32) return;
-      const unsigned char* maps = p.tmaps;
-      const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
-      sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
-      sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
-      sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
+  // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
+  // every thread has released it.
+  const unsigned char* maps = p.tmaps;
+  QWalk ahead(tile, group);
+  int loaded = 0;
+  auto load_next = [&] {
+    if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
+    const QEntry q = p.qlist[ahead.e];
+    const WorkItem& it = p.items[q.item];
+    const int h = hk * group + ahead.gi, st = loaded % STAGES;
+    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb) {
-        sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
-        sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
-      }
-      QWalk walk(tile, group);
-      for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-        const QEntry q = p.qlist[walk.e];
-        const int row = p.items[q.item].q_row0 + q.row0, h = hk * group + walk.gi, st = t % STAGES;
-        sm90::mbar_wait(qd_empty(st), ((t / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
-        sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
-#pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb) {
-          sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * 64 * 128), maps, qd_full(st), cb * 64, h, row, b);
-          sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * 64 * 128), maps + kTensorMapBytes, qd_full(st),
-                            cb * 64, h, row, b);
-        }
-      }
-    } else if (kWriter && pwarp == 1) {
-      // The dQ writer: adds each warpgroup's staged tile to the scratch with one bulk reduce, and frees the
-      // buffer once the reduce has read it, so the consumers never wait on the copy.
-      const bool lead = threadIdx.x % 32 == 0;
-      QWalk walk(tile, group);
-      for (; walk.settle(p, kpos_lo, kpos_hi); walk.next()) {
-        const QEntry q = p.qlist[walk.e];
-        const int h = hk * group + walk.gi;
-#pragma unroll
-        for (int w = 0; w < S::WG; ++w) sm90::bar_arrive(kDqEmpty + w, kDqSync);
-#pragma unroll
-        for (int w = 0; w < S::WG; ++w) {
-          sm90::bar_sync(kDqFull + w, kDqSync);
-          if (lead) {
-            sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
-                                      fwd::smem_addr(sdQ + w * S::kStageBytes), S::kStageBytes);
-            sm90::bulk_commit();
-          }
-        }
-        if (lead) sm90::bulk_wait_read();
-        __syncwarp();
-      }
-      if (lead) sm90::bulk_wait();
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * 64 * 128), maps, qd_full(st), cb * 64, h,
+                        it.q_row0 + q.row0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * 64 * 128), maps + kTensorMapBytes, qd_full(st),
+                        cb * 64, h, it.q_row0 + q.row0, b);
     }
-    return;
+    ahead.next();
+    ++loaded;
+  };
+  if (threadIdx.x == 0) {
+    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
+    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
+    }
+    load_next();
   }
-  sm90::regs_alloc<S::kConsumerRegs>();
 
-  const int w = wg, wt = threadIdx.x % 128, warp = wt / 32, lane = threadIdx.x % 32;
+  const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;
   const int key0 = w * 64 + warp * 16 + g;  // the thread's first key row in the tile (the second is key0 + 8)
   float dv[D / 2], dk[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
-  if constexpr (kWatch) sm90::mbar_wait(kv_full, 0);
-  else sm90::mbar_spin(kv_full, 0);
+  sm90::mbar_wait(kv_full, 0);
 
   QWalk walk(tile, group);
   for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
@@ -241,16 +207,17 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
     const long long lrow = ((long long)b * p.H + h) * p.q_rows + it.q_row0 + q.row0;  // lse / dsum of query 0
 
+    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
     // Each thread fetches one of the tile's 64 LSE or 64 D values into its warpgroup's copy (past the item's
     // rows: no query, so P = 0 and D = 0).
+    const int wt = threadIdx.x % 128;
     float* rowv = sRow + (w * 2 + (t & 1)) * 128;
     {
       const int col = wt % 64;
       rowv[wt] = wt < 64 ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
                          : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
-    if constexpr (kWatch) sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
-    else sm90::mbar_spin(qd_full(st), (t / STAGES) & 1);
+    sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
     float s[32], dp[32];
     issue_kq<T, D>(s, k_addr, q_addr, w);
     issue_kq<T, D>(dp, v_addr, do_addr, w);
@@ -286,13 +253,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     uint32_t dsa[4][4];
 #pragma unroll
     for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
+    sm90::wgmma_fence();
+    issue_acc<T, D>(dv, pa, do_addr);
+    sm90::wgmma_commit();
+    // dS^T to shared memory: key row r (of 128), query column col at r * 128 + ((col / 8) ^ (r % 8)) * 16 + col % 8 * 2.
     unsigned char* ds_buf = sdS + (t & 1) * S::kDsBytes;
-    if constexpr (!kNewOrder) {
-      sm90::wgmma_fence();
-      issue_acc<T, D>(dv, pa, do_addr);
-      issue_acc<T, D>(dk, dsa, q_addr);
-      sm90::wgmma_commit();
-    }
 #pragma unroll
     for (int c = 0; c < 8; ++c)
 #pragma unroll
@@ -301,57 +266,48 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         *reinterpret_cast<uint32_t*>(ds_buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * t4) = dsa[c / 2][(c & 1) * 2 + hf];
       }
     sm90::fence_proxy_async();
-    if constexpr (kNewOrder) {
-      sm90::wgmma_fence();
-      issue_acc<T, D>(dv, pa, do_addr);
-      sm90::wgmma_commit();
-    }
+    // dQ = dS K behind dV, then dK += dS^T Q behind dQ: dQ is staged while dK runs. D = 128: both warpgroups'
+    // dS^T are needed (a CTA barrier) and each computes half of the head dim over the 128 keys; D = 64: each
+    // computes all of it over its own 64 keys (a warpgroup barrier; the two halves add up in the scratch), so
+    // the warpgroups never wait for each other.
+    constexpr bool kSplitN = D == 128;
+    constexpr int DN = kSplitN ? D / 2 : D;
     if constexpr (kSplitN) sm90::bar_sync(1, S::kConsumers);
     else sm90::bar_sync(2 + w, 128);
     const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
     const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
     float dq[DN / 2];
-    if constexpr (!kNewOrder) sm90::wgmma_fence();
+    sm90::wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
       sm90::wgmma_ss<T, DN, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
                                   sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
-    if constexpr (kNewOrder) {
-      issue_acc<T, D>(dk, dsa, q_addr);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();
-    } else {
-      sm90::wgmma_wait<0>();
-    }
+    issue_acc<T, D>(dk, dsa, q_addr);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<1>();  // dV and dQ are done
     fwd::fence_regs<DN / 2>(dq);
+    // Stage the tile (chunk k of the thread at (k * 128 + wt) * 16) once the previous tile's reduce has read
+    // the buffer; thread 0 of the warpgroup adds it to the scratch.
     unsigned char* stage = sdQ + w * S::kStageBytes;
-    if constexpr (kWriter) {
-      sm90::bar_sync(kDqEmpty + w, kDqSync);
-    } else {
-      if (wt == 0) sm90::bulk_wait_read();
-      sm90::bar_sync(2 + w, 128);
-    }
+    if (wt == 0) sm90::bulk_wait_read();
+    sm90::bar_sync(2 + w, 128);
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
     sm90::fence_proxy_async();
-    if constexpr (kWriter) {
-      sm90::bar_arrive(kDqFull + w, kDqSync);
-    } else {
-      sm90::bar_sync(2 + w, 128);
-      if (wt == 0) {
-        sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
-                                  fwd::smem_addr(stage), S::kStageBytes);
-        sm90::bulk_commit();
-      }
+    sm90::bar_sync(2 + w, 128);
+    if (wt == 0) {
+      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
+                                fwd::smem_addr(stage), S::kStageBytes);
+      sm90::bulk_commit();
     }
     sm90::wgmma_wait<0>();
     fwd::fence_regs<D / 2>(dv);
     fwd::fence_regs<D / 2>(dk);
     sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
   }
-  if (!kWriter && wt == 0) sm90::bulk_wait();
+  if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
@@ -372,11 +328,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   }
 }
 
-template <typename T, int D, int V = 1>
+template <typename T, int D>
 void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
   using S = Shape<D>;
-  auto* kernel = attention_bwd_sm90_kernel<T, D, V>;
-  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, V>>(S::kSmem);
+  auto* kernel = attention_bwd_sm90_kernel<T, D>;
+  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D>>(S::kSmem);
   kernel<<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

@@ -29,7 +29,8 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 }
 // The trap behind a stuck pipeline, out of line: a trap inlined into a warpgroup's code makes ptxas ignore that
 // warpgroup's setmaxnreg.inc and allocate it the kernel's entry budget (168 registers at 384 threads), which
-// spilled the backward's accumulators; a call on the cold path does not.
+// spilled a warp-specialised backward's accumulators (docs/measurements/kernels-bwd.md); a call on the cold
+// path does not.
 static __device__ __noinline__ void pipeline_stuck() { __trap(); }
 // Waits for the phase of parity `parity` to complete. A pipeline bug would otherwise hang the GPU: after
 // about 2 s of waiting the kernel traps, and the launch fails with an error instead.
@@ -38,11 +39,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   const long long t0 = clock64();
   while (!mbar_try_wait(bar, parity))
     if (clock64() - t0 > 4000000000LL) pipeline_stuck();
-}
-
-__device__ __forceinline__ void mbar_spin(uint32_t bar, uint32_t parity) {
-  while (!mbar_try_wait(bar, parity)) {
-  }
 }
 
 // Orders this thread's later TMA reads of a tensor map in global memory after writes to it (the host
@@ -90,7 +86,6 @@ __device__ __forceinline__ void fence_mbar_init() {}
 __device__ __forceinline__ void mbar_arrive(uint32_t) {}
 __device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
-__device__ __forceinline__ void mbar_spin(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void fence_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bar_sync(int, int) {}
