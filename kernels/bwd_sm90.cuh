@@ -22,7 +22,7 @@
 //
 // Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
 // 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
-// setmaxnreg 24/240: 8-10% slower than this kernel at both head dims, though correct and spill-free); dQ by
+// setmaxnreg 24/240: 6-11% slower than this kernel at both head dims, though correct and spill-free); dQ by
 // float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce per row (39 ms); the
 // forward's turn-taking between the warpgroups (3-8% slower at both head dims).
 #include <cstdint>
