@@ -57,16 +57,19 @@ using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
-// TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on; D=256 always).
+// TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on; D=256 always);
+// TASP_FWD_PERSIST=0/1 its persistent grid (one CTA per SM walking the tasks) off or on.
 struct Path {
   bool sm90;
   bool overlap;
+  bool persist = false;
   int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
 Path choose_path(int D) {
   const char* e = std::getenv("TASP_ATTN_PATH");
   Path path{!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0), env_int("TASP_FWD_OVERLAP", 1) != 0};
+  path.persist = env_int("TASP_FWD_PERSIST", 0) != 0;
   if (!path.sm90 && D != 64 && D != 128)
     throw std::invalid_argument("attention: the mma.sync reference path (TASP_ATTN_PATH=mma) has head dims 64 and 128 only, not " +
                                 std::to_string(D));
@@ -80,9 +83,9 @@ Path choose_path(int D) {
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
   // D=256 always overlaps: without it ptxas spills and serialises the wgmma (measured at half the rate).
-  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, s);
+  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.persist, s);
   if constexpr (D <= 128)
-    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, s);
+    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.persist, s);
   if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 
@@ -173,6 +176,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_tiles = append(ws.host, sorted);
   const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path), 64) : 0;
+  const size_t at_tickets = append(ws.host, std::vector<int>{0});
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   Params p;
@@ -181,6 +185,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
   p.tiles = reinterpret_cast<const Tile*>(base + at_tiles);
   p.tmaps = base + at_maps;
+  p.tickets = reinterpret_cast<int*>(base + at_tickets);
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());

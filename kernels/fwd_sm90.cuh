@@ -13,6 +13,7 @@
 // barrier per tile (345 TFLOP/s at D=128); a producer warp instead of a warpgroup (ptxas then kept every
 // thread at the entry budget). setmaxnreg took effect once the kernel had a producer warpgroup, a
 // shuffle-uniform branch around it and no wgmma behind a branch inside the loop.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -23,9 +24,9 @@
 
 namespace tasp::kernels::fwd {
 
-// D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. Registers per lane of a warp
-// scheduler (512 for the 4 warps each holds, one of each warpgroup) go to the consumers: the producer keeps 24
-// (32 with three consumers), each consumer 240 with two and 160 with three, through setmaxnreg. With a
+// D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. The registers go to the consumers
+// through setmaxnreg: the producer keeps 24 (32 with three consumers, 40 in the persistent grid), each consumer
+// gets 240 with two (232 persistent) and 160 with three. With a
 // producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
 // D=64 (where the wgmma were serialised for want of registers).
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
@@ -37,10 +38,19 @@ struct Sm90Shape {
   static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;
   static constexpr int kConsumers = 128 * WG, kThreads = 128 * (WG + 1), kBlockM = 64 * WG;
   static constexpr int kBlockN = D > 128 ? 64 : 128;
-  static constexpr int kProducerRegs = WG == 2 ? 24 : 32, kConsumerRegs = (512 - kProducerRegs) / WG / 8 * 8;
+  // The persistent grid's extra state spills at D=64 (160 registers a consumer) and D=256 (O alone is 128).
+  static constexpr bool kPersistent = WG == 2 && D <= 128;
+  // setmaxnreg moves registers within the CTA's launch allocation (the entry budget times the threads): the
+  // consumers can take only what the producer gave back, or their setmaxnreg.inc waits for ever.
+  // The persistent grid's producer needs 40 (it spills at 24), which leaves the consumers 232 instead of 240.
+  static constexpr int kEntryRegs = 65536 / kThreads / 8 * 8;
+  template <bool PERSISTENT>
+  static constexpr int kProducerRegs = WG == 2 ? (PERSISTENT ? 40 : 24) : 32;
+  template <bool PERSISTENT>
+  static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs<PERSISTENT>) / WG) / 8 * 8;
   static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
-  static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
-  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers;
+  static constexpr int kBarriers = 2 + 4 * STAGES;  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[]
+  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers + 8;  // + the task slot
 };
 
 // S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
@@ -72,8 +82,11 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
 
 // OVERLAP: each warpgroup issues tile t's S = Q K^T and tile t-1's O += P V together and runs tile t's
 // softmax while that P V is on the tensor cores (FA3's intra-warpgroup pipelining; S, P and O live at once).
-template <typename T, int D, bool OVERLAP>
-__global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
+// PERSIST: one CTA per SM takes tasks of the launch order (TaskOrder) from a counter until none are left; the
+// producer loads the next task's Q and first K/V tiles while the consumers finish and store the current one.
+// The stage ring and the warpgroups' turns run on across tasks; Q has its own full/empty pair.
+template <typename T, int D, bool OVERLAP, bool PERSIST>
+__global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_kernel(const Params p, const TaskOrder order) {
   using S = Sm90Shape<D>;
   constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES, DP = S::DP;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -81,22 +94,27 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   T* sK = sQ + kBlockM * DP;            // [STAGES][DP / 64][kBlockN][64]
   T* sV = sK + STAGES * kBlockN * DP;   // [STAGES][DP / 64][kBlockN][64]
   const uint32_t bars = smem_addr(sV + STAGES * kBlockN * DP);
-  const uint32_t q_full = bars;
-  auto k_full = [&](int st) { return bars + 8 * (1 + st); };
-  auto v_full = [&](int st) { return bars + 8 * (1 + STAGES + st); };
-  auto k_empty = [&](int st) { return bars + 8 * (1 + 2 * STAGES + st); };
-  auto v_empty = [&](int st) { return bars + 8 * (1 + 3 * STAGES + st); };
+  const uint32_t q_full = bars, q_empty = bars + 8;
+  auto k_full = [&](int st) { return bars + 8 * (2 + st); };
+  auto v_full = [&](int st) { return bars + 8 * (2 + STAGES + st); };
+  auto k_empty = [&](int st) { return bars + 8 * (2 + 2 * STAGES + st); };
+  auto v_empty = [&](int st) { return bars + 8 * (2 + 3 * STAGES + st); };
 
-  const CtaTask task = cta_task(p);
-  const Tile tile = p.tiles[task.tile];
-  const WorkItem it = p.items[tile.item];
-  const int h = task.h, hk = task.hk, b = blockIdx.z;
-  const int rows = min(kBlockM, it.q_len - tile.row0);
-  const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
-  const TileSpan span(Band(it), qpos_lo, qpos_hi);
+  // The CTA's tasks: the one its block index names, or (persistent) task blockIdx.x and then whatever the
+  // ticket counter hands out. The producer takes the tickets and passes each task to the consumers in shared
+  // memory beside Q (written before Q's full barrier is armed, read before its empty one is released); a task
+  // past the end tells them to stop.
+  volatile int* task_slot = reinterpret_cast<volatile int*>(smem_raw + S::kSmem - 8);
+  auto task_at = [&](int L, int& b) {
+    if constexpr (PERSIST) return order.at(p, L, b);
+    b = blockIdx.z;
+    return cta_task(p);
+  };
+  const int L_end = PERSIST ? order.total : 1;
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(q_full, 1);
+    sm90::mbar_init(q_empty, S::kConsumers);
     for (int st = 0; st < STAGES; ++st) {
       sm90::mbar_init(k_full(st), 1);
       sm90::mbar_init(v_full(st), 1);
@@ -110,143 +128,199 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   // The warpgroup index through a shuffle: ptxas honours setmaxnreg only behind branches it can prove uniform.
   const int wg = __shfl_sync(0xffffffff, int(threadIdx.x / 128), 0);
   if (wg == WG) {  // the producer warpgroup; one lane issues every copy
-    sm90::regs_dealloc<S::kProducerRegs>();
+    sm90::regs_dealloc<S::template kProducerRegs<PERSIST>>();
     if (threadIdx.x != S::kConsumers) return;
     const unsigned char* maps = p.tmaps;
     sm90::fence_tensormap(maps);
-    sm90::mbar_arrive_tx(q_full, S::kQBytes);
-#pragma unroll
-    for (int cb = 0; cb < DP / 64; ++cb)
-      sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, h, it.q_row0 + tile.row0, b);
-    KvWalk walk(p, it);
-    int fenced = -1;
-    for (int t = 0; walk.settle<kBlockN>(p, span); ++t, walk.j0 += kBlockN) {
-      const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * walk.pc);
-      const unsigned char* vm = km + kTensorMapBytes;
-      if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
-      const int st = t % STAGES;
-      const uint32_t ph = (t / STAGES) & 1;
-      sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
-      sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < DP / 64; ++cb)
-        sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, hk, walk.j0, b);
-      sm90::mbar_wait(v_empty(st), ph ^ 1);
-      sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
+    int t = 0, fenced = -1;  // K/V tiles loaded so far: the stage ring runs on across tasks
+    for (int L = PERSIST ? int(blockIdx.x) : 0, c = 0; PERSIST || c == 0; ++c) {
+      if constexpr (PERSIST) {
+        sm90::mbar_wait(q_empty, (c & 1) ^ 1);  // the previous task's consumers are done with Q and the slot
+        *task_slot = L;
+        if (L >= L_end) {
+          sm90::mbar_arrive(q_full);
+          break;
+        }
+      }
+      int b;
+      const CtaTask task = task_at(L, b);
+      const Tile tile = p.tiles[task.tile];
+      const WorkItem it = p.items[tile.item];
+      const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + min(kBlockM, it.q_len - tile.row0) - 1;
+      const TileSpan span(Band(it), qpos_lo, qpos_hi);
+      sm90::mbar_arrive_tx(q_full, S::kQBytes);
 #pragma unroll
       for (int cb = 0; cb < DP / 64; ++cb)
-        sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, hk, walk.j0, b);
+        sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
+      KvWalk walk(p, it);
+      for (; walk.settle<kBlockN>(p, span); ++t, walk.j0 += kBlockN) {
+        const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * walk.pc);
+        const unsigned char* vm = km + kTensorMapBytes;
+        if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
+        const int st = t % STAGES;
+        const uint32_t ph = (t / STAGES) & 1;
+        sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
+        sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
+#pragma unroll
+        for (int cb = 0; cb < DP / 64; ++cb)
+          sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, task.hk, walk.j0, b);
+        sm90::mbar_wait(v_empty(st), ph ^ 1);
+        sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
+#pragma unroll
+        for (int cb = 0; cb < DP / 64; ++cb)
+          sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, walk.j0, b);
+      }
+      if constexpr (PERSIST) L = int(gridDim.x) + atomicAdd(p.tickets, 1);
     }
     return;
   }
-  sm90::regs_alloc<S::kConsumerRegs>();
+  sm90::regs_alloc<S::template kConsumerRegs<PERSIST>>();
 
   const int cw = wg, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t4 = lane % 4;
   const int row0 = cw * 64 + warp * 16 + lane / 4;  // the thread's first row in the tile
-  float o[D / 2], s[kBlockN / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
-  uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
   const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;  // this warpgroup's 64 rows in each column block
   // Named barrier 1 + i: warpgroup i's turn to issue. The last one hands the first turn to warpgroup 0.
   constexpr int kTurnThreads = 256;
   if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
-  sm90::mbar_wait(q_full, 0);
-
-  // Scores of tile `cur` (in s) to P (in pa); returns whether O must be rescaled by alpha.
-  auto softmax = [&](const KvWalk& cur) {
-    if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
-    return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
-  };
-  auto to_p = [&] {
+  int t = 0;  // K/V tiles consumed so far, as the producer counts them
+  for (int c = 0; PERSIST || c == 0; ++c) {  // one pass unless persistent (a loop ptxas can see through)
+    sm90::mbar_wait(q_full, c & 1);
+    const int L = PERSIST ? *task_slot : 0;
+    if (L >= L_end) break;
+    int b;
+    const CtaTask task = task_at(L, b);
+    const Tile tile = p.tiles[task.tile];
+    const WorkItem it = p.items[tile.item];
+    const int rows = min(kBlockM, it.q_len - tile.row0);
+    const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
+    const TileSpan span(Band(it), qpos_lo, qpos_hi);
+    float o[D / 2], s[kBlockN / 2];
 #pragma unroll
-    for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
-  };
-  KvWalk walk(p, it);
-  bool have = walk.settle<kBlockN>(p, span);
-  if constexpr (OVERLAP) {
-    // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
-    if (have) {
-      {  // tile 0
-        const KvWalk cur = walk;
-        walk.j0 += kBlockN;
-        have = walk.settle<kBlockN>(p, span);
-        sm90::mbar_wait(k_full(0), 0);
-        sm90::bar_sync(1 + cw, kTurnThreads);
-        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK));
-        sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+    uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
+
+    // Scores of tile `cur` (in s) to P (in pa); returns whether O must be rescaled by alpha.
+    auto softmax = [&](const KvWalk& cur) {
+      if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
+      return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+    };
+    auto to_p = [&] {
+#pragma unroll
+      for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
+    };
+    KvWalk walk(p, it);
+    bool have = walk.settle<kBlockN>(p, span);
+    if constexpr (OVERLAP) {
+      // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
+      if (have) {
+        {  // tile 0
+          const KvWalk cur = walk;
+          walk.j0 += kBlockN;
+          have = walk.settle<kBlockN>(p, span);
+          const int st = t % STAGES;
+          sm90::mbar_wait(k_full(st), (t / STAGES) & 1);
+          sm90::bar_sync(1 + cw, kTurnThreads);
+          issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+          sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+          sm90::wgmma_wait<0>();
+          fence_regs<kBlockN / 2>(s);
+          sm90::mbar_arrive(k_empty(st));
+          softmax(cur);  // O is still zero: no rescale
+          to_p();
+          ++t;
+        }
+        for (; have; ++t) {
+          const KvWalk cur = walk;
+          walk.j0 += kBlockN;
+          have = walk.settle<kBlockN>(p, span);
+          const int st = t % STAGES, pst = (t - 1) % STAGES;
+          const uint32_t ph = (t / STAGES) & 1;
+          sm90::mbar_wait(k_full(st), ph);
+          sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+          sm90::bar_sync(1 + cw, kTurnThreads);
+          issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+          issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
+          sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+          sm90::wgmma_wait<1>();
+          fence_regs<kBlockN / 2>(s);
+          sm90::mbar_arrive(k_empty(st));
+          const bool grew = softmax(cur);
+          sm90::wgmma_wait<0>();
+          fence_regs<D / 2>(o);
+          fence_regs<kBlockN / 4>(&pa[0][0]);
+          sm90::mbar_arrive(v_empty(pst));
+          if (grew) rescale<D>(o, alpha);
+          to_p();
+        }
+        sm90::mbar_arrive(q_empty);  // every Q K^T of the task has completed
+        const int pst = (t - 1) % STAGES;
+        sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
         sm90::wgmma_wait<0>();
-        fence_regs<kBlockN / 2>(s);
-        sm90::mbar_arrive(k_empty(0));
-        softmax(cur);  // O is still zero: no rescale
-        to_p();
+        fence_regs<D / 2>(o);
+        sm90::mbar_arrive(v_empty(pst));
+      } else {
+        sm90::mbar_arrive(q_empty);
       }
-      int t = 1;
+    } else {
       for (; have; ++t) {
         const KvWalk cur = walk;
         walk.j0 += kBlockN;
         have = walk.settle<kBlockN>(p, span);
-        const int st = t % STAGES, pst = (t - 1) % STAGES;
+        const int st = t % STAGES;
         const uint32_t ph = (t / STAGES) & 1;
         sm90::mbar_wait(k_full(st), ph);
-        sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
         sm90::bar_sync(1 + cw, kTurnThreads);
         issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
         sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-        sm90::wgmma_wait<1>();
+        sm90::wgmma_wait<0>();
         fence_regs<kBlockN / 2>(s);
         sm90::mbar_arrive(k_empty(st));
-        const bool grew = softmax(cur);
+        if (softmax(cur)) rescale<D>(o, alpha);
+        to_p();
+        sm90::mbar_wait(v_full(st), ph);
+        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
         sm90::wgmma_wait<0>();
         fence_regs<D / 2>(o);
-        fence_regs<kBlockN / 4>(&pa[0][0]);
-        sm90::mbar_arrive(v_empty(pst));
-        if (grew) rescale<D>(o, alpha);
-        to_p();
+        sm90::mbar_arrive(v_empty(st));
       }
-      const int pst = (t - 1) % STAGES;
-      sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
-      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
-      sm90::wgmma_wait<0>();
-      fence_regs<D / 2>(o);
-      sm90::mbar_arrive(v_empty(pst));
+      sm90::mbar_arrive(q_empty);
     }
-  } else {
-    for (int t = 0; have; ++t) {
-      const KvWalk cur = walk;
-      walk.j0 += kBlockN;
-      have = walk.settle<kBlockN>(p, span);
-      const int st = t % STAGES;
-      const uint32_t ph = (t / STAGES) & 1;
-      sm90::mbar_wait(k_full(st), ph);
-      sm90::bar_sync(1 + cw, kTurnThreads);
-      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-      sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-      sm90::wgmma_wait<0>();
-      fence_regs<kBlockN / 2>(s);
-      sm90::mbar_arrive(k_empty(st));
-      if (softmax(cur)) rescale<D>(o, alpha);
-      to_p();
-      sm90::mbar_wait(v_full(st), ph);
-      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
-      sm90::wgmma_wait<0>();
-      fence_regs<D / 2>(o);
-      sm90::mbar_arrive(v_empty(st));
-    }
+    store_rows<D>(p, it, tile, b, task.h, row0, rows, o, m, l, lane);
   }
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
-  store_rows<D>(p, it, tile, b, h, row0, rows, o, m, l, lane);
+}
+
+// Streaming multiprocessors of the current device (the persistent grid), looked up once per device.
+inline int sm_count() {
+  int dev = 0;
+  TASP_CUDA(cudaGetDevice(&dev));
+  static int cached[64] = {};
+  if (dev >= 64) dev = 63;
+  if (!cached[dev]) TASP_CUDA(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev));
+  return cached[dev];
 }
 
 template <typename T, int D, bool OVERLAP>
-void launch_sm90(const Params& p, int tiles, int B, cudaStream_t s) {
+void launch_sm90(const Params& p, int tiles, int B, bool persist, cudaStream_t s) {
   using S = Sm90Shape<D>;
-  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP>;
-  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP>>(S::kSmem);
-  kernel<<<cta_grid(p, tiles, B), S::kThreads, S::kSmem, s>>>(p);
+  const dim3 grid = cta_grid(p, tiles, B);
+  const long long total = (long long)grid.x * grid.y * grid.z;
+  if constexpr (S::kPersistent) {
+    if (persist && total <= 0x7fffffffLL) {
+      auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, true>;
+      allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, true>>(S::kSmem);
+      const TaskOrder order{int(grid.x), int(total)};
+      kernel<<<int(std::min<long long>(total, sm_count())), S::kThreads, S::kSmem, s>>>(p, order);
+      TASP_CUDA(cudaGetLastError());
+      return;
+    }
+  }
+  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, false>;
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false>>(S::kSmem);
+  kernel<<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
   TASP_CUDA(cudaGetLastError());
 }
 

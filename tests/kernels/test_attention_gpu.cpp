@@ -201,6 +201,20 @@ TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   }
 }
 
+// More CTA tasks (tiles x heads x batches) than a Hopper has SMs, with causal tiles of every length: with
+// TASP_FWD_PERSIST=1 each CTA runs several tasks in turn (Q reloaded, the K/V ring and its phases running on).
+TEST(AttentionGpu, LongManyTasksPerCta) {
+  NEED_GPU();
+  for (int D : fwd_head_dims()) {
+    Case c;
+    c.B = 2, c.H = 16, c.Hkv = 4, c.D = D, c.q_rows = 1000;
+    c.pieces = {{600, 0}, {400, 600}};
+    c.items = {{0, 1000, 0, {0, 1}, true}};
+    SCOPED_TRACE("D=" + std::to_string(D));
+    DeviceCase(c, 17 + D).run_and_check();
+  }
+}
+
 // Pieces as token ranges of one larger buffer per batch (batch_stride), as the executor's receive slots hold
 // them: the gaps hold NaN, so a read outside a piece's range shows up in the result.
 TEST(AttentionGpu, PiecesAsViewsWithBatchStride) {
