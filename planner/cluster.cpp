@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "planner/decomposition.hpp"
-#include "planner/rainbow_path.hpp"
 
 namespace tasp::planner {
 
@@ -30,21 +29,16 @@ PathSet hamiltonian_paths_complete(int m) {
   // Odd m >= 7: delete vertex m from each of K_{m+1}*'s m Hamiltonian cycles; each becomes a Hamiltonian
   // path of K_m* (it loses the two arcs at m) and the m paths use every arc once. The paths start at m's
   // successors and end at its predecessors, distinct across cycles, so rails stay distinct.
-  // K_{m+1}* for m+1 = 2 mod 4 comes from the rainbow-path table (to 126); past it, no search is spent here.
-  const int n = m + 1;
-  if (m >= 7 && (n % 4 == 0 || !rainbow_path_from_table(n).empty())) {
-    const Decomposition d = decompose_complete(n);
-    if (int(d.cycles.size()) == m) {
-      for (const Cycle& c : d.cycles) {
-        const size_t at = size_t(std::find(c.begin(), c.end(), m) - c.begin());
-        Path p;
-        for (size_t i = 1; i < c.size(); ++i) p.push_back(c[(at + i) % c.size()]);
-        s.paths.push_back(std::move(p));
-      }
-      return s;
+  if (m >= 7) {
+    for (const Cycle& c : decompose_complete(m + 1).cycles) {
+      const size_t at = size_t(std::find(c.begin(), c.end(), m) - c.begin());
+      Path p;
+      for (size_t i = 1; i < c.size(); ++i) p.push_back(c[(at + i) % c.size()]);
+      s.paths.push_back(std::move(p));
     }
+    return s;
   }
-  // Otherwise m - 1 paths: open each of Walecki's cycles at the arc j -> j+1 (distinct tails and heads).
+  // m = 3, 5: m - 1 paths: open each of Walecki's cycles at the arc j -> j+1 (distinct tails and heads).
   std::vector<Cycle> cycles = walecki_cycles(m);
   for (const Cycle& c : cycles) {
     // c = [inf, j, j+1, ...]: start after position 1, end at position 1.
@@ -52,10 +46,8 @@ PathSet hamiltonian_paths_complete(int m) {
     for (size_t i = 0; i < c.size(); ++i) p.push_back(c[(2 + i) % c.size()]);
     s.paths.push_back(std::move(p));
   }
-  s.note = "K_" + std::to_string(m) + "* (odd m): " + std::to_string(m - 1) + " Hamiltonian paths (Walecki cycles opened); " +
-           (m < 7 ? "m paths are impossible for m = 3, 5"
-                  : "m paths need K_" + std::to_string(n) + "*'s " + std::to_string(m) +
-                        " cycles, which have no construction here yet (n = 2 mod 4 past the table)");
+  s.note = "K_" + std::to_string(m) + "* (odd m): " + std::to_string(m - 1) +
+           " Hamiltonian paths (Walecki cycles opened); m paths are impossible for m = 3, 5";
   return s;
 }
 

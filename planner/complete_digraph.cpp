@@ -4,15 +4,13 @@
 //                 must form a Hamiltonian path using one arc of every cycle (a "rainbow" path), which
 //                 closes the last cycle through the new vertex.
 //                 n % 4 == 0: the cut positions are TASP's closed form (default cut, four exceptions).
-//                 n % 4 == 2: a rainbow path from the table in rainbow_paths.inc (found offline by
-//                 tools/rainbow_search, checked here like any other), else a bounded search.
+//                 n % 4 == 2: our closed form (step_two_path below), proven there and checked by the verifier.
 //   n = 2:        the single 2-cycle.  n = 4, 6: no decomposition; the most disjoint cycles (exhaustive).
 #include <algorithm>
 #include <map>
 #include <stdexcept>
 
 #include "planner/decomposition.hpp"
-#include "planner/rainbow_path.hpp"
 
 namespace tasp::planner {
 namespace {
@@ -81,6 +79,25 @@ std::vector<int> tasp_path(const std::vector<Cycle>& base, int n) {
   return path;
 }
 
+// n % 4 == 2, q = n - 2 (a multiple of 4), h = q / 2: the rainbow path
+//   inf, h+1, h+3, ..., q-1, 0, 1, 3, ..., h-1, h, h+2, ..., q-2, 2, 4, ..., h-2
+// (four runs of step 2 over the odd and even halves, joined by steps of 1 and one step of 4).
+// Why it is rainbow: in Walecki's K_{q+1}* the arc u -> u+d (d in 1..q-1) lies in cycle
+// u + floor(d/2) + (d even ? h : 0) mod q, inf -> y in cycle y, x -> inf in x + h. The step-2 arcs of the four
+// runs lie in u + h + 1: the evens 2..h-2 and h+2..q-2 and the odds 1..h-3 and h+3..q-3; the joins
+// inf -> h+1, q-1 -> 0, 0 -> 1, h-1 -> h and q-2 -> 2 lie in h+1, q-1, 0, h-1 and h. With h even that is
+// every cycle once. (Found by searching paths made of a few arithmetic runs; checked for every such n to 3002.)
+std::vector<int> step_two_path(int n) {
+  const int q = n - 2, h = q / 2;
+  std::vector<int> path{q};  // q is Walecki's infinity
+  for (int v = h + 1; v < q; v += 2) path.push_back(v);
+  path.push_back(0);
+  for (int v = 1; v < h; v += 2) path.push_back(v);
+  for (int v = h; v < q; v += 2) path.push_back(v);
+  for (int v = 2; v < h; v += 2) path.push_back(v);
+  return path;
+}
+
 }  // namespace
 
 std::vector<Cycle> walecki_cycles(int n) {
@@ -99,15 +116,7 @@ std::vector<Cycle> walecki_cycles(int n) {
 std::vector<Cycle> insertion_cycles(int n) {
   if (n < 8 || n % 2) throw std::invalid_argument("insertion_cycles needs even n >= 8");
   std::vector<Cycle> base = walecki_cycles(n - 1);
-  std::vector<int> path;
-  if (n % 4 == 0) {
-    path = tasp_path(base, n);
-  } else {
-    path = rainbow_path_from_table(n);
-    if (path.empty()) path = search_rainbow_path(n, 5.0);
-    if (path.empty()) return {};
-  }
-  return insert_along_path(base, path, n - 1);
+  return insert_along_path(base, n % 4 == 0 ? tasp_path(base, n) : step_two_path(n), n - 1);
 }
 
 int max_disjoint_hamiltonian_cycles_exhaustive(int n, std::vector<Cycle>* best) {
@@ -144,18 +153,7 @@ Decomposition decompose_complete(int n) {
   } else {
     d.cycles = insertion_cycles(n);
     d.method = n % 4 == 0 ? "insertion into walecki K_{n-1}*, TASP cut positions (n%4==0)"
-                          : "insertion into walecki K_{n-1}*, rainbow path (n%4==2)";
-    if (d.cycles.empty()) {
-      // No rainbow path within the budget: insert the new vertex at a fixed position of every
-      // cycle (distinct tails and heads), which gives n-2 rings, one short of the bound.
-      std::vector<Cycle> base = walecki_cycles(n - 1);
-      for (Cycle c : base) {
-        c.insert(c.begin() + 2, n - 1);
-        d.cycles.push_back(std::move(c));
-      }
-      d.method = "insertion into walecki K_{n-1}*, fixed cut (fallback)";
-      d.note = "no rainbow path found within the search budget: n-2 rings, the bound is n-1";
-    }
+                          : "insertion into walecki K_{n-1}*, step-two rainbow path (n%4==2)";
   }
   d.optimal = int(d.cycles.size()) == d.upper_bound;
   return d;

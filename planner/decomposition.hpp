@@ -28,8 +28,7 @@ std::vector<Cycle> insertion_cycles(int n);         // n even >= 8: one new vert
 int max_disjoint_hamiltonian_cycles_exhaustive(int n, std::vector<Cycle>* best);  // small n only
 
 // K_m* into m arc-disjoint directed Hamiltonian paths: m even by translates, odd m >= 7 from K_{m+1}*'s
-// cycles less one vertex; m - 1 paths (cycles opened) for m = 3, 5 (none better exists) and where
-// K_{m+1}* has no construction here (m+1 = 2 mod 4 past the rainbow table).
+// cycles less one vertex; m - 1 paths (cycles opened) for m = 3, 5 (none better exists).
 struct PathSet {
   std::vector<Path> paths;
   std::string note;
