@@ -206,6 +206,16 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
       if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
       return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
     };
+    // S = Q K^T of the tile in stage st on this warpgroup's turn, waited for; its K buffer released.
+    auto scores = [&](int st, uint32_t ph) {
+      sm90::mbar_wait(k_full(st), ph);
+      sm90::bar_sync(1 + cw, kTurnThreads);
+      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+      sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+      sm90::wgmma_wait<0>();
+      fence_regs<kBlockN / 2>(s);
+      sm90::mbar_arrive(k_empty(st));
+    };
     auto to_p = [&] {
 #pragma unroll
       for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
@@ -219,14 +229,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
           const KvWalk cur = walk;
           walk.j0 += kBlockN;
           have = walk.settle<kBlockN>(p, span);
-          const int st = t % STAGES;
-          sm90::mbar_wait(k_full(st), (t / STAGES) & 1);
-          sm90::bar_sync(1 + cw, kTurnThreads);
-          issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-          sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-          sm90::wgmma_wait<0>();
-          fence_regs<kBlockN / 2>(s);
-          sm90::mbar_arrive(k_empty(st));
+          scores(t % STAGES, (t / STAGES) & 1);
           softmax(cur);  // O is still zero: no rescale
           to_p();
           ++t;
@@ -271,13 +274,7 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
         have = walk.settle<kBlockN>(p, span);
         const int st = t % STAGES;
         const uint32_t ph = (t / STAGES) & 1;
-        sm90::mbar_wait(k_full(st), ph);
-        sm90::bar_sync(1 + cw, kTurnThreads);
-        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-        sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-        sm90::wgmma_wait<0>();
-        fence_regs<kBlockN / 2>(s);
-        sm90::mbar_arrive(k_empty(st));
+        scores(st, ph);
         if (softmax(cur)) rescale<D>(o, alpha);
         to_p();
         sm90::mbar_wait(v_full(st), ph);
