@@ -42,10 +42,11 @@ struct Params {
 struct CtaTask {
   int tile, h, hk;
 };
-__device__ __forceinline__ CtaTask cta_task(const Params& p) {
+__device__ __forceinline__ CtaTask cta_task(const Params& p, int x, int y) {
   const int g = p.H / p.Hkv;
-  return {int(blockIdx.x / g), int(blockIdx.y * g + blockIdx.x % g), int(blockIdx.y)};
+  return {x / g, y * g + x % g, y};
 }
+__device__ __forceinline__ CtaTask cta_task(const Params& p) { return cta_task(p, int(blockIdx.x), int(blockIdx.y)); }
 inline dim3 cta_grid(const Params& p, int tiles, int B) { return dim3(tiles * (p.H / p.Hkv), p.Hkv, B); }
 
 // A persistent CTA's tasks in the launch order above (query head of the group fastest, then tile, K/V head,
@@ -55,9 +56,8 @@ inline dim3 cta_grid(const Params& p, int tiles, int B) { return dim3(tiles * (p
 struct TaskOrder {
   int x, total;  // tiles * group, and all tasks
   __device__ __forceinline__ CtaTask at(const Params& p, int L, int& b) const {
-    const int g = p.H / p.Hkv, xi = L % x, y = (L / x) % p.Hkv;
     b = L / (x * p.Hkv);
-    return {xi / g, y * g + xi % g, y};
+    return cta_task(p, L % x, (L / x) % p.Hkv);
   }
 };
 

@@ -290,14 +290,12 @@ __global__ void __launch_bounds__(Sm90Shape<D>::kThreads, 1) attention_fwd_sm90_
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
 
-// Streaming multiprocessors of the current device (the persistent grid), looked up once per device.
+// Streaming multiprocessors of the current device: the persistent grid's size.
 inline int sm_count() {
-  int dev = 0;
+  int dev = 0, n = 0;
   TASP_CUDA(cudaGetDevice(&dev));
-  static int cached[64] = {};
-  if (dev >= 64) dev = 63;
-  if (!cached[dev]) TASP_CUDA(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev));
-  return cached[dev];
+  TASP_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
 }
 
 template <typename T, int D, bool OVERLAP>

@@ -174,45 +174,46 @@ TEST(AttentionGpu, EveryDeviceFromItsOwnThread) {
   if (n < 2) GTEST_SKIP() << "one device: nothing per device to check";
 }
 
+// One case (B, H, Hkv, q_rows, pieces, items) at every forward head dim, seeded seed + D.
+static void check_every_head_dim(Case c, uint32_t seed) {
+  for (int D : fwd_head_dims()) {
+    c.D = D;
+    SCOPED_TRACE("D=" + std::to_string(D));
+    DeviceCase(c, seed + D).run_and_check();
+  }
+}
+
 TEST(AttentionGpu, CausalWithGlobalPositions) {
   NEED_GPU();
-  for (int D : fwd_head_dims()) {
-    Case c;
-    c.B = 1, c.H = 3, c.Hkv = 1, c.D = D, c.q_rows = 192;
-    // Zigzag-like: rows 0..63 at positions 0..63, rows 64..191 at 1000..1127; pieces before, across and
-    // after the diagonal (the last is wholly masked for both items).
-    c.pieces = {{100, 0}, {90, 1000}, {70, 2000}, {64, 0}};
-    c.items = {{0, 64, 0, {3, 2}, true}, {64, 128, 1000, {0, 1, 2}, true}};
-    DeviceCase(c, 7 + D).run_and_check();
-  }
+  Case c;
+  c.B = 1, c.H = 3, c.Hkv = 1, c.q_rows = 192;
+  // Zigzag-like: rows 0..63 at positions 0..63, rows 64..191 at 1000..1127; pieces before, across and
+  // after the diagonal (the last is wholly masked for both items).
+  c.pieces = {{100, 0}, {90, 1000}, {70, 2000}, {64, 0}};
+  c.items = {{0, 64, 0, {3, 2}, true}, {64, 128, 1000, {0, 1, 2}, true}};
+  check_every_head_dim(c, 7);
 }
 
 // Many K/V tiles per CTA, across pieces, with the diagonal in the middle: the Hopper path's 2-deep ring of
 // K/V buffers (and its mbarrier phases) wraps several times, and tensor maps change between pieces.
 TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   NEED_GPU();
-  for (int D : fwd_head_dims()) {
-    Case c;
-    c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 520;
-    c.pieces = {{300, 0}, {257, 300}, {400, 557}};
-    c.items = {{0, 520, 450, {0, 1, 2}, true}};
-    SCOPED_TRACE("D=" + std::to_string(D));
-    DeviceCase(c, 13 + D).run_and_check();
-  }
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 1, c.q_rows = 520;
+  c.pieces = {{300, 0}, {257, 300}, {400, 557}};
+  c.items = {{0, 520, 450, {0, 1, 2}, true}};
+  check_every_head_dim(c, 13);
 }
 
 // More CTA tasks (tiles x heads x batches) than a Hopper has SMs, with causal tiles of every length: with
 // TASP_FWD_PERSIST=1 each CTA runs several tasks in turn (Q reloaded, the K/V ring and its phases running on).
 TEST(AttentionGpu, LongManyTasksPerCta) {
   NEED_GPU();
-  for (int D : fwd_head_dims()) {
-    Case c;
-    c.B = 2, c.H = 16, c.Hkv = 4, c.D = D, c.q_rows = 1000;
-    c.pieces = {{600, 0}, {400, 600}};
-    c.items = {{0, 1000, 0, {0, 1}, true}};
-    SCOPED_TRACE("D=" + std::to_string(D));
-    DeviceCase(c, 17 + D).run_and_check();
-  }
+  Case c;
+  c.B = 2, c.H = 16, c.Hkv = 4, c.q_rows = 1000;
+  c.pieces = {{600, 0}, {400, 600}};
+  c.items = {{0, 1000, 0, {0, 1}, true}};
+  check_every_head_dim(c, 17);
 }
 
 // Pieces as token ranges of one larger buffer per batch (batch_stride), as the executor's receive slots hold
