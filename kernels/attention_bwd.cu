@@ -35,8 +35,9 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
-  constexpr int kBlockM = 64, kBlockN = 128;
-  // Each piece's query tiles: every item listing it, in tiles of 64 rows.
+  const int kBlockM = b.D == 64 ? bwd::Shape<64>::kBlockM : bwd::Shape<128>::kBlockM, kBlockN = 128;
+  // Each piece's query tiles: every item listing it, in tiles of kBlockM rows (numbered by the dQ scratch's
+  // 64-row tiles).
   std::vector<std::vector<bwd::QEntry>> per_piece(b.pieces.size());
   int dq_tiles = 0;
   for (size_t i = 0; i < b.items.size(); ++i) {
@@ -46,8 +47,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       bad("items[" + std::to_string(i) + "]: pieces out of range");
     check_mask(it, i);
     for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc)
-      for (int r = 0; r < it.q_len; r += kBlockM) per_piece[pc].push_back({int(i), r, dq_tiles + r / kBlockM});
-    dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
+      for (int r = 0; r < it.q_len; r += kBlockM) per_piece[pc].push_back({int(i), r, dq_tiles + r / 64});
+    dq_tiles += (it.q_len + 63) / 64;
   }
   std::vector<bwd::QEntry> qlist;
   std::vector<bwd::Tile> tiles;
@@ -115,7 +116,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   for (size_t i = 0; i < order.size(); ++i) sorted[i] = tiles[order[i]];
   if (sorted.size() > 0x7fffffff) bad("too many tiles");
 
-  // Tensor maps: [0] Q and [1] dO in boxes of 64 rows, then K and V of every piece in boxes of 128 keys.
+  // Tensor maps: [0] Q and [1] dO in boxes of kBlockM rows, then K and V of every piece in boxes of 128 keys.
   const bool bf16 = b.dtype == DType::BF16;
   std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
   const long long qstride = (long long)b.q_rows * b.H * b.D;

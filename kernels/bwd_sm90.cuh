@@ -35,7 +35,8 @@
 
 namespace tasp::kernels::bwd {
 
-// A query tile of an item that lists the piece; `tile` numbers the items' tiles in order (the dQ scratch's).
+// A query tile (Shape::kBlockM rows from row0) of an item that lists the piece; `tile` is the dQ scratch's
+// tile of row0 (the scratch numbers the items' 64-row tiles in order, so the tile's rows lie in tile, tile + 1).
 struct QEntry {
   int item, row0, tile;
 };
@@ -63,15 +64,21 @@ struct Params {
 template <int D>
 struct Shape {
   static constexpr int WG = 2, STAGES = 2;
-  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = 64, kBlockN = 64 * WG;
+  // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
+  // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
+  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
-  // A warpgroup's dQ tile (64 rows x 64 columns fp32) staged for the bulk reduce, chunk-major: the thread's
-  // k-th float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  // dS^T is double-buffered where dQ reads the other warpgroup's half (D = 128); at D = 64 a warpgroup reads
+  // only its own keys' rows, and it has finished reading them before it writes the next tile's.
+  static constexpr int kDsBufs = D == 64 ? 1 : 2;
+  // A warpgroup's dQ (kBlockM rows x 64 columns fp32) staged for the bulk reduce in 64-row blocks (one per
+  // scratch tile), each chunk-major: the thread's k-th float4 at (k * 128 + thread) * 16, so a warp's stores
+  // are consecutive.
   static constexpr int kStageBytes = kBlockM * 64 * 4;
-  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][128] floats.
-  static constexpr int kRowBytes = WG * 2 * 128 * 4;
+  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][2 kBlockM] floats.
+  static constexpr int kRowBytes = WG * 2 * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
-  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
 };
 
 // The dQ scratch position (floats) of float4 chunk k (of 8) of thread `thread` (of 128) in the 64-column block
@@ -83,6 +90,7 @@ __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
 // of keys [kpos_lo, kpos_hi] (causal, document, window). Producer and consumers walk it alike.
+template <int BM>
 struct QWalk {
   int e, eend, gi, group;
   __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
@@ -91,7 +99,7 @@ struct QWalk {
     for (; e < eend; ++e, gi = 0) {
       const QEntry q = p.qlist[e];
       const WorkItem& it = p.items[q.item];
-      const int rows = min(64, it.q_len - q.row0);
+      const int rows = min(BM, it.q_len - q.row0);
       const long long q0 = it.q_pos0 + q.row0;
       if (!Band(it).none(q0, q0 + rows - 1, kpos_lo, kpos_hi) && gi < group) return true;
     }
@@ -102,40 +110,40 @@ struct QWalk {
   }
 };
 
-// S^T (or dP^T) for a warpgroup's 64 keys against 64 query rows: A = the key tile's rows [64 w, 64 w + 64)
-// (K-major, 128 rows per 64-column block), B = the query tile (K-major, 64 rows per block).
-template <typename T, int D>
-__device__ __forceinline__ void issue_kq(float (&s)[32], uint32_t k_addr, uint32_t q_addr, int w) {
+// S^T (or dP^T) for a warpgroup's 64 keys against BM query rows: A = the key tile's rows [64 w, 64 w + 64)
+// (K-major, 128 rows per 64-column block), B = the query tile (K-major, BM rows per block).
+template <typename T, int D, int BM>
+__device__ __forceinline__ void issue_kq(float (&s)[BM / 2], uint32_t k_addr, uint32_t q_addr, int w) {
   sm90::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint64_t da = sm90::sw128_desc(k_addr + (ks / 4) * (128 * 128) + w * 64 * 128 + (ks % 4) * 32, 16, 1024);
-    const uint64_t db = sm90::sw128_desc(q_addr + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
-    sm90::wgmma_ss<T, 64, 0, 0>(s, da, db, ks > 0 ? 1 : 0);
+    const uint64_t db = sm90::sw128_desc(q_addr + (ks / 4) * (BM * 128) + (ks % 4) * 32, 16, 1024);
+    sm90::wgmma_ss<T, BM, 0, 0>(s, da, db, ks > 0 ? 1 : 0);
   }
   sm90::wgmma_commit();
 }
 
-// acc (64 keys x D) += frag (64 keys x 64 queries, registers) * X (64 queries x D, MN-major in shared memory).
-template <typename T, int D>
-__device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&frag)[4][4], uint32_t x_addr) {
+// acc (64 keys x D) += frag (64 keys x BM queries, registers) * X (BM queries x D, MN-major in shared memory).
+template <typename T, int D, int BM>
+__device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&frag)[BM / 16][4], uint32_t x_addr) {
 #pragma unroll
-  for (int kt = 0; kt < 4; ++kt)
-    sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, 64 * 128, 1024), 1);
+  for (int kt = 0; kt < BM / 16; ++kt)
+    sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, BM * 128, 1024), 1);
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
   using S = Shape<D>;
-  constexpr int STAGES = S::STAGES;
+  constexpr int STAGES = S::STAGES, BM = S::kBlockM;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* sK = smem_raw;                              // [128 keys][D], 64-column blocks
   unsigned char* sV = sK + S::kKvBytes;
-  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][64 rows][D]
-  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][64 rows][D]
-  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [2][128 keys][64 queries]
-  unsigned char* sdQ = sdS + 2 * S::kDsBytes;                // [WG][staged dQ tile]
-  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][2][64 LSE * log2 e, 64 D]
+  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][BM rows][D], 64-column blocks
+  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][D]
+  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][BM / 64][128 keys][64 queries]
+  unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [WG][staged dQ tile]
+  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][2][BM LSE * log2 e, BM D]
   const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
   // every thread has released it.
   const unsigned char* maps = p.tmaps;
-  QWalk ahead(tile, group);
+  QWalk<BM> ahead(tile, group);
   int loaded = 0;
   auto load_next = [&] {
     if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
@@ -167,9 +175,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < D / 64; ++cb) {
-      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * 64 * 128), maps, qd_full(st), cb * 64, h,
+      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h,
                         it.q_row0 + q.row0, b);
-      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * 64 * 128), maps + kTensorMapBytes, qd_full(st),
+      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
                         cb * 64, h, it.q_row0 + q.row0, b);
     }
     ahead.next();
@@ -197,38 +205,39 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
-  QWalk walk(tile, group);
+  QWalk<BM> walk(tile, group);
   for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
     const QEntry q = p.qlist[walk.e];
     const WorkItem it = p.items[q.item];
     const int h = hk * group + walk.gi, st = t % STAGES;
-    const int rows = min(64, it.q_len - q.row0);
+    const int rows = min(BM, it.q_len - q.row0);
     const long long qpos0 = it.q_pos0 + q.row0;
     const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
     const long long lrow = ((long long)b * p.H + h) * p.q_rows + it.q_row0 + q.row0;  // lse / dsum of query 0
 
     if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
-    // Each thread fetches one of the tile's 64 LSE or 64 D values into its warpgroup's copy (past the item's
-    // rows: no query, so P = 0 and D = 0).
+    // The warpgroup's threads fetch the tile's BM LSE and BM D values into its copy (past the item's rows: no
+    // query, so P = 0 and D = 0).
     const int wt = threadIdx.x % 128;
-    float* rowv = sRow + (w * 2 + (t & 1)) * 128;
-    {
-      const int col = wt % 64;
-      rowv[wt] = wt < 64 ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
-                         : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
+    float* rowv = sRow + (w * 2 + (t & 1)) * 2 * BM;
+#pragma unroll
+    for (int i = wt; i < 2 * BM; i += 128) {
+      const int col = i % BM;
+      rowv[i] = i < BM ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
+                       : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
     sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
-    float s[32], dp[32];
-    issue_kq<T, D>(s, k_addr, q_addr, w);
-    issue_kq<T, D>(dp, v_addr, do_addr, w);
+    float s[BM / 2], dp[BM / 2];
+    issue_kq<T, D, BM>(s, k_addr, q_addr, w);
+    issue_kq<T, D, BM>(dp, v_addr, do_addr, w);
     sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
     sm90::wgmma_wait<1>();
-    fwd::fence_regs<32>(s);
+    fwd::fence_regs<BM / 2>(s);
     // P^T: element e of chunk c is key row key0 + 8 (e / 2), query column 8c + 2 t4 + (e % 2).
     const Band band(it);
     const bool mask = tile.j0 + 128 > kp.len || !band.all(qpos0, qpos0 + rows - 1, kpos_lo, kpos_lo + 127);
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < BM / 8; ++c) {
       const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * c + 2 * t4);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -239,31 +248,33 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         s[4 * c + e] = v;
       }
     }
-    uint32_t pa[4][4];
+    uint32_t pa[BM / 16][4];
 #pragma unroll
-    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
+    for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
     sm90::wgmma_wait<0>();
-    fwd::fence_regs<32>(dp);
+    fwd::fence_regs<BM / 2>(dp);
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float2 d2 = *reinterpret_cast<const float2*>(rowv + 64 + 8 * c + 2 * t4);
+    for (int c = 0; c < BM / 8; ++c) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rowv + BM + 8 * c + 2 * t4);
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - ((e & 1) ? d2.y : d2.x));
     }
-    uint32_t dsa[4][4];
+    uint32_t dsa[BM / 16][4];
 #pragma unroll
-    for (int kt = 0; kt < 4; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
+    for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
     sm90::wgmma_fence();
-    issue_acc<T, D>(dv, pa, do_addr);
+    issue_acc<T, D, BM>(dv, pa, do_addr);
     sm90::wgmma_commit();
-    // dS^T to shared memory: key row r (of 128), query column col at r * 128 + ((col / 8) ^ (r % 8)) * 16 + col % 8 * 2.
-    unsigned char* ds_buf = sdS + (t & 1) * S::kDsBytes;
+    // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
+    // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
+    unsigned char* ds_buf = sdS + (S::kDsBufs > 1 ? (t & 1) * S::kDsBytes : 0);
 #pragma unroll
-    for (int c = 0; c < 8; ++c)
+    for (int c = 0; c < BM / 8; ++c)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = key0 + 8 * hf;
-        *reinterpret_cast<uint32_t*>(ds_buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * t4) = dsa[c / 2][(c & 1) * 2 + hf];
+        *reinterpret_cast<uint32_t*>(ds_buf + (c / 8) * 16384 + r * 128 + (((c % 8) ^ (r & 7)) << 4) + 4 * t4) =
+            dsa[c / 2][(c & 1) * 2 + hf];
       }
     sm90::fence_proxy_async();
     // dQ = dS K behind dV, then dK += dS^T Q behind dQ: dQ is staged while dK runs. D = 128: both warpgroups'
@@ -276,30 +287,38 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     else sm90::bar_sync(2 + w, 128);
     const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
     const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
-    float dq[DN / 2];
+    constexpr int MB = BM / 64;  // 64-row blocks of dQ (and of the scratch's tiles) in the query tile
+    float dq[MB][DN / 2];
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
-      sm90::wgmma_ss<T, DN, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
-                                  sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+      for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
+        sm90::wgmma_ss<T, DN, 1, 1>(dq[mb], sm90::sw128_desc(dsb + mb * 16384 + kt * 2048, 128 * 128, 1024),
+                                    sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
-    issue_acc<T, D>(dk, dsa, q_addr);
+    issue_acc<T, D, BM>(dk, dsa, q_addr);
     sm90::wgmma_commit();
     sm90::wgmma_wait<1>();  // dV and dQ are done
-    fwd::fence_regs<DN / 2>(dq);
-    // Stage the tile (chunk k of the thread at (k * 128 + wt) * 16) once the previous tile's reduce has read
-    // the buffer; thread 0 of the warpgroup adds it to the scratch.
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) fwd::fence_regs<DN / 2>(dq[mb]);
+    // Stage the tile (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once the
+    // previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
     unsigned char* stage = sdQ + w * S::kStageBytes;
     if (wt == 0) sm90::bulk_wait_read();
     sm90::bar_sync(2 + w, 128);
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        *reinterpret_cast<float4*>(stage + mb * 16384 + (k * 128 + wt) * 16) =
+            make_float4(dq[mb][4 * k], dq[mb][4 * k + 1], dq[mb][4 * k + 2], dq[mb][4 * k + 3]);
     sm90::fence_proxy_async();
     sm90::bar_sync(2 + w, 128);
     if (wt == 0) {
-      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
-                                fwd::smem_addr(stage), S::kStageBytes);
+      for (int mb = 0; mb < MB && mb * 64 < rows; ++mb)
+        sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile + mb, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
+                                  fwd::smem_addr(stage + mb * 16384), 16384);
       sm90::bulk_commit();
     }
     sm90::wgmma_wait<0>();
