@@ -1,7 +1,7 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
-// walks every query tile (64 rows) of every item that lists the piece, for each query head of the KV
-// head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
+// walks every query tile (64 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
+// head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
 // dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute. There is no producer warp: a
 // ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a scheduler's
 // 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight warps get 255.
@@ -16,7 +16,7 @@
 // is still on the tensor cores. At D=128 each warpgroup computes half of the head dim of dQ over the tile's
 // 128 keys (after a CTA barrier: it needs the other's dS^T), at D=64 all of it over its own 64 keys (no CTA
 // barrier). dQ is staged in shared memory in the order the threads hold it and added to the dQ scratch with
-// one bulk reduce of a contiguous 16 KB block (FA3's dQ accumulation; attention_backward_finish turns the
+// one bulk reduce of a contiguous 16 KB block per 64 rows (FA3's dQ accumulation; attention_backward_finish turns the
 // scratch into dQ). dK and dV stay in registers across the walk and are added to the piece's fp32
 // accumulator at the end: a CTA is the only writer of its keys, so their sums are ordered.
 //
@@ -24,7 +24,9 @@
 // 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
 // setmaxnreg 24/240: 6-11% slower than this kernel at both head dims, though correct and spill-free); dQ by
 // float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce per row (39 ms); the
-// forward's turn-taking between the warpgroups (3-8% slower at both head dims).
+// forward's turn-taking between the warpgroups (3-8% slower at both head dims); at D = 128 the next tile's S^T and
+// dP^T issued before this tile's dQ is staged, dK ahead of the CTA barrier (4% slower; ptxas serialises every
+// wgmma if a product's registers cross the loop's back edge, so it took a register copy of dQ).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -39,6 +41,14 @@ namespace tasp::kernels::bwd {
 // tile of row0 (the scratch numbers the items' 64-row tiles in order, so the tile's rows lie in tile, tile + 1).
 struct QEntry {
   int item, row0, tile;
+};
+// A query tile as the consumers hold it from its S^T (front) to its dQ (back): item, scratch tile, query head,
+// rows, ring stage, position of row 0, and its row in q (what the walk needs of the item, not all of it: the
+// whole WorkItem held across the tile cost registers).
+struct QTile {
+  int item, tile, h, rows, st;
+  long long qpos0;
+  int qrow;
 };
 // A CTA's work: keys [j0, j0 + 128) of piece `piece`, against qlist[qbegin, qbegin + qcount).
 struct Tile {
@@ -197,7 +207,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   }
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t4 = lane % 4;
+  const int g = lane / 4, t4 = lane % 4, wt = threadIdx.x % 128;
   const int key0 = w * 64 + warp * 16 + g;  // the thread's first key row in the tile (the second is key0 + 8)
   float dv[D / 2], dk[D / 2];
 #pragma unroll
@@ -205,47 +215,51 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
-  QWalk<BM> walk(tile, group);
-  for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-    const QEntry q = p.qlist[walk.e];
-    const WorkItem it = p.items[q.item];
-    const int h = hk * group + walk.gi, st = t % STAGES;
-    const int rows = min(BM, it.q_len - q.row0);
-    const long long qpos0 = it.q_pos0 + q.row0;
-    const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
-    const long long lrow = ((long long)b * p.H + h) * p.q_rows + it.q_row0 + q.row0;  // lse / dsum of query 0
+  // D = 128: each warpgroup computes dQ for half of the head dim over the tile's 128 keys (it needs the other's
+  // dS^T: a CTA barrier); D = 64: all of it over its own 64 keys (a warpgroup barrier; the two halves add up in
+  // the scratch), so the warpgroups never wait for each other.
+  constexpr bool kSplitN = D == 128;
+  constexpr int DN = kSplitN ? D / 2 : D, MB = BM / 64;  // MB: 64-row blocks of dQ (scratch tiles) in a query tile
+  float s[BM / 2], dp[BM / 2], dq[MB][DN / 2];
+  auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
+  auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
+  auto rows_of = [&](int t) { return sRow + (w * 2 + (t & 1)) * 2 * BM; };
 
-    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
-    // The warpgroup's threads fetch the tile's BM LSE and BM D values into its copy (past the item's rows: no
-    // query, so P = 0 and D = 0).
-    const int wt = threadIdx.x % 128;
-    float* rowv = sRow + (w * 2 + (t & 1)) * 2 * BM;
+  // Front: the tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0)
+  // and its Q and dO awaited, then S^T and dP^T issued (two commit groups).
+  auto front = [&](const QTile& c, int t) {
+    float* rowv = rows_of(t);
+    const long long lrow = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;  // lse / dsum of the tile's query 0
 #pragma unroll
     for (int i = wt; i < 2 * BM; i += 128) {
       const int col = i % BM;
-      rowv[i] = i < BM ? (col < rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
-                       : (col < rows ? __ldg(p.dsum + lrow + col) : 0.f);
+      rowv[i] = i < BM ? (col < c.rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
+                       : (col < c.rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
-    sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
-    float s[BM / 2], dp[BM / 2];
-    issue_kq<T, D, BM>(s, k_addr, q_addr, w);
-    issue_kq<T, D, BM>(dp, v_addr, do_addr, w);
+    sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
+    issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
+    issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
     sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
+  };
+
+  // Middle: P^T and dS^T from S^T and dP^T, then dV, dQ and dK issued (three commit groups).
+  auto middle = [&](const QTile& c, int t) {
+    const float* rowv = rows_of(t);
     sm90::wgmma_wait<1>();
     fwd::fence_regs<BM / 2>(s);
-    // P^T: element e of chunk c is key row key0 + 8 (e / 2), query column 8c + 2 t4 + (e % 2).
-    const Band band(it);
-    const bool mask = tile.j0 + 128 > kp.len || !band.all(qpos0, qpos0 + rows - 1, kpos_lo, kpos_lo + 127);
+    // P^T: element e of chunk ch is key row key0 + 8 (e / 2), query column 8 ch + 2 t4 + (e % 2).
+    const Band band(p.items[c.item]);
+    const bool mask = tile.j0 + 128 > kp.len || !band.all(c.qpos0, c.qpos0 + c.rows - 1, kpos_lo, kpos_lo + 127);
 #pragma unroll
-    for (int c = 0; c < BM / 8; ++c) {
-      const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * c + 2 * t4);
+    for (int ch = 0; ch < BM / 8; ++ch) {
+      const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * ch + 2 * t4);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = 8 * c + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
-        float v = exp2f(s[4 * c + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
-        if (mask && (tile.j0 + key >= kp.len || kpos_lo + key < band.lo(qpos0 + col) || kpos_lo + key > band.hi(qpos0 + col)))
+        const int col = 8 * ch + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
+        float v = exp2f(s[4 * ch + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
+        if (mask && (tile.j0 + key >= kp.len || kpos_lo + key < band.lo(c.qpos0 + col) || kpos_lo + key > band.hi(c.qpos0 + col)))
           v = 0.f;
-        s[4 * c + e] = v;
+        s[4 * ch + e] = v;
       }
     }
     uint32_t pa[BM / 16][4];
@@ -254,41 +268,33 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_wait<0>();
     fwd::fence_regs<BM / 2>(dp);
 #pragma unroll
-    for (int c = 0; c < BM / 8; ++c) {
-      const float2 d2 = *reinterpret_cast<const float2*>(rowv + BM + 8 * c + 2 * t4);
+    for (int ch = 0; ch < BM / 8; ++ch) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rowv + BM + 8 * ch + 2 * t4);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - ((e & 1) ? d2.y : d2.x));
+      for (int e = 0; e < 4; ++e) dp[4 * ch + e] = s[4 * ch + e] * (dp[4 * ch + e] - ((e & 1) ? d2.y : d2.x));
     }
     uint32_t dsa[BM / 16][4];
 #pragma unroll
     for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
     sm90::wgmma_fence();
-    issue_acc<T, D, BM>(dv, pa, do_addr);
+    issue_acc<T, D, BM>(dv, pa, addr_do(c));
     sm90::wgmma_commit();
     // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
     // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
     unsigned char* ds_buf = sdS + (S::kDsBufs > 1 ? (t & 1) * S::kDsBytes : 0);
 #pragma unroll
-    for (int c = 0; c < BM / 8; ++c)
+    for (int ch = 0; ch < BM / 8; ++ch)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = key0 + 8 * hf;
-        *reinterpret_cast<uint32_t*>(ds_buf + (c / 8) * 16384 + r * 128 + (((c % 8) ^ (r & 7)) << 4) + 4 * t4) =
-            dsa[c / 2][(c & 1) * 2 + hf];
+        *reinterpret_cast<uint32_t*>(ds_buf + (ch / 8) * 16384 + r * 128 + (((ch % 8) ^ (r & 7)) << 4) + 4 * t4) =
+            dsa[ch / 2][(ch & 1) * 2 + hf];
       }
     sm90::fence_proxy_async();
-    // dQ = dS K behind dV, then dK += dS^T Q behind dQ: dQ is staged while dK runs. D = 128: both warpgroups'
-    // dS^T are needed (a CTA barrier) and each computes half of the head dim over the 128 keys; D = 64: each
-    // computes all of it over its own 64 keys (a warpgroup barrier; the two halves add up in the scratch), so
-    // the warpgroups never wait for each other.
-    constexpr bool kSplitN = D == 128;
-    constexpr int DN = kSplitN ? D / 2 : D;
     if constexpr (kSplitN) sm90::bar_sync(1, S::kConsumers);
     else sm90::bar_sync(2 + w, 128);
     const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
     const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
-    constexpr int MB = BM / 64;  // 64-row blocks of dQ (and of the scratch's tiles) in the query tile
-    float dq[MB][DN / 2];
     sm90::wgmma_fence();
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb)
@@ -297,13 +303,15 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         sm90::wgmma_ss<T, DN, 1, 1>(dq[mb], sm90::sw128_desc(dsb + mb * 16384 + kt * 2048, 128 * 128, 1024),
                                     sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
-    issue_acc<T, D, BM>(dk, dsa, q_addr);
+    issue_acc<T, D, BM>(dk, dsa, addr_q(c));  // dQ is staged while dK runs
     sm90::wgmma_commit();
-    sm90::wgmma_wait<1>();  // dV and dQ are done
+  };
+
+  // Back: dQ (done) staged (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once
+  // the previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
+  auto back = [&](const QTile& c) {
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) fwd::fence_regs<DN / 2>(dq[mb]);
-    // Stage the tile (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once the
-    // previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
     unsigned char* stage = sdQ + w * S::kStageBytes;
     if (wt == 0) sm90::bulk_wait_read();
     sm90::bar_sync(2 + w, 128);
@@ -316,15 +324,31 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::fence_proxy_async();
     sm90::bar_sync(2 + w, 128);
     if (wt == 0) {
-      for (int mb = 0; mb < MB && mb * 64 < rows; ++mb)
-        sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, h, q.tile + mb, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
+      for (int mb = 0; mb < MB && mb * 64 < c.rows; ++mb)
+        sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, c.h, c.tile + mb, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
                                   fwd::smem_addr(stage + mb * 16384), 16384);
       sm90::bulk_commit();
     }
+  };
+  auto settled = [&](const QWalk<BM>& wk, int t) {
+    const QEntry q = p.qlist[wk.e];
+    const WorkItem& it = p.items[q.item];
+    return QTile{q.item, q.tile, hk * group + wk.gi, min(BM, it.q_len - q.row0), t % STAGES, it.q_pos0 + q.row0,
+                 it.q_row0 + q.row0};
+  };
+
+  QWalk<BM> walk(tile, group);
+  for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
+    const QTile c = settled(walk, t);
+    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
+    front(c, t);
+    middle(c, t);
+    sm90::wgmma_wait<1>();  // dV and dQ are done
+    back(c);
     sm90::wgmma_wait<0>();
     fwd::fence_regs<D / 2>(dv);
     fwd::fence_regs<D / 2>(dk);
-    sm90::mbar_arrive(qd_empty(st));  // Q and dO are read for the last time
+    sm90::mbar_arrive(qd_empty(c.st));  // Q and dO are read for the last time
   }
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
@@ -350,12 +374,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
 template <typename T, int D>
 void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
   using S = Shape<D>;
-  auto* kernel = attention_bwd_sm90_kernel<T, D>;
   allow_dynamic_smem<attention_bwd_sm90_kernel<T, D>>(S::kSmem);
-  kernel<<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
+  attention_bwd_sm90_kernel<T, D><<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
-
-
 
 }  // namespace tasp::kernels::bwd

@@ -3,6 +3,8 @@
 # backward cases, tasp's kernels forward and backward beside PyTorch SDPA (cuDNN, FA2) on the same shapes
 # in the same run, and the cuda backend's fwd+bwd through a one-GPU plan. Logs go to $OUT.
 # Usage: tools/gpu/bwd-kernels.sh [extra --shape args for both benches...]
+#   AB="VAR=value ..." in the environment: also the backward tests and bench with those variables set (a
+#   variant beside the default, in the same run; bench order default, variant, default).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/device.txt"
@@ -18,6 +20,12 @@ grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
 shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
         --shape B=2,S=16384,H=16,D=64,causal "$@")
 timeout 300 $T bench kernel --pass fwd+bwd --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
+if [ -n "${AB:-}" ]; then
+  env $AB timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests-ab.log" 2>&1
+  echo "tests [$AB]: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-ab.log" | tr '\n' ' ')"
+  env $AB timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[$AB] /" | tee "$OUT/bench-ab.txt"
+  timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[default again] /" | tee -a "$OUT/bench-ab.txt"
+fi
 timeout 300 python3 tools/gpu/sdpa_bench.py --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
 for m in "" ",causal"; do
