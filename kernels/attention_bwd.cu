@@ -46,8 +46,14 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
       bad("items[" + std::to_string(i) + "]: pieces out of range");
     check_mask(it, i);
+    const Band band(it);
     for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc)
-      for (int r = 0; r < it.q_len; r += kBlockM) per_piece[pc].push_back({int(i), r, dq_tiles + r / 64});
+      for (int r = 0; r < it.q_len; r += kBlockM) {
+        const int rows = std::min(kBlockM, it.q_len - r);
+        const long long q0 = it.q_pos0 + r, q1 = q0 + rows - 1;
+        per_piece[pc].push_back({band.lo(q0), band.hi(q1), band.lo(q1), band.hi(q0), q0, int(i), it.q_row0 + r, rows,
+                                 dq_tiles + r / 64});
+      }
     dq_tiles += (it.q_len + 63) / 64;
   }
   std::vector<bwd::QEntry> qlist;
@@ -76,29 +82,23 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       runs.push_back({e, f});
       e = f;
     }
-    auto span = [&](const bwd::QEntry& e) {
-      const WorkItem& it = b.items[e.item];
-      const long long q0 = it.q_pos0 + e.row0;
-      return std::make_pair(q0, q0 + std::min(kBlockM, it.q_len - e.row0) - 1);
-    };
     for (int j0 = 0; j0 < kp.len; j0 += kBlockN) {
       const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + kBlockN) - 1;
       int first = int(entries.size()), last = -1;
       long long visible = 0;
       for (const auto& [rb, re] : runs) {
-        const Band band(b.items[entries[rb].item]);
-        // First entry whose last row sees up to k0 or beyond; first entry whose first row starts past k1.
+        // First entry whose rows see up to k0 or beyond; first entry whose rows start past k1.
         int lo = rb, hi = re;
         while (lo < hi) {
           const int mid = (lo + hi) / 2;
-          if (band.hi(span(entries[mid]).second) >= k0) hi = mid;
+          if (entries[mid].see_hi >= k0) hi = mid;
           else lo = mid + 1;
         }
         const int from = lo;
         hi = re;
         while (lo < hi) {
           const int mid = (lo + hi) / 2;
-          if (band.lo(span(entries[mid]).first) > k1) hi = mid;
+          if (entries[mid].see_lo > k1) hi = mid;
           else lo = mid + 1;
         }
         if (lo > from) first = std::min(first, from), last = std::max(last, lo - 1), visible += lo - from;

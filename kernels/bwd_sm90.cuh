@@ -26,7 +26,8 @@
 // float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce per row (39 ms); the
 // forward's turn-taking between the warpgroups (3-8% slower at both head dims); at D = 128 the next tile's S^T and
 // dP^T issued before this tile's dQ is staged, dK ahead of the CTA barrier (4% slower; ptxas serialises every
-// wgmma if a product's registers cross the loop's back edge, so it took a register copy of dQ).
+// wgmma if a product's registers cross the loop's back edge, so it took a register copy of dQ); the next tile's
+// entry read under this tile's products, the LSE and D fetched before them (both within noise).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -37,18 +38,24 @@
 
 namespace tasp::kernels::bwd {
 
-// A query tile (Shape::kBlockM rows from row0) of an item that lists the piece; `tile` is the dQ scratch's
-// tile of row0 (the scratch numbers the items' 64-row tiles in order, so the tile's rows lie in tile, tile + 1).
+// A query tile (Shape::kBlockM rows) of an item that lists the piece, with what the walk needs of it computed
+// on the host (band.hpp): the keys its rows together see [see_lo, see_hi] and all see [all_lo, all_hi], the
+// position of its first row, its first row in q, its rows, and the dQ scratch's tile of that row (the scratch
+// numbers the items' 64-row tiles in order, so the tile's rows lie in tile, tile + 1). Reading the item and
+// building its band per tile on the device took ~13% of the warp samples (Nsight Compute), though doing it
+// here changed the time little: the other warpgroup's products covered most of it.
 struct QEntry {
-  int item, row0, tile;
+  long long see_lo, see_hi, all_lo, all_hi, qpos0;
+  int item, qrow, rows, tile;
 };
 // A query tile as the consumers hold it from its S^T (front) to its dQ (back): item, scratch tile, query head,
-// rows, ring stage, position of row 0, and its row in q (what the walk needs of the item, not all of it: the
-// whole WorkItem held across the tile cost registers).
+// rows, ring stage, position of row 0, its row in q, and whether its scores need the mask (the whole
+// WorkItem held across the tile cost registers).
 struct QTile {
   int item, tile, h, rows, st;
   long long qpos0;
   int qrow;
+  bool mask;
 };
 // A CTA's work: keys [j0, j0 + 128) of piece `piece`, against qlist[qbegin, qbegin + qcount).
 struct Tile {
@@ -100,18 +107,14 @@ __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
 // of keys [kpos_lo, kpos_hi] (causal, document, window). Producer and consumers walk it alike.
-template <int BM>
 struct QWalk {
   int e, eend, gi, group;
   __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
   // Moves to the first visible (entry, head) at or after the current one; false at the end.
   __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo, long long kpos_hi) {
     for (; e < eend; ++e, gi = 0) {
-      const QEntry q = p.qlist[e];
-      const WorkItem& it = p.items[q.item];
-      const int rows = min(BM, it.q_len - q.row0);
-      const long long q0 = it.q_pos0 + q.row0;
-      if (!Band(it).none(q0, q0 + rows - 1, kpos_lo, kpos_hi) && gi < group) return true;
+      const QEntry& q = p.qlist[e];
+      if (q.see_lo <= kpos_hi && q.see_hi >= kpos_lo && gi < group) return true;
     }
     return false;
   }
@@ -174,21 +177,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
   // every thread has released it.
   const unsigned char* maps = p.tmaps;
-  QWalk<BM> ahead(tile, group);
+  QWalk ahead(tile, group);
   int loaded = 0;
   auto load_next = [&] {
     if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
-    const QEntry q = p.qlist[ahead.e];
-    const WorkItem& it = p.items[q.item];
+    const int qrow = p.qlist[ahead.e].qrow;
     const int h = hk * group + ahead.gi, st = loaded % STAGES;
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < D / 64; ++cb) {
-      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h,
-                        it.q_row0 + q.row0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h, qrow, b);
       sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
-                        cb * 64, h, it.q_row0 + q.row0, b);
+                        cb * 64, h, qrow, b);
     }
     ahead.next();
     ++loaded;
@@ -225,9 +226,10 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
   auto rows_of = [&](int t) { return sRow + (w * 2 + (t & 1)) * 2 * BM; };
 
-  // Front: the tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0)
-  // and its Q and dO awaited, then S^T and dP^T issued (two commit groups).
-  auto front = [&](const QTile& c, int t) {
+  // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
+  // under them (fetched first, they measured the same).
+  // The tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0).
+  auto fill = [&](const QTile& c, int t) {
     float* rowv = rows_of(t);
     const long long lrow = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;  // lse / dsum of the tile's query 0
 #pragma unroll
@@ -236,9 +238,12 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
       rowv[i] = i < BM ? (col < c.rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
                        : (col < c.rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
+  };
+  auto front = [&](const QTile& c, int t) {
     sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
+    fill(c, t);
     sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
   };
 
@@ -249,7 +254,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     fwd::fence_regs<BM / 2>(s);
     // P^T: element e of chunk ch is key row key0 + 8 (e / 2), query column 8 ch + 2 t4 + (e % 2).
     const Band band(p.items[c.item]);
-    const bool mask = tile.j0 + 128 > kp.len || !band.all(c.qpos0, c.qpos0 + c.rows - 1, kpos_lo, kpos_lo + 127);
+    const bool mask = c.mask;
 #pragma unroll
     for (int ch = 0; ch < BM / 8; ++ch) {
       const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * ch + 2 * t4);
@@ -330,14 +335,14 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
       sm90::bulk_commit();
     }
   };
-  auto settled = [&](const QWalk<BM>& wk, int t) {
-    const QEntry q = p.qlist[wk.e];
-    const WorkItem& it = p.items[q.item];
-    return QTile{q.item, q.tile, hk * group + wk.gi, min(BM, it.q_len - q.row0), t % STAGES, it.q_pos0 + q.row0,
-                 it.q_row0 + q.row0};
+  const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
+  auto settled = [&](const QWalk& wk, int t) {
+    const QEntry& q = p.qlist[wk.e];
+    return QTile{q.item, q.tile, hk * group + wk.gi, q.rows, t % STAGES, q.qpos0, q.qrow,
+                 partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
   };
 
-  QWalk<BM> walk(tile, group);
+  QWalk walk(tile, group);
   for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
     const QTile c = settled(walk, t);
     if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
