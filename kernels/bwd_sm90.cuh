@@ -1,10 +1,10 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
 // walks every query tile (64 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
-// head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
-// dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute. There is no producer warp: a
-// ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a scheduler's
-// 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight warps get 255.
+// head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and
+// streams Q and dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute. There is no producer
+// warp: a ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a
+// scheduler's 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight get 255.
 //
 // Per query tile a consumer warpgroup computes, keys as the M dimension ("swapped" products, so P^T and
 // dS^T stay in registers as the A operand of the next products):
@@ -12,22 +12,23 @@
 //   dP^T = V dO^T         (ss: V and dO K-major)         dS^T = P^T * (dP^T - D)
 //   dV  += P^T dO         (rs: dO MN-major)
 // then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) under dV, computes
-// dQ = dS K (ss: dS and K both MN-major) and dK += dS^T Q (rs: Q MN-major) behind it, and stages dQ while dK
-// is still on the tensor cores. At D=128 each warpgroup computes half of the head dim of dQ over the tile's
-// 128 keys (after a CTA barrier: it needs the other's dS^T), at D=64 all of it over its own 64 keys (no CTA
-// barrier). dQ is staged in shared memory in the order the threads hold it and added to the dQ scratch with
-// one bulk reduce of a contiguous 16 KB block per 64 rows (FA3's dQ accumulation; attention_backward_finish turns the
-// scratch into dQ). dK and dV stay in registers across the walk and are added to the piece's fp32
-// accumulator at the end: a CTA is the only writer of its keys, so their sums are ordered.
+// dQ = dS K (ss: dS and K both MN-major) and dK += dS^T Q (rs: Q MN-major), and stages dQ while dK is still on
+// the tensor cores. At D=128 each warpgroup computes half of the head dim of dQ over the tile's 128 keys, one
+// tile late: it needs the other's dS^T, and waiting for it in step (a CTA barrier per tile) cost 7% at S=16k.
+// At D=64 each computes all of it over its own 64 keys and never waits for the other. dQ is staged in shared
+// memory in the order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous
+// block per 64 rows (FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and dV
+// stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
+// only writer of its keys, so their sums are ordered.
 //
 // Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
 // 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
-// setmaxnreg 24/240: 6-11% slower than this kernel at both head dims, though correct and spill-free); dQ by
-// float atomics (40-48 ms where the scratch takes 25 at D=128, S=16k) or one bulk reduce per row (39 ms); the
-// forward's turn-taking between the warpgroups (3-8% slower at both head dims); at D = 128 the next tile's S^T and
-// dP^T issued before this tile's dQ is staged, dK ahead of the CTA barrier (4% slower; ptxas serialises every
-// wgmma if a product's registers cross the loop's back edge, so it took a register copy of dQ); the next tile's
-// entry read under this tile's products, the LSE and D fetched before them (both within noise).
+// setmaxnreg 24/240: 6-11% slower, though correct and spill-free); dQ by float2 atomics (40-48 ms where the
+// scratch takes 25 at D=128, S=16k), by red.global.add.v4.f32 in the scratch's order (7-12% slower than the
+// bulk reduce) or one bulk reduce per row (39 ms); the forward's turn-taking between the warpgroups (3-8%
+// slower); at D=128 the next tile's S^T and dP^T issued before this tile's dQ is staged (4% slower: ptxas
+// serialises every wgmma whose registers cross the loop's back edge, so it needed a register copy of dQ); the
+// next tile's entry read under this tile's products, the LSE and D fetched before them (both within noise).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -80,22 +81,30 @@ struct Params {
 
 template <int D>
 struct Shape {
-  static constexpr int WG = 2, STAGES = 2;
+  // kSplitN (D = 128): each warpgroup computes dQ for half of the head dim over the tile's 128 keys, so it needs
+  // the other's dS^T (a tile late, see the walk); D = 64: all of it over its own 64 keys (the two halves add up
+  // in the scratch: twice the reduce traffic, 12-19% slower at D = 128), so the warpgroups never wait for each other.
+  static constexpr bool kSplitN = D == 128;
+  static constexpr int DN = kSplitN ? D / 2 : D;  // dQ columns a warpgroup computes
+  // A third Q/dO stage at D = 128, where the lagged dQ lets the warpgroups drift up to a tile apart: the copies
+  // stay ahead of the one in front (D = 64 has no room for it).
+  static constexpr int WG = 2, STAGES = kSplitN ? 3 : 2;
   // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
   // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
   // dS^T is double-buffered where dQ reads the other warpgroup's half (D = 128); at D = 64 a warpgroup reads
   // only its own keys' rows, and it has finished reading them before it writes the next tile's.
-  static constexpr int kDsBufs = D == 64 ? 1 : 2;
+  static constexpr int kDsBufs = kSplitN ? 2 : 1;
   // A warpgroup's dQ (kBlockM rows x 64 columns fp32) staged for the bulk reduce in 64-row blocks (one per
   // scratch tile), each chunk-major: the thread's k-th float4 at (k * 128 + thread) * 16, so a warp's stores
   // are consecutive.
-  static constexpr int kStageBytes = kBlockM * 64 * 4;
+  static constexpr int kStageBytes = kBlockM * DN * 4, kBlockBytes = 64 * DN * 4;
   // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][2 kBlockM] floats.
   static constexpr int kRowBytes = WG * 2 * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
+  static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
 };
 
 // The dQ scratch position (floats) of float4 chunk k (of 8) of thread `thread` (of 128) in the 64-column block
@@ -216,11 +225,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
-  // D = 128: each warpgroup computes dQ for half of the head dim over the tile's 128 keys (it needs the other's
-  // dS^T: a CTA barrier); D = 64: all of it over its own 64 keys (a warpgroup barrier; the two halves add up in
-  // the scratch), so the warpgroups never wait for each other.
-  constexpr bool kSplitN = D == 128;
-  constexpr int DN = kSplitN ? D / 2 : D, MB = BM / 64;  // MB: 64-row blocks of dQ (scratch tiles) in a query tile
+  constexpr bool kSplitN = S::kSplitN;
+  constexpr int DN = S::DN, MB = BM / 64;  // MB: 64-row blocks of dQ (scratch tiles) in a query tile
   float s[BM / 2], dp[BM / 2], dq[MB][DN / 2];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
@@ -247,8 +253,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
   };
 
-  // Middle: P^T and dS^T from S^T and dP^T, then dV, dQ and dK issued (three commit groups).
-  auto middle = [&](const QTile& c, int t) {
+  // Middle: P^T and dS^T (into dsa) from S^T and dP^T, then dV issued (one commit group).
+  auto middle = [&](const QTile& c, int t, uint32_t (&dsa)[BM / 16][4]) {
     const float* rowv = rows_of(t);
     sm90::wgmma_wait<1>();
     fwd::fence_regs<BM / 2>(s);
@@ -278,27 +284,30 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[4 * ch + e] = s[4 * ch + e] * (dp[4 * ch + e] - ((e & 1) ? d2.y : d2.x));
     }
-    uint32_t dsa[BM / 16][4];
 #pragma unroll
     for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
     sm90::wgmma_fence();
     issue_acc<T, D, BM>(dv, pa, addr_do(c));
     sm90::wgmma_commit();
-    // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
-    // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
-    unsigned char* ds_buf = sdS + (S::kDsBufs > 1 ? (t & 1) * S::kDsBytes : 0);
+  };
+  auto ds_buf = [&](int t) { return sdS + (S::kDsBufs > 1 ? (t & 1) * S::kDsBytes : 0); };
+  // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
+  // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
+  auto store_ds = [&](int t, const uint32_t (&dsa)[BM / 16][4]) {
+    unsigned char* buf = ds_buf(t);
 #pragma unroll
     for (int ch = 0; ch < BM / 8; ++ch)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = key0 + 8 * hf;
-        *reinterpret_cast<uint32_t*>(ds_buf + (ch / 8) * 16384 + r * 128 + (((ch % 8) ^ (r & 7)) << 4) + 4 * t4) =
+        *reinterpret_cast<uint32_t*>(buf + (ch / 8) * 16384 + r * 128 + (((ch % 8) ^ (r & 7)) << 4) + 4 * t4) =
             dsa[ch / 2][(ch & 1) * 2 + hf];
       }
     sm90::fence_proxy_async();
-    if constexpr (kSplitN) sm90::bar_sync(1, S::kConsumers);
-    else sm90::bar_sync(2 + w, 128);
-    const uint32_t dsb = fwd::smem_addr(ds_buf) + (kSplitN ? 0 : w * 64 * 128);
+  };
+  // dQ of tile t from its dS^T (one commit group).
+  auto issue_dq = [&](int t) {
+    const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (kSplitN ? 0 : w * 64 * 128);
     const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
     sm90::wgmma_fence();
 #pragma unroll
@@ -308,13 +317,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         sm90::wgmma_ss<T, DN, 1, 1>(dq[mb], sm90::sw128_desc(dsb + mb * 16384 + kt * 2048, 128 * 128, 1024),
                                     sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
-    issue_acc<T, D, BM>(dk, dsa, addr_q(c));  // dQ is staged while dK runs
-    sm90::wgmma_commit();
   };
 
   // Back: dQ (done) staged (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once
   // the previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
-  auto back = [&](const QTile& c) {
+  auto back = [&](const QTile& c, bool reduce) {
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) fwd::fence_regs<DN / 2>(dq[mb]);
     unsigned char* stage = sdQ + w * S::kStageBytes;
@@ -323,15 +330,15 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb)
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        *reinterpret_cast<float4*>(stage + mb * 16384 + (k * 128 + wt) * 16) =
+      for (int k = 0; k < DN / 8; ++k)
+        *reinterpret_cast<float4*>(stage + mb * S::kBlockBytes + (k * 128 + wt) * 16) =
             make_float4(dq[mb][4 * k], dq[mb][4 * k + 1], dq[mb][4 * k + 2], dq[mb][4 * k + 3]);
     sm90::fence_proxy_async();
     sm90::bar_sync(2 + w, 128);
-    if (wt == 0) {
+    if (wt == 0 && reduce) {
       for (int mb = 0; mb < MB && mb * 64 < c.rows; ++mb)
         sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, c.h, c.tile + mb, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
-                                  fwd::smem_addr(stage + mb * 16384), 16384);
+                                  fwd::smem_addr(stage + mb * S::kBlockBytes), S::kBlockBytes);
       sm90::bulk_commit();
     }
   };
@@ -342,18 +349,61 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
                  partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
   };
 
-  QWalk walk(tile, group);
-  for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-    const QTile c = settled(walk, t);
-    if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
-    front(c, t);
-    middle(c, t);
-    sm90::wgmma_wait<1>();  // dV and dQ are done
-    back(c);
-    sm90::wgmma_wait<0>();
+  auto release = [&](const QTile& c) {
     fwd::fence_regs<D / 2>(dv);
     fwd::fence_regs<D / 2>(dk);
     sm90::mbar_arrive(qd_empty(c.st));  // Q and dO are read for the last time
+  };
+
+  QWalk walk(tile, group);
+  if constexpr (!kSplitN) {
+    for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
+      const QTile c = settled(walk, t);
+      if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
+      front(c, t);
+      uint32_t dsa[BM / 16][4];
+      middle(c, t, dsa);
+      store_ds(t, dsa);
+      sm90::bar_sync(2 + w, 128);
+      issue_dq(t);
+      issue_acc<T, D, BM>(dk, dsa, addr_q(c));  // dQ is staged while dK runs
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // dV and dQ are done
+      back(c, true);
+      sm90::wgmma_wait<0>();
+      release(c);
+    }
+  } else {
+    // dQ one tile behind (split head dim): a warpgroup computes tile t-1's dQ once the other has written that
+    // tile's dS^T (named barrier 4 + 2 w + parity, arrived by the writer, awaited by the reader), so neither
+    // waits for the other's tile in step. The writer arrives after its own dQ of the tile before, so a dS^T
+    // buffer is rewritten only after both have read it; parity keeps a barrier's arrivals two tiles apart.
+    auto ready = [&](int ww, int t) { return 4 + 2 * ww + (t & 1); };
+    sm90::bar_arrive(ready(w, -1), S::kConsumers);  // "tile -1" for the other's first wait
+    QTile prev{};
+    int t = 0;
+    for (; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
+      const QTile c = settled(walk, t);
+      if (threadIdx.x == 0) load_next();
+      front(c, t);
+      uint32_t dsa[BM / 16][4];
+      middle(c, t, dsa);
+      sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
+      issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
+      store_ds(t, dsa);
+      issue_acc<T, D, BM>(dk, dsa, addr_q(c));
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
+      sm90::bar_arrive(ready(w, t), S::kConsumers);
+      back(prev, t > 0);
+      sm90::wgmma_wait<0>();
+      release(c);
+      prev = c;
+    }
+    sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
+    issue_dq(t - 1);
+    sm90::wgmma_wait<0>();
+    back(prev, t > 0);
   }
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
