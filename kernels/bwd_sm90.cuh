@@ -13,11 +13,11 @@
 //   dV  += P^T dO         (rs: dO MN-major)
 // then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) under dV, computes
 // dQ = dS K (ss: dS and K both MN-major) and dK += dS^T Q (rs: Q MN-major), and stages dQ while dK is still on
-// the tensor cores. At D=128 each warpgroup computes half of the head dim of dQ over the tile's 128 keys, one
-// tile late: it needs the other's dS^T, and waiting for it in step (a CTA barrier per tile) cost 7% at S=16k.
-// At D=64 each computes all of it over its own 64 keys and never waits for the other. dQ is staged in shared
-// memory in the order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous
-// block per 64 rows (FA3's dQ accumulation; attention_backward_finish turns the scratch into dQ). dK and dV
+// the tensor cores. Each warpgroup computes a 64 x 64 block of dQ (D=128: half of the head dim; D=64: half of
+// the query rows) over the tile's 128 keys, one tile late: it needs the other's dS^T, and waiting for it in step
+// (a CTA barrier per tile) cost 7% at D=128, S=16k. dQ is staged in shared memory in the order the threads hold
+// it and added to the dQ scratch with one bulk reduce of a contiguous 16 KB block (FA3's dQ accumulation;
+// attention_backward_finish turns the scratch into dQ). dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
 // only writer of its keys, so their sums are ordered.
 //
@@ -81,25 +81,21 @@ struct Params {
 
 template <int D>
 struct Shape {
-  // kSplitN (D = 128): each warpgroup computes dQ for half of the head dim over the tile's 128 keys, so it needs
-  // the other's dS^T (a tile late, see the walk); D = 64: all of it over its own 64 keys (the two halves add up
-  // in the scratch: twice the reduce traffic, 12-19% slower at D = 128), so the warpgroups never wait for each other.
-  static constexpr bool kSplitN = D == 128;
-  static constexpr int DN = kSplitN ? D / 2 : D;  // dQ columns a warpgroup computes
-  // A third Q/dO stage at D = 128, where the lagged dQ lets the warpgroups drift up to a tile apart: the copies
-  // stay ahead of the one in front (D = 64 has no room for it).
-  static constexpr int WG = 2, STAGES = kSplitN ? 3 : 2;
+  // Each warpgroup computes a 64 x 64 block of the tile's dQ over all 128 keys (D = 128: its half of the head
+  // dim; D = 64: its half of the 128 query rows), so it needs the other's dS^T (a tile late, see the walk).
+  // Over its own 64 keys only, the halves would add up in the scratch: twice the reduce traffic, 12-19% slower.
+  // A third Q/dO stage at D = 128 keeps the copies ahead of the warpgroup in front (D = 64 has no room for it).
+  static constexpr int WG = 2, STAGES = D == 128 ? 3 : 2;
   // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
   // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
-  // dS^T is double-buffered where dQ reads the other warpgroup's half (D = 128); at D = 64 a warpgroup reads
-  // only its own keys' rows, and it has finished reading them before it writes the next tile's.
-  static constexpr int kDsBufs = kSplitN ? 2 : 1;
+  // dS^T double-buffered: a tile's is read while the next one's is written.
+  static constexpr int kDsBufs = 2;
   // A warpgroup's dQ (kBlockM rows x 64 columns fp32) staged for the bulk reduce in 64-row blocks (one per
   // scratch tile), each chunk-major: the thread's k-th float4 at (k * 128 + thread) * 16, so a warp's stores
   // are consecutive.
-  static constexpr int kStageBytes = kBlockM * DN * 4, kBlockBytes = 64 * DN * 4;
+  static constexpr int kStageBytes = 64 * 64 * 4;
   // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][2 kBlockM] floats.
   static constexpr int kRowBytes = WG * 2 * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
@@ -225,9 +221,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
-  constexpr bool kSplitN = S::kSplitN;
-  constexpr int DN = S::DN, MB = BM / 64;  // MB: 64-row blocks of dQ (scratch tiles) in a query tile
-  float s[BM / 2], dp[BM / 2], dq[MB][DN / 2];
+  float s[BM / 2], dp[BM / 2], dq[32];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
   auto rows_of = [&](int t) { return sRow + (w * 2 + (t & 1)) * 2 * BM; };
@@ -307,41 +301,40 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   };
   // dQ of tile t from its dS^T (one commit group).
   auto issue_dq = [&](int t) {
-    const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (kSplitN ? 0 : w * 64 * 128);
-    const uint32_t kb = kSplitN ? k_addr + w * (128 * 128) : k_addr + w * 64 * 128;
+    // A = dS (MN-major: the warpgroup's 64 queries of the tile's block, all 128 keys), B = K (MN-major: the
+    // warpgroup's 64 columns, all 128 keys).
+    const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * 16384 : 0);
+    const uint32_t kb = k_addr + (D == 128 ? w * (128 * 128) : 0);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int mb = 0; mb < MB; ++mb)
-#pragma unroll
-      for (int kt = 0; kt < (kSplitN ? 8 : 4); ++kt)
-        sm90::wgmma_ss<T, DN, 1, 1>(dq[mb], sm90::sw128_desc(dsb + mb * 16384 + kt * 2048, 128 * 128, 1024),
-                                    sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
+    for (int kt = 0; kt < 8; ++kt)
+      sm90::wgmma_ss<T, 64, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
+                                  sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
   };
+
 
   // Back: dQ (done) staged (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once
   // the previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
   auto back = [&](const QTile& c, bool reduce) {
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) fwd::fence_regs<DN / 2>(dq[mb]);
+    fwd::fence_regs<32>(dq);
     unsigned char* stage = sdQ + w * S::kStageBytes;
     if (wt == 0) sm90::bulk_wait_read();
     sm90::bar_sync(2 + w, 128);
 #pragma unroll
-    for (int mb = 0; mb < MB; ++mb)
-#pragma unroll
-      for (int k = 0; k < DN / 8; ++k)
-        *reinterpret_cast<float4*>(stage + mb * S::kBlockBytes + (k * 128 + wt) * 16) =
-            make_float4(dq[mb][4 * k], dq[mb][4 * k + 1], dq[mb][4 * k + 2], dq[mb][4 * k + 3]);
+    for (int k = 0; k < 8; ++k)
+      *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
     sm90::fence_proxy_async();
     sm90::bar_sync(2 + w, 128);
-    if (wt == 0 && reduce) {
-      for (int mb = 0; mb < MB && mb * 64 < c.rows; ++mb)
-        sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, c.h, c.tile + mb, kSplitN ? w : 0, 0, 0, p.H, p.dq_tiles, D),
-                                  fwd::smem_addr(stage + mb * S::kBlockBytes), S::kBlockBytes);
+    // The block's scratch tile: D = 128, column block w of the tile; D = 64, the tile's 64-row half w (if any).
+    if (wt == 0 && reduce && (D == 128 || w * 64 < c.rows)) {
+      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, c.h, c.tile + (D == 64 ? w : 0), D == 128 ? w : 0, 0, 0,
+                                                             p.H, p.dq_tiles, D),
+                                fwd::smem_addr(stage), S::kStageBytes);
       sm90::bulk_commit();
     }
   };
+
   const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
   auto settled = [&](const QWalk& wk, int t) {
     const QEntry& q = p.qlist[wk.e];
@@ -355,56 +348,37 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::mbar_arrive(qd_empty(c.st));  // Q and dO are read for the last time
   };
 
+  // dQ one tile behind: a warpgroup computes tile t-1's dQ block once the other has written that tile's dS^T
+  // (named barrier 4 + 2 w + parity, arrived by the writer, awaited by the reader), so neither waits for the
+  // other's tile in step. The writer arrives after its own dQ of the tile before, so a dS^T buffer is rewritten
+  // only after both have read it; parity keeps a barrier's arrivals two tiles apart.
   QWalk walk(tile, group);
-  if constexpr (!kSplitN) {
-    for (int t = 0; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-      const QTile c = settled(walk, t);
-      if (threadIdx.x == 0) load_next();  // the next tile's copies run under this one's products
-      front(c, t);
-      uint32_t dsa[BM / 16][4];
-      middle(c, t, dsa);
-      store_ds(t, dsa);
-      sm90::bar_sync(2 + w, 128);
-      issue_dq(t);
-      issue_acc<T, D, BM>(dk, dsa, addr_q(c));  // dQ is staged while dK runs
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // dV and dQ are done
-      back(c, true);
-      sm90::wgmma_wait<0>();
-      release(c);
-    }
-  } else {
-    // dQ one tile behind (split head dim): a warpgroup computes tile t-1's dQ once the other has written that
-    // tile's dS^T (named barrier 4 + 2 w + parity, arrived by the writer, awaited by the reader), so neither
-    // waits for the other's tile in step. The writer arrives after its own dQ of the tile before, so a dS^T
-    // buffer is rewritten only after both have read it; parity keeps a barrier's arrivals two tiles apart.
-    auto ready = [&](int ww, int t) { return 4 + 2 * ww + (t & 1); };
-    sm90::bar_arrive(ready(w, -1), S::kConsumers);  // "tile -1" for the other's first wait
-    QTile prev{};
-    int t = 0;
-    for (; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-      const QTile c = settled(walk, t);
-      if (threadIdx.x == 0) load_next();
-      front(c, t);
-      uint32_t dsa[BM / 16][4];
-      middle(c, t, dsa);
-      sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
-      issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
-      store_ds(t, dsa);
-      issue_acc<T, D, BM>(dk, dsa, addr_q(c));
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
-      sm90::bar_arrive(ready(w, t), S::kConsumers);
-      back(prev, t > 0);
-      sm90::wgmma_wait<0>();
-      release(c);
-      prev = c;
-    }
+  auto ready = [&](int ww, int t) { return 4 + 2 * ww + (t & 1); };
+  sm90::bar_arrive(ready(w, -1), S::kConsumers);  // "tile -1" for the other's first wait
+  QTile prev{};
+  int t = 0;
+  for (; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
+    const QTile c = settled(walk, t);
+    if (threadIdx.x == 0) load_next();
+    front(c, t);
+    uint32_t dsa[BM / 16][4];
+    middle(c, t, dsa);
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
-    issue_dq(t - 1);
-    sm90::wgmma_wait<0>();
+    issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
+    store_ds(t, dsa);
+    issue_acc<T, D, BM>(dk, dsa, addr_q(c));
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
+    sm90::bar_arrive(ready(w, t), S::kConsumers);
     back(prev, t > 0);
+    sm90::wgmma_wait<0>();
+    release(c);
+    prev = c;
   }
+  sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
+  issue_dq(t - 1);
+  sm90::wgmma_wait<0>();
+  back(prev, t > 0);
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
   const GradPiece gp = p.grads[tile.piece];
