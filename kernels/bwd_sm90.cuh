@@ -92,9 +92,8 @@ struct Shape {
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
   // dS^T double-buffered: a tile's is read while the next one's is written.
   static constexpr int kDsBufs = 2;
-  // A warpgroup's dQ (kBlockM rows x 64 columns fp32) staged for the bulk reduce in 64-row blocks (one per
-  // scratch tile), each chunk-major: the thread's k-th float4 at (k * 128 + thread) * 16, so a warp's stores
-  // are consecutive.
+  // A warpgroup's dQ block (64 x 64 fp32) staged for the bulk reduce, chunk-major: the thread's k-th float4 at
+  // (k * 128 + thread) * 16, so a warp's stores are consecutive.
   static constexpr int kStageBytes = 64 * 64 * 4;
   // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][2 kBlockM] floats.
   static constexpr int kRowBytes = WG * 2 * 2 * kBlockM * 4;
@@ -226,8 +225,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
   auto rows_of = [&](int t) { return sRow + (w * 2 + (t & 1)) * 2 * BM; };
 
-  // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
-  // under them (fetched first, they measured the same).
   // The tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0).
   auto fill = [&](const QTile& c, int t) {
     float* rowv = rows_of(t);
@@ -239,6 +236,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
                        : (col < c.rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
   };
+  // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
+  // under them (fetched first, they measured the same).
   auto front = [&](const QTile& c, int t) {
     sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
@@ -284,7 +283,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     issue_acc<T, D, BM>(dv, pa, addr_do(c));
     sm90::wgmma_commit();
   };
-  auto ds_buf = [&](int t) { return sdS + (S::kDsBufs > 1 ? (t & 1) * S::kDsBytes : 0); };
+  auto ds_buf = [&](int t) { return sdS + (t & 1) * S::kDsBytes; };
   // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
   // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
   auto store_ds = [&](int t, const uint32_t (&dsa)[BM / 16][4]) {
@@ -313,9 +312,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_commit();
   };
 
-
-  // Back: dQ (done) staged (chunk k of the thread in 64-row block mb at mb * 16384 + (k * 128 + wt) * 16) once
-  // the previous tile's reduces have read the buffer; thread 0 of the warpgroup adds each block to its scratch tile.
+  // Back: the dQ block (done) staged once the previous tile's reduce has read the buffer; thread 0 of the
+  // warpgroup adds it to its scratch tile.
   auto back = [&](const QTile& c, bool reduce) {
     fwd::fence_regs<32>(dq);
     unsigned char* stage = sdQ + w * S::kStageBytes;
