@@ -84,8 +84,8 @@ struct Shape {
   // Each warpgroup computes a 64 x 64 block of the tile's dQ over all 128 keys (D = 128: its half of the head
   // dim; D = 64: its half of the 128 query rows), so it needs the other's dS^T (a tile late, see the walk).
   // Over its own 64 keys only, the halves would add up in the scratch: twice the reduce traffic, 12-19% slower.
-  // A third Q/dO stage at D = 128 keeps the copies ahead of the warpgroup in front (D = 64 has no room for it).
-  static constexpr int WG = 2, STAGES = D == 128 ? 3 : 2;
+  // A third Q/dO stage keeps the copies ahead of the warpgroup in front (measured: D=64 +1-3%, D=128 level).
+  static constexpr int WG = 2, STAGES = 3;
   // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
   // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
@@ -95,8 +95,9 @@ struct Shape {
   // A warpgroup's dQ block (64 x 64 fp32) staged for the bulk reduce, chunk-major: the thread's k-th float4 at
   // (k * 128 + thread) * 16, so a warp's stores are consecutive.
   static constexpr int kStageBytes = 64 * 64 * 4;
-  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D, double-buffered: [WG][2][2 kBlockM] floats.
-  static constexpr int kRowBytes = WG * 2 * 2 * kBlockM * 4;
+  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D: [WG][2 kBlockM] floats (one buffer: the
+  // warpgroup's barriers in the staging order the next tile's fill after this tile's reads).
+  static constexpr int kRowBytes = WG * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][D]
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][BM / 64][128 keys][64 queries]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [WG][staged dQ tile]
-  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][2][BM LSE * log2 e, BM D]
+  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
   const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
@@ -223,11 +224,10 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   float s[BM / 2], dp[BM / 2], dq[32];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
-  auto rows_of = [&](int t) { return sRow + (w * 2 + (t & 1)) * 2 * BM; };
+  float* const rowv = sRow + w * 2 * BM;
 
   // The tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0).
-  auto fill = [&](const QTile& c, int t) {
-    float* rowv = rows_of(t);
+  auto fill = [&](const QTile& c) {
     const long long lrow = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;  // lse / dsum of the tile's query 0
 #pragma unroll
     for (int i = wt; i < 2 * BM; i += 128) {
@@ -242,13 +242,12 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
-    fill(c, t);
+    fill(c);
     sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
   };
 
   // Middle: P^T and dS^T (into dsa) from S^T and dP^T, then dV issued (one commit group).
-  auto middle = [&](const QTile& c, int t, uint32_t (&dsa)[BM / 16][4]) {
-    const float* rowv = rows_of(t);
+  auto middle = [&](const QTile& c, uint32_t (&dsa)[BM / 16][4]) {
     sm90::wgmma_wait<1>();
     fwd::fence_regs<BM / 2>(s);
     // P^T: element e of chunk ch is key row key0 + 8 (e / 2), query column 8 ch + 2 t4 + (e % 2).
@@ -360,7 +359,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     if (threadIdx.x == 0) load_next();
     front(c, t);
     uint32_t dsa[BM / 16][4];
-    middle(c, t, dsa);
+    middle(c, dsa);
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
     issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
     store_ds(t, dsa);
