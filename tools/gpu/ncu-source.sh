@@ -3,23 +3,14 @@
 # one Hopper GPU (the device tool). Builds tasp with -lineinfo into build-ncu/, profiles one launch of the kernel
 # matching REGEX inside `tasp bench kernel ARGS...`, and writes $OUT/ncu-source.csv.gz (ncu's source page, SASS
 # with CUDA lines), $OUT/ncu-details.txt (speed of light, scheduler and warp-state sections) and
-# $OUT/stalls.txt (tools/gpu/ncu_stalls.py: the lines and instructions with the most samples, by reason).
+# $OUT/stalls.txt (tools/gpu/ncu_stalls.py: the source lines with the most samples, by reason).
 # Usage: tools/gpu/ncu-source.sh REGEX ARGS...
 #   e.g. tools/gpu/ncu-source.sh attention_bwd --pass bwd --shape B=1,S=16384,H=32,D=128
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 regex=$1
 shift
-extra=()
-[ -d gpu-deps/include ] && extra+=(-DCMAKE_INCLUDE_PATH="$PWD/gpu-deps/include")
-t0=$(date +%s)
-if ! { cmake -S . -B build-ncu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-         -DCMAKE_CUDA_FLAGS=-lineinfo "${extra[@]}" && cmake --build build-ncu --target tasp -j "$(nproc)"; } \
-     > "$OUT/build.log" 2>&1; then
-  tail -30 "$OUT/build.log"
-  exit 1
-fi
-echo "build: $(( $(date +%s) - t0 )) s"
+BUILD_DIR=build-ncu CUDA_FLAGS=-lineinfo tools/gpu/build.sh tasp || exit 1
 run=(build-ncu/tools/tasp bench kernel --iters 1 --warmup 0 "$@")
 timeout 400 ncu --kernel-name "regex:$regex" --launch-count 1 --set full --import-source yes \
   -o "$OUT/prof" -f "${run[@]}" > "$OUT/ncu.log" 2>&1 || { tail -20 "$OUT/ncu.log"; exit 1; }
