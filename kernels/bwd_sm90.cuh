@@ -17,7 +17,8 @@
 // the query rows) over the tile's 128 keys, one tile late: it needs the other's dS^T, and waiting for it in step
 // (a CTA barrier per tile) cost 7% at D=128, S=16k. dQ is staged in shared memory in the order the threads hold
 // it and added to the dQ scratch with one bulk reduce of a contiguous 16 KB block (FA3's dQ accumulation;
-// attention_backward_finish turns the scratch into dQ). dK and dV
+// attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
+// that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
 // only writer of its keys, so their sums are ordered.
 //
@@ -28,7 +29,8 @@
 // bulk reduce) or one bulk reduce per row (39 ms); the forward's turn-taking between the warpgroups (3-8%
 // slower); at D=128 the next tile's S^T and dP^T issued before this tile's dQ is staged (4% slower: ptxas
 // serialises every wgmma whose registers cross the loop's back edge, so it needed a register copy of dQ); the
-// next tile's entry read under this tile's products, the LSE and D fetched before them (both within noise).
+// next tile's entry read under this tile's products, the LSE and D fetched before them (both within noise); dV
+// issued before dS is computed (level).
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -84,8 +86,9 @@ struct Shape {
   // Each warpgroup computes a 64 x 64 block of the tile's dQ over all 128 keys (D = 128: its half of the head
   // dim; D = 64: its half of the 128 query rows), so it needs the other's dS^T (a tile late, see the walk).
   // Over its own 64 keys only, the halves would add up in the scratch: twice the reduce traffic, 12-19% slower.
-  // A third Q/dO stage keeps the copies ahead of the warpgroup in front (measured: D=64 +1-3%, D=128 level).
-  static constexpr int WG = 2, STAGES = 3;
+  // Two Q/dO stages and two dQ staging buffers per warpgroup (a third stage instead measured D=64 +1-3%,
+  // D=128 level; the second staging buffer took a barrier off every tile: D=128 +3-4%).
+  static constexpr int WG = 2, STAGES = 2, kStageBufs = 2;
   // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
   // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
@@ -93,13 +96,14 @@ struct Shape {
   // dS^T double-buffered: a tile's is read while the next one's is written.
   static constexpr int kDsBufs = 2;
   // A warpgroup's dQ block (64 x 64 fp32) staged for the bulk reduce, chunk-major: the thread's k-th float4 at
-  // (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  // (k * 128 + thread) * 16, so a warp's stores are consecutive. kStageBufs of them per warpgroup.
   static constexpr int kStageBytes = 64 * 64 * 4;
   // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D: [WG][2 kBlockM] floats (one buffer: the
-  // warpgroup's barriers in the staging order the next tile's fill after this tile's reads).
+  // "ready" barrier, which all of the warpgroup's warps sync on after middle(), orders the next tile's fill after
+  // this tile's reads).
   static constexpr int kRowBytes = WG * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
-  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + WG * kStageBytes + kRowBytes + 8 * kBarriers;
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kStageBufs * WG * kStageBytes + kRowBytes + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
 };
 
@@ -160,8 +164,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][BM rows][D], 64-column blocks
   unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][D]
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][BM / 64][128 keys][64 queries]
-  unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [WG][staged dQ tile]
-  float* sRow = reinterpret_cast<float*>(sdQ + S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
+  unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
+  float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
   const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
@@ -236,14 +240,32 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
                        : (col < c.rows ? __ldg(p.dsum + lrow + col) : 0.f);
     }
   };
+  // The staged dQ block (back() of the tile before) goes to the scratch from front(), behind the barrier that
+  // front() needs anyway: its stores' fence and that barrier off the tile's critical path (a second barrier and
+  // a fence in back() cost 3-4% at D=128). Two staging buffers per warpgroup, so back() writes one while the
+  // other may still be read.
+  float* staged = nullptr;  // where the staged block goes (null: nothing staged)
+  int staged_buf = 0;
+  auto stage_at = [&](int i) { return sdQ + (i * S::WG + w) * S::kStageBytes; };
+  // The staging stores fenced for the bulk copy, the last reduce done reading (so back() may write the buffer
+  // it read), the warpgroup synced (which also publishes fill()'s rows), then thread 0 reduces the staged block.
+  auto reduce_staged = [&] {
+    sm90::fence_proxy_async();
+    if (wt == 0) sm90::bulk_wait_read();
+    sm90::bar_sync(2 + w, 128);
+    if (wt == 0 && staged) {
+      sm90::bulk_reduce_add_f32(staged, fwd::smem_addr(stage_at(staged_buf)), S::kStageBytes);
+      sm90::bulk_commit();
+    }
+  };
   // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
-  // under them (fetched first, they measured the same).
+  // under them (fetched first, they measured the same), and the staged dQ block reduced.
   auto front = [&](const QTile& c, int t) {
     sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
     fill(c);
-    sm90::bar_sync(2 + w, 128);  // the warpgroup's LSE and D copies are in
+    reduce_staged();
   };
 
   // Middle: P^T and dS^T (into dsa) from S^T and dP^T, then dV issued (one commit group).
@@ -251,19 +273,28 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_wait<1>();
     fwd::fence_regs<BM / 2>(s);
     // P^T: element e of chunk ch is key row key0 + 8 (e / 2), query column 8 ch + 2 t4 + (e % 2).
-    const Band band(p.items[c.item]);
-    const bool mask = c.mask;
+    auto to_p = [&](const auto& hidden) {
 #pragma unroll
-    for (int ch = 0; ch < BM / 8; ++ch) {
-      const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * ch + 2 * t4);
+      for (int ch = 0; ch < BM / 8; ++ch) {
+        const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * ch + 2 * t4);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * ch + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
-        float v = exp2f(s[4 * ch + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
-        if (mask && (tile.j0 + key >= kp.len || kpos_lo + key < band.lo(c.qpos0 + col) || kpos_lo + key > band.hi(c.qpos0 + col)))
-          v = 0.f;
-        s[4 * ch + e] = v;
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * ch + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
+          float v = exp2f(s[4 * ch + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x));
+          if (hidden(col, key)) v = 0.f;
+          s[4 * ch + e] = v;
+        }
       }
+    };
+    // The item is read only for a tile that needs the mask: read for every tile (the loads were issued
+    // whatever the flag said), it cost 7-10%.
+    if (c.mask) {
+      const Band band(p.items[c.item]);
+      to_p([&](int col, int key) {
+        return tile.j0 + key >= kp.len || kpos_lo + key < band.lo(c.qpos0 + col) || kpos_lo + key > band.hi(c.qpos0 + col);
+      });
+    } else {
+      to_p([](int, int) { return false; });
     }
     uint32_t pa[BM / 16][4];
 #pragma unroll
@@ -295,7 +326,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         *reinterpret_cast<uint32_t*>(buf + (ch / 8) * 16384 + r * 128 + (((ch % 8) ^ (r & 7)) << 4) + 4 * t4) =
             dsa[ch / 2][(ch & 1) * 2 + hf];
       }
-    sm90::fence_proxy_async();
+    // Fenced for the products (the async proxy) only before the "ready" arrive: a fence here waited for the
+    // stores with the tensor cores idle.
   };
   // dQ of tile t from its dS^T (one commit group).
   auto issue_dq = [&](int t) {
@@ -311,25 +343,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_commit();
   };
 
-  // Back: the dQ block (done) staged once the previous tile's reduce has read the buffer; thread 0 of the
-  // warpgroup adds it to its scratch tile.
-  auto back = [&](const QTile& c, bool reduce) {
+  // Back: the dQ block (done) staged in buffer t & 1 (front() of this tile saw its last reduce done reading),
+  // for the next front() to reduce.
+  auto back = [&](const QTile& c, bool reduce, int t) {
     fwd::fence_regs<32>(dq);
-    unsigned char* stage = sdQ + w * S::kStageBytes;
-    if (wt == 0) sm90::bulk_wait_read();
-    sm90::bar_sync(2 + w, 128);
+    staged_buf = t & 1;
+    unsigned char* stage = stage_at(staged_buf);
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
-    sm90::fence_proxy_async();
-    sm90::bar_sync(2 + w, 128);
     // The block's scratch tile: D = 128, column block w of the tile; D = 64, the tile's 64-row half w (if any).
-    if (wt == 0 && reduce && (D == 128 || w * 64 < c.rows)) {
-      sm90::bulk_reduce_add_f32(p.dq_accum + dq_accum_offset(b, c.h, c.tile + (D == 64 ? w : 0), D == 128 ? w : 0, 0, 0,
-                                                             p.H, p.dq_tiles, D),
-                                fwd::smem_addr(stage), S::kStageBytes);
-      sm90::bulk_commit();
-    }
+    staged = reduce && (D == 128 || w * 64 < c.rows)
+                 ? p.dq_accum + dq_accum_offset(b, c.h, c.tile + (D == 64 ? w : 0), D == 128 ? w : 0, 0, 0, p.H, p.dq_tiles, D)
+                 : nullptr;
   };
 
   const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
@@ -366,16 +392,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     issue_acc<T, D, BM>(dk, dsa, addr_q(c));
     sm90::wgmma_commit();
     sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
+    sm90::fence_proxy_async();  // dS^T(t) visible to the products before "ready"
     sm90::bar_arrive(ready(w, t), S::kConsumers);
-    back(prev, t > 0);
+    back(prev, t > 0, t);
     sm90::wgmma_wait<0>();
     release(c);
     prev = c;
   }
+  reduce_staged();  // the block staged in the last iteration
   sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
   issue_dq(t - 1);
   sm90::wgmma_wait<0>();
-  back(prev, t > 0);
+  back(prev, t > 0, t);
+  reduce_staged();
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
   const GradPiece gp = p.grads[tile.piece];

@@ -4,7 +4,9 @@
 # in the same run, and the cuda backend's fwd+bwd through a one-GPU plan. Logs go to $OUT.
 # Usage: tools/gpu/bwd-kernels.sh [extra --shape args for both benches...]
 #   AB="VAR=value ..." in the environment: also the backward tests and bench with those variables set (a
-#   variant beside the default, in the same run; bench order default, variant, default).
+#   variant beside the default, in the same run; bench order default, variant, default). Several variants:
+#   separated by '|' (AB="V=1|V=2": default, V=1, V=2, default).
+#   QUICK=1: no memcheck, no PyTorch, no cuda-backend runs (A/B of kernel variants only).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/device.txt"
@@ -14,18 +16,22 @@ T=build-gpu/tools/tasp
 timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests.log" 2>&1
 echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E "Failure|error|FAILED  \]|what\(\)|Expected|Which|relative" "$OUT/tests.log" | head -30
-timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
+[ "${QUICK:-0}" = 1 ] || timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
   --gtest_filter='AttentionBwdGpu.OneToken*:AttentionBwdGpu.CausalWith*:AttentionBwdGpu.PiecesAnd*' > "$OUT/memcheck.log" 2>&1
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
 shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
         --shape B=2,S=16384,H=16,D=64,causal "$@")
 timeout 300 $T bench kernel --pass fwd+bwd --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
 if [ -n "${AB:-}" ]; then
-  env $AB timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests-ab.log" 2>&1
-  echo "tests [$AB]: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-ab.log" | tr '\n' ' ')"
-  env $AB timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[$AB] /" | tee "$OUT/bench-ab.txt"
+  IFS='|' read -ra variants <<< "$AB"
+  for ab in "${variants[@]}"; do
+    env $ab timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests-ab.log" 2>&1
+    echo "tests [$ab]: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-ab.log" | tr '\n' ' ')"
+    env $ab timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[$ab] /" | tee -a "$OUT/bench-ab.txt"
+  done
   timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[default again] /" | tee -a "$OUT/bench-ab.txt"
 fi
+[ "${QUICK:-0}" = 1 ] && exit 0
 timeout 300 python3 tools/gpu/sdpa_bench.py --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
 for m in "" ",causal"; do

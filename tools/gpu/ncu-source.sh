@@ -15,8 +15,11 @@ run=(build-ncu/tools/tasp bench kernel --iters 1 --warmup 0 "$@")
 timeout 400 ncu --kernel-name "regex:$regex" --launch-count 1 --set full --import-source yes \
   -o "$OUT/prof" -f "${run[@]}" > "$OUT/ncu.log" 2>&1 || { tail -20 "$OUT/ncu.log"; exit 1; }
 ncu -i "$OUT/prof.ncu-rep" --page details --section SpeedOfLight --section SchedulerStats \
-  --section WarpStateStats --section Occupancy > "$OUT/ncu-details.txt" 2>&1
+  --section WarpStateStats --section Occupancy \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis > "$OUT/ncu-details.txt" 2>&1
 ncu -i "$OUT/prof.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-source.csv" 2>&1
+# Tensor pipe, shared memory and L2 counters (the raw page, filtered): what the speed-of-light summary hides.
+ncu -i "$OUT/prof.ncu-rep" --page raw 2>&1 | grep -iE "gmma|tensor_op|pipe_shared|data_pipe_lsu_wavefronts_mem_shared|lts__t_sectors_op_red|lts__t_sectors_op_atom|mio_throttle|sm__throughput|l1tex__throughput|sm__cycles_active.avg " > "$OUT/ncu-raw.txt"
 python3 tools/gpu/ncu_stalls.py "$OUT/ncu-source.csv" > "$OUT/stalls.txt"; head -45 "$OUT/stalls.txt"
 gzip -f "$OUT/ncu-source.csv"
 rm -f "$OUT/prof.ncu-rep"
