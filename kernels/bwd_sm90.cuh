@@ -2,7 +2,9 @@
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
 // walks every query tile (64 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
 // head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and
-// streams Q and dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute. There is no producer
+// streams Q and dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute; it alone walks the
+// query tiles and leaves each one's QTile in its stage's slot (consumers that walked too, each reading the list,
+// measured 2-8% slower on causal walks, which skip many entries). There is no producer
 // warp: a ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a
 // scheduler's 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight get 255.
 //
@@ -53,7 +55,8 @@ struct QEntry {
 };
 // A query tile as the consumers hold it from its S^T (front) to its dQ (back): item, scratch tile, query head,
 // rows, ring stage, position of row 0, its row in q, and whether its scores need the mask (the whole
-// WorkItem held across the tile cost registers).
+// WorkItem held across the tile cost registers). Thread 0 writes it into the stage's slot before the stage's
+// full barrier; item -1 ends the walk.
 struct QTile {
   int item, tile, h, rows, st;
   long long qpos0;
@@ -103,7 +106,9 @@ struct Shape {
   // this tile's reads).
   static constexpr int kRowBytes = WG * 2 * kBlockM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
-  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kStageBufs * WG * kStageBytes + kRowBytes + 8 * kBarriers;
+  static constexpr int kSlotBytes = 64;  // a stage's QTile, written by the thread that loads the stage
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kStageBufs * WG * kStageBytes + kRowBytes +
+                               STAGES * kSlotBytes + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
 };
 
@@ -115,7 +120,7 @@ __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int
 }
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
-// of keys [kpos_lo, kpos_hi] (causal, document, window). Producer and consumers walk it alike.
+// of keys [kpos_lo, kpos_hi] (causal, document, window). Thread 0 walks it.
 struct QWalk {
   int e, eend, gi, group;
   __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
@@ -166,7 +171,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][BM / 64][128 keys][64 queries]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
-  const uint32_t bars = fwd::smem_addr(sRow + S::kRowBytes / 4);
+  QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [STAGES]
+  const uint32_t bars = fwd::smem_addr(reinterpret_cast<unsigned char*>(slots) + STAGES * S::kSlotBytes);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
   auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
@@ -188,11 +194,24 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const unsigned char* maps = p.tmaps;
   QWalk ahead(tile, group);
   int loaded = 0;
+  bool ended = false;
+  const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
   auto load_next = [&] {
-    if (!ahead.settle(p, kpos_lo, kpos_hi)) return;
-    const int qrow = p.qlist[ahead.e].qrow;
-    const int h = hk * group + ahead.gi, st = loaded % STAGES;
+    const int st = loaded % STAGES;
+    if (!ahead.settle(p, kpos_lo, kpos_hi)) {
+      if (!ended) {  // the end of the walk, as a slot with item -1
+        sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);
+        slots[st].item = -1;
+        sm90::mbar_arrive(qd_full(st));
+        ended = true;
+      }
+      return;
+    }
+    const QEntry& q = p.qlist[ahead.e];
+    const int qrow = q.qrow;
+    const int h = hk * group + ahead.gi;
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    slots[st] = QTile{q.item, q.tile, h, q.rows, st, q.qpos0, qrow, partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < D / 64; ++cb) {
@@ -261,7 +280,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
   // under them (fetched first, they measured the same), and the staged dQ block reduced.
   auto front = [&](const QTile& c, int t) {
-    sm90::mbar_wait(qd_full(c.st), (t / STAGES) & 1);
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
     fill(c);
@@ -358,12 +376,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
                  : nullptr;
   };
 
-  const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
-  auto settled = [&](const QWalk& wk, int t) {
-    const QEntry& q = p.qlist[wk.e];
-    return QTile{q.item, q.tile, hk * group + wk.gi, q.rows, t % STAGES, q.qpos0, q.qrow,
-                 partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
-  };
 
   auto release = [&](const QTile& c) {
     fwd::fence_regs<D / 2>(dv);
@@ -375,13 +387,14 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   // (named barrier 4 + 2 w + parity, arrived by the writer, awaited by the reader), so neither waits for the
   // other's tile in step. The writer arrives after its own dQ of the tile before, so a dS^T buffer is rewritten
   // only after both have read it; parity keeps a barrier's arrivals two tiles apart.
-  QWalk walk(tile, group);
   auto ready = [&](int ww, int t) { return 4 + 2 * ww + (t & 1); };
   sm90::bar_arrive(ready(w, -1), S::kConsumers);  // "tile -1" for the other's first wait
   QTile prev{};
   int t = 0;
-  for (; walk.settle(p, kpos_lo, kpos_hi); ++t, walk.next()) {
-    const QTile c = settled(walk, t);
+  for (;; ++t) {
+    sm90::mbar_wait(qd_full(t % STAGES), (t / STAGES) & 1);
+    const QTile c = slots[t % STAGES];  // thread 0 walked ahead and left the tile in its stage's slot
+    if (c.item < 0) break;
     if (threadIdx.x == 0) load_next();
     front(c, t);
     uint32_t dsa[BM / 16][4];
