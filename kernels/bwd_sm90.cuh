@@ -304,8 +304,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
         }
       }
     };
-    // The item is read only for a tile that needs the mask: read for every tile (the loads were issued
-    // whatever the flag said), it cost 7-10%.
+    // The item is read only for a tile that needs the mask: read in every tile (the flag only chose whether
+    // the band was used), its load sat before every softmax and cost 7-10%.
     if (c.mask) {
       const Band band(p.items[c.item]);
       to_p([&](int col, int key) {
