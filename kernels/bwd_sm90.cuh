@@ -110,6 +110,7 @@ struct Shape {
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kStageBufs * WG * kStageBytes + kRowBytes +
                                STAGES * kSlotBytes + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
+  static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0, "a stage's QTile slot");
 };
 
 // The dQ scratch position (floats) of float4 chunk k (of 8) of thread `thread` (of 128) in the 64-column block
@@ -197,20 +198,18 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   bool ended = false;
   const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
   auto load_next = [&] {
+    const bool more = ahead.settle(p, kpos_lo, kpos_hi);
+    if (!more && ended) return;
     const int st = loaded % STAGES;
-    if (!ahead.settle(p, kpos_lo, kpos_hi)) {
-      if (!ended) {  // the end of the walk, as a slot with item -1
-        sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);
-        slots[st].item = -1;
-        sm90::mbar_arrive(qd_full(st));
-        ended = true;
-      }
+    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    if (!more) {  // the end of the walk, as a slot with item -1
+      slots[st].item = -1;
+      sm90::mbar_arrive(qd_full(st));
+      ended = true;
       return;
     }
     const QEntry& q = p.qlist[ahead.e];
-    const int qrow = q.qrow;
-    const int h = hk * group + ahead.gi;
-    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    const int qrow = q.qrow, h = hk * group + ahead.gi;
     slots[st] = QTile{q.item, q.tile, h, q.rows, st, q.qpos0, qrow, partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
@@ -277,9 +276,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
       sm90::bulk_commit();
     }
   };
-  // Front: the tile's Q and dO awaited and S^T and dP^T issued (two commit groups), then its LSE and D fetched
+  // Front (the tile's Q and dO are in): S^T and dP^T issued (two commit groups), then its LSE and D fetched
   // under them (fetched first, they measured the same), and the staged dQ block reduced.
-  auto front = [&](const QTile& c, int t) {
+  auto front = [&](const QTile& c) {
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
     fill(c);
@@ -396,7 +395,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     const QTile c = slots[t % STAGES];  // thread 0 walked ahead and left the tile in its stage's slot
     if (c.item < 0) break;
     if (threadIdx.x == 0) load_next();
-    front(c, t);
+    front(c);
     uint32_t dsa[BM / 16][4];
     middle(c, dsa);
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
