@@ -201,16 +201,20 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     const bool more = ahead.settle(p, kpos_lo, kpos_hi);
     if (!more && ended) return;
     const int st = loaded % STAGES;
+    QTile next{-1};  // the end of the walk: item -1
+    if (more) {  // the entry read before the wait, so its load overlaps it
+      const QEntry& q = p.qlist[ahead.e];
+      next = QTile{q.item, q.tile, hk * group + ahead.gi, q.rows, st, q.qpos0, q.qrow,
+                   partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
+    }
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
-    if (!more) {  // the end of the walk, as a slot with item -1
-      slots[st].item = -1;
+    slots[st] = next;
+    if (!more) {
       sm90::mbar_arrive(qd_full(st));
       ended = true;
       return;
     }
-    const QEntry& q = p.qlist[ahead.e];
-    const int qrow = q.qrow, h = hk * group + ahead.gi;
-    slots[st] = QTile{q.item, q.tile, h, q.rows, st, q.qpos0, qrow, partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
+    const int qrow = next.qrow, h = next.h;
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < D / 64; ++cb) {
