@@ -211,8 +211,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         b.dout = x.alloc<uint16_t>(nq);
         b.dsum = x.alloc<float>(nl);
         b.dq = x.alloc<float>(nq);
-        const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r]);
-        b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * 64 * w.D);
+        const int rows = kernels::dq_accum_tile_rows(w.D);
+        const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r], rows);
+        b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * rows * w.D);
         b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
       }
       x.ev_fwd.resize(kStepEvents * plan.num_steps());

@@ -43,10 +43,10 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
   return items;
 }
 
-size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges) {
+size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int rows) {
   size_t tiles = 0;
   for (const Range& q : qranges)
-    for (const Range& seg : planner::split_at_docs(m, q)) tiles += (seg.size() + 63) / 64;
+    for (const Range& seg : planner::split_at_docs(m, q)) tiles += (seg.size() + rows - 1) / rows;
   return tiles;
 }
 

@@ -60,8 +60,9 @@ struct PassWork {
 // window (the kernels' masks).
 std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const planner::Mask& m, const planner::Range& rows,
                                             int row0, int pieces, bool accumulate);
-// Tiles of 64 rows the backward's dQ scratch holds for a rank's query ranges (split at documents, as its items).
-size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qranges);
+// Tiles of `rows` rows (kernels::dq_accum_tile_rows) the backward's dQ scratch holds for a rank's query ranges (split
+// at documents, as its items).
+size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qranges, int rows);
 
 // `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload.
 PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,

@@ -82,9 +82,9 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 //
 // Layouts: dout as q [B, q_rows, H, D]; dsum and lse fp32 [B, H, q_rows]; a piece's accumulator fp32
 // [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller
-// zeroes once and may keep across launches with the same items (the steps of a pass): tiles of 64 rows of each
-// item, per (batch, head, half of D), in the order the kernel's threads hold them, so each CTA adds its part
-// of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into dq [B, q_rows, H, D].
+// zeroes once and may keep across launches with the same items (the steps of a pass): tiles of 80 rows of each
+// item at D = 128, 128 at D = 64, per (batch, head, warpgroup), in the order the kernel's threads hold them,
+// so each CTA adds its part of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into dq [B, q_rows, H, D].
 struct GradPiece {
   float* dk = nullptr;
   float* dv = nullptr;
@@ -112,8 +112,9 @@ void attention_backward_prepare(const float* out, const void* dout, DType dtype,
                                 float* dsum, void* stream);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches.
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream);
-// Floats of the dQ scratch for the batch's items.
+// Floats of the dQ scratch for the batch's items: B * H * D * dq_accum_tile_rows(D) per tile of each item's rows.
 size_t dq_accum_floats(const AttentionBackwardBatch& b);
+int dq_accum_tile_rows(int D);
 // dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D].
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
 // acc[i] += add[i] for n floats (received dK/dV accumulators into the rank's own).

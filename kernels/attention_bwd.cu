@@ -35,9 +35,9 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
-  const int kBlockM = b.D == 64 ? bwd::Shape<64>::kBlockM : bwd::Shape<128>::kBlockM, kBlockN = 128;
-  // Each piece's query tiles: every item listing it, in tiles of kBlockM rows (numbered by the dQ scratch's
-  // 64-row tiles).
+  const int kBlockM = bwd::block_m(b.D), kBlockN = 128;
+  // Each piece's query tiles: every item listing it, in tiles of kBlockM rows (numbered as the dQ scratch's
+  // tiles of the same rows).
   std::vector<std::vector<bwd::QEntry>> per_piece(b.pieces.size());
   int dq_tiles = 0;
   for (size_t i = 0; i < b.items.size(); ++i) {
@@ -52,9 +52,9 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
         const int rows = std::min(kBlockM, it.q_len - r);
         const long long q0 = it.q_pos0 + r, q1 = q0 + rows - 1;
         per_piece[pc].push_back({band.lo(q0), band.hi(q1), band.lo(q1), band.hi(q0), q0, int(i), it.q_row0 + r, rows,
-                                 dq_tiles + r / 64});
+                                 dq_tiles + r / kBlockM});
       }
-    dq_tiles += (it.q_len + 63) / 64;
+    dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
   }
   std::vector<bwd::QEntry> qlist;
   std::vector<bwd::Tile> tiles;
@@ -148,11 +148,11 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.scale_log2 = p.scale * 1.4426950408889634f;
   const int n = int(sorted.size());
   if (bf16) {
-    if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64>(p, n, b.Hkv, b.B, s);
-    else bwd::launch_sm90<__nv_bfloat16, 128>(p, n, b.Hkv, b.B, s);
+    if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 128>(p, n, b.Hkv, b.B, s);
+    else bwd::launch_sm90<__nv_bfloat16, 128, 80>(p, n, b.Hkv, b.B, s);
   } else {
-    if (b.D == 64) bwd::launch_sm90<__half, 64>(p, n, b.Hkv, b.B, s);
-    else bwd::launch_sm90<__half, 128>(p, n, b.Hkv, b.B, s);
+    if (b.D == 64) bwd::launch_sm90<__half, 64, 128>(p, n, b.Hkv, b.B, s);
+    else bwd::launch_sm90<__half, 128, 80>(p, n, b.Hkv, b.B, s);
   }
 }
 
@@ -160,39 +160,44 @@ namespace {
 
 // Item rows of the scratch's tiles, in its order: {first row in q/dq, rows}.
 std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
+  const int bm = bwd::block_m(b.D);
   std::vector<int2> t;
   for (const WorkItem& it : b.items)
-    for (int r = 0; r < it.q_len; r += 64) t.push_back(make_int2(it.q_row0 + r, std::min(64, it.q_len - r)));
+    for (int r = 0; r < it.q_len; r += bm) t.push_back(make_int2(it.q_row0 + r, std::min(bm, it.q_len - r)));
   return t;
 }
 
 // One thread per float4 of the scratch: back to (row, column) as bwd_sm90.cuh's threads held it
-// (bwd::dq_accum_offset).
+// (bwd::dq_accum_offset): a warpgroup's block of `cols` query columns, float4 k of thread (warp, g, t4) = dQ at
+// rows q, q + 1 and head-dim columns d, d + 8.
 __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
-                                 float scale, long long n) {
+                                 int cols, float scale, long long n) {
+  const int per_block = cols * 16;  // float4s of a warpgroup's block
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const int thread = int(i % 128), k = int(i / 128 % 8), cb = int(i / 1024 % (D / 64));
-    const long long rest = i / 1024 / (D / 64);
+    const int thread = int(i % 128), k = int(i / 128 % (cols / 8)), w = int(i / per_block % 2);
+    const long long rest = i / (2 * per_block);
     const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
     const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
     const int2 tr = tiles[tile];
-    const int col = cb * 64 + 8 * k + 2 * t4;
+    const int d = (D == 128 ? 64 * w : 0) + warp * 16 + g, q = (D == 128 ? 0 : w * cols) + 8 * k + 2 * t4;
     const float4 v = accum[i];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = warp * 16 + g + 8 * hf;
-      if (r >= tr.y) continue;
-      float2* dst = reinterpret_cast<float2*>(dq + (((long long)b * q_rows + tr.x + r) * H + h) * D + col);
-      float2 o = *dst;
-      o.x += scale * (hf ? v.z : v.x), o.y += scale * (hf ? v.w : v.y);
-      *dst = o;
+    for (int e = 0; e < 2; ++e) {
+      if (q + e >= tr.y) continue;
+      float* dst = dq + (((long long)b * q_rows + tr.x + q + e) * H + h) * D + d;
+      dst[0] += scale * (e ? v.y : v.x);
+      dst[8] += scale * (e ? v.w : v.z);
     }
   }
 }
 
 }  // namespace
 
-size_t dq_accum_floats(const AttentionBackwardBatch& b) { return size_t(b.B) * b.H * dq_tile_rows(b).size() * 64 * b.D; }
+int dq_accum_tile_rows(int D) { return bwd::block_m(D); }
+
+size_t dq_accum_floats(const AttentionBackwardBatch& b) {
+  return size_t(b.B) * b.H * dq_tile_rows(b).size() * bwd::block_m(b.D) * b.D;
+}
 
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {
   const std::vector<int2> tiles = dq_tile_rows(b);
@@ -208,7 +213,7 @@ void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Works
   const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
   dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
-                                              scale, n);
+                                              b.D == 128 ? bwd::block_m(b.D) : bwd::block_m(b.D) / 2, scale, n);
   TASP_CUDA(cudaGetLastError());
 }
 

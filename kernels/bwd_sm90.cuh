@@ -1,6 +1,6 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
-// walks every query tile (64 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
+// walks every query tile (80 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
 // head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and
 // streams Q and dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute; it alone walks the
 // query tiles and leaves each one's QTile in its stage's slot (consumers that walked too, each reading the list,
@@ -13,12 +13,15 @@
 //   S^T  = K Q^T          (ss: K and Q K-major)          P^T  = exp2(S^T * scale*log2e - LSE*log2e), masked
 //   dP^T = V dO^T         (ss: V and dO K-major)         dS^T = P^T * (dP^T - D)
 //   dV  += P^T dO         (rs: dO MN-major)
-// then writes dS^T to shared memory (128-byte swizzle, MN-major for the next product) under dV, computes
-// dQ = dS K (ss: dS and K both MN-major) and dK += dS^T Q (rs: Q MN-major), and stages dQ while dK is still on
-// the tensor cores. Each warpgroup computes a 64 x 64 block of dQ (D=128: half of the head dim; D=64: half of
-// the query rows) over the tile's 128 keys, one tile late: it needs the other's dS^T, and waiting for it in step
-// (a CTA barrier per tile) cost 7% at D=128, S=16k. dQ is staged in shared memory in the order the threads hold
-// it and added to the dQ scratch with one bulk reduce of a contiguous 16 KB block (FA3's dQ accumulation;
+// then writes dS to shared memory (stmatrix.trans: query rows of keys, 128-byte swizzle, K-major for the next
+// product) under dV, computes dQ^T = K^T dS^T (ss: K MN-major, dS K-major; swapped too, so that its N is the
+// tile's 80 query rows at D=128) and dK += dS^T Q (rs: Q MN-major), and stages dQ^T while dK is still on the
+// tensor cores. Each warpgroup computes a 64 x 80 block of dQ^T (D=128: its half of the head dim, all rows) or
+// 64 x 64 (D=64: its half of the rows) over the tile's 128 keys, one tile late: it needs the other's dS, and
+// waiting for it in step (a CTA barrier per tile) cost 7% at D=128, S=16k. Tiles of 80 rows instead of 64 at
+// D=128 (N = 80 in S^T, dP^T and dQ^T, as FA3 has it) measured +5-7%: the per-tile waits and barriers are paid
+// for more work, and the products read less shared memory per flop. dQ^T is staged in shared memory in the
+// order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous block (FA3's dQ accumulation;
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
 // that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
@@ -84,40 +87,50 @@ struct Params {
   float scale, scale_log2;
 };
 
-template <int D>
+template <int D, int BM>
 struct Shape {
-  // Each warpgroup computes a 64 x 64 block of the tile's dQ over all 128 keys (D = 128: its half of the head
-  // dim; D = 64: its half of the 128 query rows), so it needs the other's dS^T (a tile late, see the walk).
-  // Over its own 64 keys only, the halves would add up in the scratch: twice the reduce traffic, 12-19% slower.
-  // Two Q/dO stages and two dQ staging buffers per warpgroup (a third stage instead measured D=64 +1-3%,
-  // D=128 level; the second staging buffer took a barrier off every tile: D=128 +3-4%).
-  static constexpr int WG = 2, STAGES = 2, kStageBufs = 2;
-  // Query tiles of 128 rows at D = 64 (64 at D = 128, where the accumulators leave no registers for more):
-  // the products S^T and dP^T get N = 128, and the per-tile waits and barriers are paid half as often.
-  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = D == 64 ? 128 : 64, kBlockN = 64 * WG;
-  static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = kBlockM * D * 2, kDsBytes = kBlockN * kBlockM * 2;
-  // dS^T double-buffered: a tile's is read while the next one's is written.
+  // Two warpgroups of 64 keys each; each computes a 64 x kDqCols block of the tile's dQ^T over all 128 keys
+  // (D = 128: its half of the head dim, all BM query rows; D = 64: all of it, its half of the query rows), so it
+  // needs the other's dS (a tile late, see the walk). Over its own 64 keys only, the halves would add up in
+  // the scratch: twice the reduce traffic, 12-19% slower.
+  static constexpr int WG = 2, STAGES = 2;
+  // Query tiles of BM rows: 128 at D = 64 (S^T and dP^T with N = 128; the per-tile waits and barriers paid half
+  // as often as with 64), 80 at D = 128 (what the accumulators leave registers for: N = 80 instead of 64 in
+  // S^T, dP^T and dQ^T).
+  static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = BM, kBlockN = 64 * WG;
+  static constexpr int kDqCols = D == 128 ? BM : BM / 2;
+  static_assert(D == 64 || D == 128, "head dims of the backward");
+  static_assert(BM % 16 == 0 && (kDqCols == 64 || kDqCols == 80), "a warpgroup's dQ^T block is 64 x 64 or 64 x 80");
+  static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = BM * D * 2, kDsBytes = kBlockN * BM * 2;
+  // dS double-buffered: a tile's is read while the next one's is written.
   static constexpr int kDsBufs = 2;
-  // A warpgroup's dQ block (64 x 64 fp32) staged for the bulk reduce, chunk-major: the thread's k-th float4 at
-  // (k * 128 + thread) * 16, so a warp's stores are consecutive. kStageBufs of them per warpgroup.
-  static constexpr int kStageBytes = 64 * 64 * 4;
-  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D: [WG][2 kBlockM] floats (one buffer: the
+  // A warpgroup's dQ^T block (64 x kDqCols fp32) staged for the bulk reduce, chunk-major: the thread's k-th
+  // float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
+  static constexpr int kStageBytes = 64 * kDqCols * 4;
+  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D: [WG][2 BM] floats (one buffer: the
   // "ready" barrier, which all of the warpgroup's warps sync on after middle(), orders the next tile's fill after
   // this tile's reads).
-  static constexpr int kRowBytes = WG * 2 * kBlockM * 4;
+  static constexpr int kRowBytes = WG * 2 * BM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   static constexpr int kSlotBytes = 64;  // a stage's QTile, written by the thread that loads the stage
-  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kStageBufs * WG * kStageBytes + kRowBytes +
-                               STAGES * kSlotBytes + 8 * kBarriers;
+  static constexpr int kFixed = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + STAGES * kSlotBytes + 8 * kBarriers;
+  // Two dQ staging buffers per warpgroup where they fit (the second took a barrier off every tile: D=128,
+  // BM=64 +3-4%); at BM = 80 one, and back() waits for the last reduce's read behind the "ready" barrier.
+  static constexpr int kStageBufs = kFixed + 2 * WG * kStageBytes <= 227 * 1024 ? 2 : 1;
+  static constexpr int kSmem = kFixed + kStageBufs * WG * kStageBytes;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
   static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0, "a stage's QTile slot");
 };
 
-// The dQ scratch position (floats) of float4 chunk k (of 8) of thread `thread` (of 128) in the 64-column block
-// `cb` of tile `tile`: [B][H][tiles][D / 64][8][128][4]. Chunk k of a thread holds rows warp * 16 + g and + 8,
-// columns 64 cb + 8k + 2 t4 and + 1 (the wgmma accumulator layout).
-__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int cb, int k, int thread, int H, int tiles, int D) {
-  return ((((long long)(b * H + h) * tiles + tile) * (D / 64) + cb) * 8 + k) * 512 + thread * 4;
+// Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
+inline int block_m(int D) { return D == 64 ? 128 : 80; }
+
+// The dQ scratch position (floats) of warpgroup w's block of tile `tile`: [B][H][tiles][2][kDqCols / 8][128][4].
+// Float4 k of thread (warp, g, t4) holds dQ^T rows (head-dim columns) d and d + 8, query columns q and q + 1
+// (the wgmma accumulator layout): d = 64 w (D = 128) + 16 warp + g, q = w kDqCols (D = 64) + 8k + 2 t4, in the
+// order (q, d), (q + 1, d), (q, d + 8), (q + 1, d + 8).
+__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int H, int tiles, int BM, int D) {
+  return ((long long)(b * H + h) * tiles + tile) * BM * D + (long long)w * (BM * D / 2);
 }
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
@@ -160,16 +173,16 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
     sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, BM * 128, 1024), 1);
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
-  using S = Shape<D>;
+template <typename T, int D, int BM_>
+__global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
+  using S = Shape<D, BM_>;
   constexpr int STAGES = S::STAGES, BM = S::kBlockM;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* sK = smem_raw;                              // [128 keys][D], 64-column blocks
   unsigned char* sV = sK + S::kKvBytes;
   unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][BM rows][D], 64-column blocks
   unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][D]
-  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][BM / 64][128 keys][64 queries]
+  unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
   QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [STAGES]
@@ -247,7 +260,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
-  float s[BM / 2], dp[BM / 2], dq[32];
+  float s[BM / 2], dp[BM / 2], dq[S::kDqCols / 2];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
   float* const rowv = sRow + w * 2 * BM;
@@ -335,48 +348,43 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     sm90::wgmma_commit();
   };
   auto ds_buf = [&](int t) { return sdS + (t & 1) * S::kDsBytes; };
-  // dS^T to shared memory in blocks of 64 queries (16 KB each): key row r (of 128), query column col at
-  // (col / 64) * 16384 + r * 128 + ((col % 64 / 8) ^ (r % 8)) * 16 + col % 8 * 2.
+  // dS (not transposed: the B operand of dQ^T, K-major) to shared memory: key block kb = w (the warpgroup's 64
+  // keys), query row q, keys' 16-byte chunk ch at kb * BM * 128 + q * 128 + ((ch ^ (q % 8)) << 4). Each
+  // 16-query slice of dS^T's fragment is four 8 x 8 matrices that stmatrix.trans writes as 8 query rows of 8
+  // keys each: lane l addresses row l % 8 of matrix l / 8 (matrix j: keys 8 (j % 2), queries 8 (j / 2)).
+  const uint32_t ds_lane = w * (BM * 128) + (lane % 8 + 8 * (lane / 16)) * 128 + (((2 * warp + lane / 8 % 2) ^ (lane % 8)) << 4);
   auto store_ds = [&](int t, const uint32_t (&dsa)[BM / 16][4]) {
-    unsigned char* buf = ds_buf(t);
+    const uint32_t at = fwd::smem_addr(ds_buf(t)) + ds_lane;
 #pragma unroll
-    for (int ch = 0; ch < BM / 8; ++ch)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = key0 + 8 * hf;
-        *reinterpret_cast<uint32_t*>(buf + (ch / 8) * 16384 + r * 128 + (((ch % 8) ^ (r & 7)) << 4) + 4 * t4) =
-            dsa[ch / 2][(ch & 1) * 2 + hf];
-      }
+    for (int kt = 0; kt < BM / 16; ++kt) fwd::stmatrix_x4_trans(at + kt * 16 * 128, dsa[kt]);
     // Fenced for the products (the async proxy) only before the "ready" arrive: a fence here waited for the
     // stores with the tensor cores idle.
   };
-  // dQ of tile t from its dS^T (one commit group).
+  // dQ^T of tile t from its dS (one commit group): A = K^T (MN-major: the warpgroup's 64 head-dim columns,
+  // all 128 keys), B = dS (K-major: the warpgroup's kDqCols query rows, all 128 keys).
   auto issue_dq = [&](int t) {
-    // A = dS (MN-major: the warpgroup's 64 queries of the tile's block, all 128 keys), B = K (MN-major: the
-    // warpgroup's 64 columns, all 128 keys).
-    const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * 16384 : 0);
+    const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * S::kDqCols * 128 : 0);
     const uint32_t kb = k_addr + (D == 128 ? w * (128 * 128) : 0);
     sm90::wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt)
-      sm90::wgmma_ss<T, 64, 1, 1>(dq, sm90::sw128_desc(dsb + kt * 2048, 128 * 128, 1024),
-                                  sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024), kt > 0 ? 1 : 0);
+      sm90::wgmma_ss<T, S::kDqCols, 1, 0>(dq, sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024),
+                                          sm90::sw128_desc(dsb + (kt / 4) * (BM * 128) + (kt % 4) * 32, 16, 1024), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
   };
 
   // Back: the dQ block (done) staged in buffer t & 1 (front() of this tile saw its last reduce done reading),
   // for the next front() to reduce.
   auto back = [&](const QTile& c, bool reduce, int t) {
-    fwd::fence_regs<32>(dq);
-    staged_buf = t & 1;
+    fwd::fence_regs<S::kDqCols / 2>(dq);
+    staged_buf = t % S::kStageBufs;
     unsigned char* stage = stage_at(staged_buf);
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
+    for (int k = 0; k < S::kDqCols / 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
-    // The block's scratch tile: D = 128, column block w of the tile; D = 64, the tile's 64-row half w (if any).
-    staged = reduce && (D == 128 || w * 64 < c.rows)
-                 ? p.dq_accum + dq_accum_offset(b, c.h, c.tile + (D == 64 ? w : 0), D == 128 ? w : 0, 0, 0, p.H, p.dq_tiles, D)
-                 : nullptr;
+    // D = 64: the block of the tile's query half w, if the tile has rows there.
+    staged = reduce && (D == 128 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, w, p.H, p.dq_tiles, BM, D)
+                                                             : nullptr;
   };
 
 
@@ -402,6 +410,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     front(c);
     uint32_t dsa[BM / 16][4];
     middle(c, dsa);
+    if (S::kStageBufs == 1 && wt == 0) sm90::bulk_wait_read();  // back() rewrites what front()'s reduce reads
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
     issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
     store_ds(t, dsa);
@@ -416,6 +425,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
     prev = c;
   }
   reduce_staged();  // the block staged in the last iteration
+  if (S::kStageBufs == 1 && wt == 0) sm90::bulk_wait_read();
   sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
   issue_dq(t - 1);
   sm90::wgmma_wait<0>();
@@ -442,11 +452,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_sm90_kern
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, int BM>
 void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
-  using S = Shape<D>;
-  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D>>(S::kSmem);
-  attention_bwd_sm90_kernel<T, D><<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
+  using S = Shape<D, BM>;
+  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, BM>>(S::kSmem);
+  attention_bwd_sm90_kernel<T, D, BM><<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 

@@ -77,6 +77,16 @@ __device__ __forceinline__ void fence_regs(uint32_t* x) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(x[i])::"memory");
 }
 
+// Four 8 x 8 16-bit matrices in the mma C layout (register j of every lane: matrix j) stored transposed: lane l
+// gives the shared address of row l % 8 of matrix l / 8, which receives that matrix's column.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <>
