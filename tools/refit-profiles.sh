@@ -3,7 +3,9 @@
 #   comm: the shared NCCL step table (docs/measurements/h200-nccl-steps.csv, from tools/measurements-to-csv.sh);
 #   kernels: tasp's own kernels on an H200, cold, hot and mixed (docs/measurements/h200-tasp-kernel.csv, written by
 #            tools/gpu/validate-model.sh: tasp bench kernel --csv [--heat-ms --mix]);
-#   executor: the fit-set timelines of the 2x H200 runs (docs/measurements/h200x2-model/val*/fit-*.json);
+#   executor: the newest fit set's timelines on 2x H200 (docs/measurements/h200x2-model/fit-*/, from
+#            tools/gpu/fit-set.sh with the kernels of the same build: older sets timed older kernels, and the
+#            share of the SMs lost to NCCL would absorb their difference to the new rates);
 #   H100 profiles: compute only, from docs/measurements/h100-tasp-kernel.csv (tools/gpu/kernel-profile.sh on one
 #            H100); the rest of each profile is kept (--base).
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
@@ -11,12 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-build/tools/tasp}
 M=docs/measurements
-fit=(--fit $M/h200-nccl-steps.csv $M/h200-tasp-kernel.csv --timeline $M/h200x2-model/val*/fit-*.json -q)
+FITSET=$(ls -d $M/h200x2-model/fit-*/ | sort | tail -1)
+fit=(--fit $M/h200-nccl-steps.csv $M/h200-tasp-kernel.csv --timeline "$FITSET"fit-*.json -q)
 $T calibrate "${fit[@]}" -t h200-hgx-8 --name h200-hgx-8 -o topologies/h200-hgx-8.profile.yaml --description \
   "8x H200 HGX (NVSwitch), NCCL 2.28.3. Fitted by tools/refit-profiles.sh: comm from the shared NCCL step table; \
 compute from tasp's own Hopper kernels on H200s, forward and backward, cold, hot and with forward and backward taking \
 turns (sustained fractions); the executor's pass starts, step gaps, NCCL's share of the SMs and the dQ finish from \
-the timelines of 8 fit runs on 2x H200 (docs/measurements/h200x2-model)."
+the timelines of the newest fit set on 2x H200 (docs/measurements/h200x2-model/fit-*)."
 $T calibrate "${fit[@]}" -t h200-hgx-4 --name h200-hgx-4 -o topologies/h200-hgx-4.profile.yaml --description \
   "H200 SXM. Not measured on 4 GPUs: the figures of the 8x H200 HGX fit (same NVLink/NVSwitch generation, same SM \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."

@@ -40,14 +40,7 @@ nvidia-smi --query-gpu=index,clocks.sm,clocks.max.sm,power.draw,power.limit,temp
 grep -v "^#" "$R/kernel.txt" | head -90
 
 stamp "2. fit set (timelines for the executor's terms)"
-FIT=("hamilton B=1,H=32,D=128,S=16384,causal fwd+bwd" "ring B=1,H=8,D=64,S=32768 fwd+bwd"
-     "allgather B=1,H=16,Hkv=4,D=128,S=32768 fwd" "zigzag B=2,H=8,D=64,S=16384,causal fwd+bwd"
-     "hamilton B=1,H=32,Hkv=4,D=128,S=49152 fwd+bwd" "ring B=1,H=16,D=128,S=8192 fwd")
-for fw in "${FIT[@]}"; do
-  set -- $fw
-  timeout 120 $T run --backend cuda -t $TOPO -s $1 -w "$2" --pass $3 --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
-    --timeline "$R/fit-$1-${3/+/_}-${2//[,=]/_}.json" 2>&1 | grep -E "median|error" | sed "s/^/fit $1 $2 $3: /"
-done
+tools/gpu/fit-set.sh "$R" "$ITERS" "$HEAT"
 
 stamp "3. calibrate"
 $T calibrate --fit docs/measurements/h200-nccl-steps.csv "$R/kernel.csv" --timeline "$R"/fit-*.json -t h200-hgx-8 \

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The fit set of the simulator's executor terms (the pass starts, step gaps, NCCL's share of the SMs, the dQ
+# finish): six runs through the cuda backend with their timelines, on N GPUs (the device tool; nvidia-h200-x2
+# and up). tools/refit-profiles.sh fits the shipped profiles to the newest set committed
+# (docs/measurements/h200x2-model/fit-*/); validate-model.sh runs it as its step 2.
+# Usage: tools/gpu/fit-set.sh DIR [ITERS] [HEAT_MS]   (needs build-gpu/tools/tasp; writes DIR/fit-*.json)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0
+DIR=$1
+ITERS=${2:-5}
+HEAT=${3:-1000}
+mkdir -p "$DIR"
+T=build-gpu/tools/tasp
+N=$(nvidia-smi -L | wc -l)
+case $N in 8) TOPO=h200-hgx-8 ;; 4) TOPO=h200-hgx-4 ;; *) TOPO=complete:$N ;; esac
+FIT=("hamilton B=1,H=32,D=128,S=16384,causal fwd+bwd" "ring B=1,H=8,D=64,S=32768 fwd+bwd"
+     "allgather B=1,H=16,Hkv=4,D=128,S=32768 fwd" "zigzag B=2,H=8,D=64,S=16384,causal fwd+bwd"
+     "hamilton B=1,H=32,Hkv=4,D=128,S=49152 fwd+bwd" "ring B=1,H=16,D=128,S=8192 fwd")
+for fw in "${FIT[@]}"; do
+  set -- $fw
+  timeout 120 $T run --backend cuda -t $TOPO -s $1 -w "$2" --pass $3 --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
+    --timeline "$DIR/fit-$1-${3/+/_}-${2//[,=]/_}.json" 2>&1 | grep -E "median|error" | sed "s/^/fit $1 $2 $3: /"
+done
