@@ -77,15 +77,18 @@ Path choose_path(int D) {
     path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
     path.block_n = fwd::Sm90Shape<d()>::kBlockN;
   });
+  // D=128 walks 176-key tiles on the default grid (the persistent one keeps 128: its consumers have 8
+  // registers fewer, and it was not measured with them).
+  if (D == 128 && path.sm90 && path.overlap && !path.persist) path.block_n = fwd::kWideBlockN;
   return path;
 }
 
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
   // D=256 always overlaps: without it ptxas spills and serialises the wgmma (measured at half the rate).
-  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.persist, s);
+  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.persist, path.block_n, s);
   if constexpr (D <= 128)
-    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.persist, s);
+    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.persist, path.block_n, s);
   if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 
