@@ -77,7 +77,7 @@ Path choose_path(int D) {
     path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
     path.block_n = fwd::Sm90Shape<d()>::kBlockN;
   });
-  // D=128 walks 176-key tiles on the default grid (the persistent one keeps 128: its consumers have 8
+  // D=128 walks 192-key tiles on the default grid (the persistent one keeps 128: its consumers have 8
   // registers fewer, and it was not measured with them).
   if (D == 128 && path.sm90 && path.overlap && !path.persist) path.block_n = fwd::kWideBlockN;
   return path;
