@@ -32,10 +32,11 @@ namespace tasp::kernels::fwd {
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
 // (the 128-byte swizzle's column blocks; TMA zero-fills the rest and no product reads it). D=256 walks
 // 64-key tiles: O alone takes 128 registers a thread.
-// Key tiles of 192 at D=128: N = 192 in S = Q K^T and 12 k-steps in P V a tile, so the per-tile softmax,
+// Key tiles of 192 at D=80, 96, 128: N = 192 in S = Q K^T and 12 k-steps in P V a tile, so the per-tile softmax,
 // barriers and waits are paid for 50% more work (S, P and O take 208 of the consumers' 240 registers; K and V
 // stages 192 KB of shared memory). Measured on one H200 (h200-fwd-s13): 176 (FA3's width for unmasked D=128)
-// beside 128 +3-6% full and causal at S >= 12k and GQA, level at B=4 S=4096 causal; 192 beside 176 +0-3%.
+// beside 128 +3-6% full and causal at S >= 12k and GQA, level at B=4 S=4096 causal; 192 beside 176 +0-3%;
+// 192 beside 128 at D=96 +7%, D=80 causal +3%, full level.
 constexpr int kWideBlockN = 192;
 template <int D, int BN = (D > 128 ? 64 : 128)>
 struct Sm90Shape {
@@ -307,7 +308,7 @@ template <typename T, int D, bool OVERLAP>
 void launch_sm90(const Params& p, int tiles, int B, bool persist, int block_n, cudaStream_t s) {
   using S = Sm90Shape<D>;
   const dim3 grid = cta_grid(p, tiles, B);
-  if constexpr (D == 128 && OVERLAP) {
+  if constexpr (D > 64 && D <= 128 && OVERLAP) {
     if (block_n == kWideBlockN) {
       using W = Sm90Shape<D, kWideBlockN>;
       allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false, kWideBlockN>>(W::kSmem);
