@@ -167,9 +167,8 @@ std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
   return t;
 }
 
-// One thread per float4 of the scratch: back to (row, column) as bwd_sm90.cuh's threads held it
-// (bwd::dq_accum_offset): a warpgroup's block of `cols` query columns, float4 k of thread (warp, g, t4) = dQ at
-// rows q, q + 1 and head-dim columns d, d + 8.
+// One thread per float4 of the scratch: back to (rows, columns) as bwd_sm90.cuh's threads held it
+// (bwd::dq_accum_offset, bwd::dq_accum_spot); `cols`: bwd::dq_cols.
 __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
                                  int cols, float scale, long long n) {
   const int per_block = cols * 16;  // float4s of a warpgroup's block
@@ -177,14 +176,13 @@ __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* til
     const int thread = int(i % 128), k = int(i / 128 % (cols / 8)), w = int(i / per_block % 2);
     const long long rest = i / (2 * per_block);
     const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
-    const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
     const int2 tr = tiles[tile];
-    const int d = (D == 128 ? 64 * w : 0) + warp * 16 + g, q = (D == 128 ? 0 : w * cols) + 8 * k + 2 * t4;
+    const bwd::DqSpot at = bwd::dq_accum_spot(D, cols, w, k, thread);
     const float4 v = accum[i];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      if (q + e >= tr.y) continue;
-      float* dst = dq + (((long long)b * q_rows + tr.x + q + e) * H + h) * D + d;
+      if (at.q + e >= tr.y) continue;
+      float* dst = dq + (((long long)b * q_rows + tr.x + at.q + e) * H + h) * D + at.d;
       dst[0] += scale * (e ? v.y : v.x);
       dst[8] += scale * (e ? v.w : v.z);
     }
@@ -213,7 +211,7 @@ void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Works
   const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
   dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
-                                              b.D == 128 ? bwd::block_m(b.D) : bwd::block_m(b.D) / 2, scale, n);
+                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), scale, n);
   TASP_CUDA(cudaGetLastError());
 }
 

@@ -87,6 +87,27 @@ struct Params {
   float scale, scale_log2;
 };
 
+// Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
+inline int block_m(int D) { return D == 64 ? 128 : 80; }
+
+// The dQ scratch, owned here for the kernel (which writes it) and attention_backward_finish (which reads it):
+// tiles of BM query rows, per tile [2 warpgroups][dq_cols / 8][128 threads][4 floats], each warpgroup's block a
+// 64 x dq_cols block of dQ^T (D = 128: head-dim columns 64 w.., all BM rows; D = 64: all columns, rows w dq_cols..).
+__host__ __device__ constexpr int dq_cols(int D, int BM) { return D == 128 ? BM : BM / 2; }
+// Floats before warpgroup w's block of tile `tile`: [B][H][tiles][...].
+__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int H, int tiles, int BM, int D) {
+  return ((long long)(b * H + h) * tiles + tile) * BM * D + (long long)w * (BM * D / 2);
+}
+// Where float4 k of thread (warp, g, t4) in warpgroup w's block lies in its tile (the wgmma accumulator layout):
+// query rows q, q + 1 and head-dim columns d, d + 8, in the order (q, d), (q + 1, d), (q, d + 8), (q + 1, d + 8).
+struct DqSpot {
+  int q, d;
+};
+__host__ __device__ inline DqSpot dq_accum_spot(int D, int cols, int w, int k, int thread) {
+  const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
+  return {(D == 128 ? 0 : w * cols) + 8 * k + 2 * t4, (D == 128 ? 64 * w : 0) + warp * 16 + g};
+}
+
 template <int D, int BM>
 struct Shape {
   // Two warpgroups of 64 keys each; each computes a 64 x kDqCols block of the tile's dQ^T over all 128 keys
@@ -98,7 +119,7 @@ struct Shape {
   // as often as with 64), 80 at D = 128 (what the accumulators leave registers for: N = 80 instead of 64 in
   // S^T, dP^T and dQ^T).
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = BM, kBlockN = 64 * WG;
-  static constexpr int kDqCols = D == 128 ? BM : BM / 2;
+  static constexpr int kDqCols = dq_cols(D, BM);
   static_assert(D == 64 || D == 128, "head dims of the backward");
   static_assert(BM % 16 == 0 && (kDqCols == 64 || kDqCols == 80), "a warpgroup's dQ^T block is 64 x 64 or 64 x 80");
   static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = BM * D * 2, kDsBytes = kBlockN * BM * 2;
@@ -121,17 +142,6 @@ struct Shape {
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
   static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0, "a stage's QTile slot");
 };
-
-// Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
-inline int block_m(int D) { return D == 64 ? 128 : 80; }
-
-// The dQ scratch position (floats) of warpgroup w's block of tile `tile`: [B][H][tiles][2][kDqCols / 8][128][4].
-// Float4 k of thread (warp, g, t4) holds dQ^T rows (head-dim columns) d and d + 8, query columns q and q + 1
-// (the wgmma accumulator layout): d = 64 w (D = 128) + 16 warp + g, q = w kDqCols (D = 64) + 8k + 2 t4, in the
-// order (q, d), (q + 1, d), (q, d + 8), (q + 1, d + 8).
-__host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int H, int tiles, int BM, int D) {
-  return ((long long)(b * H + h) * tiles + tile) * BM * D + (long long)w * (BM * D / 2);
-}
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
 // of keys [kpos_lo, kpos_hi] (causal, document, window). Thread 0 walks it.

@@ -304,19 +304,21 @@ inline int sm_count() {
   return n;
 }
 
+// One CTA per task of the grid, key tiles of BN.
+template <typename T, int D, bool OVERLAP, int BN>
+void launch_grid(const Params& p, dim3 grid, cudaStream_t s) {
+  using S = Sm90Shape<D, BN>;
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false, BN>>(S::kSmem);
+  attention_fwd_sm90_kernel<T, D, OVERLAP, false, BN><<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
+  TASP_CUDA(cudaGetLastError());
+}
+
 template <typename T, int D, bool OVERLAP>
 void launch_sm90(const Params& p, int tiles, int B, bool persist, int block_n, cudaStream_t s) {
   using S = Sm90Shape<D>;
   const dim3 grid = cta_grid(p, tiles, B);
-  if constexpr (D > 64 && D <= 128 && OVERLAP) {
-    if (block_n == kWideBlockN) {
-      using W = Sm90Shape<D, kWideBlockN>;
-      allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false, kWideBlockN>>(W::kSmem);
-      attention_fwd_sm90_kernel<T, D, OVERLAP, false, kWideBlockN><<<grid, W::kThreads, W::kSmem, s>>>(p, TaskOrder{});
-      TASP_CUDA(cudaGetLastError());
-      return;
-    }
-  }
+  if constexpr (D > 64 && D <= 128 && OVERLAP)
+    if (block_n == kWideBlockN) return launch_grid<T, D, OVERLAP, kWideBlockN>(p, grid, s);
   const long long total = (long long)grid.x * grid.y * grid.z;
   if constexpr (S::kPersistent) {
     if (persist && total <= 0x7fffffffLL) {
@@ -328,10 +330,7 @@ void launch_sm90(const Params& p, int tiles, int B, bool persist, int block_n, c
       return;
     }
   }
-  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, false, S::kBlockN>;
-  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false, S::kBlockN>>(S::kSmem);
-  kernel<<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
-  TASP_CUDA(cudaGetLastError());
+  launch_grid<T, D, OVERLAP, S::kBlockN>(p, grid, s);
 }
 
 }  // namespace tasp::kernels::fwd
