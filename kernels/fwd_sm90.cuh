@@ -31,14 +31,16 @@ namespace tasp::kernels::fwd {
 // D=64 (where the wgmma were serialised for want of registers).
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
 // (the 128-byte swizzle's column blocks; TMA zero-fills the rest and no product reads it). D=256 walks
-// 64-key tiles: O alone takes 128 registers a thread.
+// 80-key tiles (FA3's width there): O alone takes 128 registers a thread, and two stages of 80-key K and V tiles
+// beside Q's 64 KB fill shared memory (224 KB). 80 beside 64 measured +8-16% (h200-fwd-s14: full and causal).
+// D=64 on two consumers with 192-key tiles measured 5-15% behind its three with 128 (same work per tile).
 // Key tiles of 192 at D=80, 96, 128: N = 192 in S = Q K^T and 12 k-steps in P V a tile, so the per-tile softmax,
 // barriers and waits are paid for 50% more work (S, P and O take 208 of the consumers' 240 registers; K and V
 // stages 192 KB of shared memory). Measured on one H200 (h200-fwd-s13): 176 (FA3's width for unmasked D=128)
 // beside 128 +3-6% full and causal at S >= 12k and GQA, level at B=4 S=4096 causal; 192 beside 176 +0-3%;
 // 192 beside 128 at D=96 +7%, D=80 causal +3%, full level.
 constexpr int kWideBlockN = 192;
-template <int D, int BN = (D > 128 ? 64 : 128)>
+template <int D, int BN = (D > 128 ? 80 : 128)>
 struct Sm90Shape {
   static constexpr int DP = (D + 63) / 64 * 64;
   static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A/B of kernel variants on one GPU: `tasp bench kernel` on the same shapes with the default environment and with
+# each variant's variables, taking turns for ROUNDS rounds in one run (the order cancels the GPU's warm-up drift),
+# then one table per shape with every run's TFLOP/s and each variant's median ratio to the default.
+# Usage: tools/gpu/ab.sh PASS ROUNDS 'VAR=a|VAR=b OTHER=c' --shape ... [more bench args]
+#   PASS: fwd, bwd or fwd+bwd. Needs build-gpu/tools/tasp. Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab").
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+pass=$1 rounds=$2 spec=$3
+shift 3
+T=build-gpu/tools/tasp
+tag=${AB_TAG:-ab}
+raw="$OUT/ab-$tag.txt"
+IFS='|' read -ra variants <<< "$spec"
+: > "$raw"
+for ((r = 1; r <= rounds; ++r)); do
+  for v in "" "${variants[@]}"; do
+    name=${v:-default}
+    env $v timeout 300 $T bench kernel --pass "$pass" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9=_]/_}.json" "$@" > /dev/null 2>&1 ||
+      echo "[$name] round $r failed" >> "$raw"
+    python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9=_]/_}.json" "$name" >> "$raw" <<'EOF'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+rows = rows.get("results", rows) if isinstance(rows, dict) else rows
+for x in rows:
+    shape = f"B={x['B']} H={x['H']} Hkv={x['Hkv']} S={x['S']} D={x['D']} {x['mask']}"
+    print(f"{sys.argv[2]}\t{shape}\t{x['pass']}\t{x['tflops']:.1f}")
+EOF
+  done
+done
+python3 - "$raw" <<'EOF'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    p = line.rstrip("\n").split("\t")
+    if len(p) == 4:
+        runs[(p[1], p[2])].append((p[0], float(p[3])))
+for (shape, ps), xs in runs.items():
+    by = collections.defaultdict(list)
+    for n, t in xs:
+        by[n].append(t)
+    base = statistics.median(by.get("default", [0])) or 1
+    cells = "  ".join(f"{n}: {' '.join(f'{t:.1f}' for t in ts)} ({statistics.median(ts) / base:.3f}x)" for n, ts in by.items())
+    print(f"{shape} {ps}: {cells}")
+EOF
