@@ -21,7 +21,7 @@ grep -E "Failure|error|FAILED  \]|what\(\)|Expected|Which|relative" "$OUT/tests.
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
 shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
         --shape B=2,S=16384,H=16,D=64,causal "$@")
-timeout 300 $T bench kernel --pass fwd+bwd --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
+[ "${QUICK:-0}" = 1 ] && timeout 300 $T bench kernel --pass fwd+bwd "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
 if [ -n "${AB:-}" ]; then
   IFS='|' read -ra variants <<< "$AB"
   for ab in "${variants[@]}"; do
@@ -32,7 +32,9 @@ if [ -n "${AB:-}" ]; then
   timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[default again] /" | tee -a "$OUT/bench-ab.txt"
 fi
 [ "${QUICK:-0}" = 1 ] && exit 0
-timeout 300 python3 tools/gpu/sdpa_bench.py --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
+# tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
+timeout 600 python3 tools/gpu/sdpa_bench.py --rounds "${ROUNDS:-2}" --tasp "$T bench kernel" --tasp-json "$OUT/tasp.json" \
+  --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
 for m in "" ",causal"; do
   timeout 120 $T run --backend cuda -t complete:1 -s ring -w "B=2,S=1000,H=4,Hkv=2,D=128$m" --pass fwd+bwd --check \

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """tasp's kernels against PyTorch SDPA measured in the same run: reads `tasp bench kernel --json` and
-sdpa_bench.py --json output and prints TFLOP/s and the ratios tasp / cuDNN and tasp / FA2 per shape and pass.
+sdpa_bench.py --json output and prints TFLOP/s and the ratios tasp / cuDNN and tasp / FA2 per shape and pass
+(the median over rounds where a shape was run more than once, as sdpa_bench.py --tasp --rounds does).
 Usage: compare_kernels.py TASP.json SDPA.json [--md OUT.md]"""
 import argparse
+import collections
 import json
+import statistics
 
 
 def key(shape):
@@ -27,10 +30,17 @@ def main():
     a = ap.parse_args()
     tasp = json.load(open(a.tasp))
     sdpa = json.load(open(a.sdpa))
-    ref = {}
+    runs = collections.defaultdict(list)
     for r in sdpa:
         if "error" not in r:
-            ref[(key(r["shape"]), r["backend"])] = r
+            runs[(key(r["shape"]), r["backend"])].append(r)
+    med = lambda rs, f: statistics.median(x[f] for x in rs)
+    ref = {k: {"fwd_tflops": med(rs, "fwd_tflops"), "bwd_tflops": med(rs, "bwd_tflops")} for k, rs in runs.items()}
+    mine = collections.defaultdict(list)
+    for r in tasp:
+        if r.get("pieces", 1) == 1:
+            mine[(r["B"], r["H"], r.get("Hkv", r["H"]), r["S"], r["D"], r["causal"], r.get("pass", "fwd"))].append(r)
+    tasp = [dict(rs[0], tflops=med(rs, "tflops"), rounds=len(rs)) for rs in mine.values()]
     lines = ["| pass | shape | tasp TFLOP/s | cuDNN | FA2 | tasp/cuDNN | tasp/FA2 |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in tasp:
         if r.get("pieces", 1) != 1:

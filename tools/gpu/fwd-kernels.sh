@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 13's side-by-side run on one Hopper GPU (the device tool): build, the kernel tests with and without
 # the forward's intra-warpgroup overlap, memcheck of the small cases, then `tasp bench kernel` (forward) beside
-# PyTorch SDPA (cuDNN, FA2) on the same shapes in the same run, with the ratios (compare_kernels.py).
+# PyTorch SDPA (cuDNN, FA2) on the same shapes in the same run, shape by shape, with the ratios (compare_kernels.py).
 # Usage: tools/gpu/fwd-kernels.sh [quick|persist] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
 #   persist: the persistent grid (TASP_FWD_PERSIST=1) beside the default one: tests and memcheck with it on,
@@ -41,12 +41,13 @@ shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
         --shape B=1,S=16384,H=32,Hkv=8,D=128,causal --shape B=1,S=16384,H=64,Hkv=8,D=128,causal
         --shape B=1,S=16384,H=16,D=256 --shape B=1,S=16384,H=16,D=256,causal
         --shape B=1,S=16384,H=32,D=80,causal --shape B=1,S=16384,H=32,D=96,causal "$@")
-TASP_FWD_OVERLAP=1 timeout 300 $T bench kernel --json "$OUT/tasp.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-tasp.txt"
+# tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
+TASP_FWD_OVERLAP=1 timeout 600 python3 tools/gpu/sdpa_bench.py --pass fwd --rounds "${ROUNDS:-2}" --tasp "$T bench kernel" \
+  --tasp-json "$OUT/tasp.json" --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 [ $persist = 1 ] && TASP_FWD_PERSIST=1 timeout 300 $T bench kernel --json "$OUT/tasp-persist.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-persist.txt"
 [ $quick = 0 ] && [ $persist = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-no-overlap.txt"
-timeout 300 python3 tools/gpu/sdpa_bench.py --pass fwd --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
 [ -f "$OUT/tasp-persist.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-persist.json" "$OUT/sdpa.json" --md "$OUT/compare-persist.md"
 [ -f "$OUT/tasp-no-overlap.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-no-overlap.json" "$OUT/sdpa.json" --md "$OUT/compare-no-overlap.md"

@@ -6,10 +6,18 @@ Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
 GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
 Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--pass fwd] [--json out.json]
+                     [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2]
+With --tasp, that command runs on each shape right before SDPA does (shape by shape, round by round), so that
+both kernels are timed at the same GPU warmth: a whole list of shapes run by one and then by the other put the
+same shape minutes apart, and a cold H200 clocks higher than one that has run for a minute.
 """
 import argparse
 import json
+import os
+import shlex
+import subprocess
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -74,13 +82,29 @@ def main():
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--pass", dest="passes", default="fwd+bwd", choices=["fwd", "fwd+bwd"],
                     help="fwd: time the forward only (bwd columns NaN)")
+    ap.add_argument("--tasp", help="a `tasp bench kernel` command line to run on each shape just before SDPA")
+    ap.add_argument("--tasp-json", help="write the --tasp command's rows (all rounds) as JSON here")
+    ap.add_argument("--rounds", type=int, default=1, help="times over the whole list of shapes")
     a = ap.parse_args()
-    rows = []
+    rows, tasp_rows = [], []
     print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"bf16, median of {a.iters}")
     print(f"# {'shape':34} {'backend':8} {'fwd ms':>9} {'bwd ms':>9} {'fwd TF/s':>9} {'bwd TF/s':>9}")
-    for text in a.shape or DEFAULT:
+    for rnd, text in ((r, t) for r in range(a.rounds) for t in a.shape or DEFAULT):
         s = parse(text)
+        if a.tasp:
+            fd, path = tempfile.mkstemp(suffix=".json")
+            os.close(fd)
+            cmd = shlex.split(a.tasp) + ["--pass", a.passes, "--shape", text, "--json", path]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            got = json.load(open(path)) if res.returncode == 0 and os.path.getsize(path) else []
+            os.unlink(path)
+            if not got:
+                print(f"  {text:34} tasp     failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
+            for t in got:
+                t["round"] = rnd
+                tasp_rows.append(t)
+                print(f"  {text:34} tasp {t['pass']:3} {t['ms']:9.3f} {'':9} {t['tflops']:9.1f}", flush=True)
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
                 fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes)
@@ -89,11 +113,15 @@ def main():
                 rows.append({"shape": text, "backend": name, "error": str(e).splitlines()[0]})
                 continue
             print(f"  {text:34} {name:8} {fm:9.3f} {bm:9.3f} {ft:9.1f} {bt:9.1f}", flush=True)
-            rows.append({"shape": text, "backend": name, "fwd_ms": fm, "bwd_ms": bm, "fwd_tflops": ft, "bwd_tflops": bt})
+            rows.append({"shape": text, "backend": name, "fwd_ms": fm, "bwd_ms": bm, "fwd_tflops": ft, "bwd_tflops": bt,
+                         "round": rnd})
             torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if a.tasp_json:
+        with open(a.tasp_json, "w") as f:
+            json.dump(tasp_rows, f, indent=1)
 
 
 if __name__ == "__main__":
