@@ -84,7 +84,8 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 // [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller
 // zeroes once and may keep across launches with the same items (the steps of a pass): tiles of 80 rows of each
 // item at D = 128, 128 at D = 64, per (batch, head, warpgroup), in the order the kernel's threads hold them,
-// so each CTA adds its part of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into dq [B, q_rows, H, D].
+// so each CTA adds its part of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into
+// dq [B, q_rows, H, D].
 struct GradPiece {
   float* dk = nullptr;
   float* dv = nullptr;

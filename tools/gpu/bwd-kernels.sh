@@ -3,9 +3,9 @@
 # backward cases, tasp's kernels forward and backward beside PyTorch SDPA (cuDNN, FA2) on the same shapes
 # in the same run, and the cuda backend's fwd+bwd through a one-GPU plan. Logs go to $OUT.
 # Usage: tools/gpu/bwd-kernels.sh [extra --shape args for both benches...]
-#   AB="VAR=value ..." in the environment: also the backward tests and bench with those variables set (a
-#   variant beside the default, in the same run; bench order default, variant, default). Several variants:
-#   separated by '|' (AB="V=1|V=2": default, V=1, V=2, default).
+#   AB="VAR=value ..." in the environment: also the backward tests with those variables set, and the backward
+#   bench of the variant taking turns with the default (tools/gpu/ab.sh, two rounds). Several variants:
+#   separated by '|' (AB="V=1|V=2").
 #   QUICK=1: no memcheck, no PyTorch, no cuda-backend runs (A/B of kernel variants only).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -27,9 +27,8 @@ if [ -n "${AB:-}" ]; then
   for ab in "${variants[@]}"; do
     env $ab timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests-ab.log" 2>&1
     echo "tests [$ab]: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-ab.log" | tr '\n' ' ')"
-    env $ab timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[$ab] /" | tee -a "$OUT/bench-ab.txt"
   done
-  timeout 300 $T bench kernel --pass bwd "${shapes[@]}" 2>&1 | sed "s/^/[default again] /" | tee -a "$OUT/bench-ab.txt"
+  OUT="$OUT" AB_TAG=bwd tools/gpu/ab.sh bwd 2 "$AB" "${shapes[@]}" | tee "$OUT/bench-ab.txt"
 fi
 [ "${QUICK:-0}" = 1 ] && exit 0
 # tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
