@@ -77,9 +77,8 @@ Path choose_path(int D) {
     path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
     path.block_n = fwd::Sm90Shape<d()>::kBlockN;
   });
-  // D=80, 96, 128 walk 192-key tiles on the default grid (the persistent one keeps 128: its consumers have 8
-  // registers fewer, and it was not measured with them; D=64's three consumers have 160, too few for them).
-  if (D > 64 && D <= 128 && path.sm90 && path.overlap && !path.persist) path.block_n = fwd::kWideBlockN;
+  // D=80, 96, 128 walk 192-key tiles (D=64's three consumers have 160 registers, too few for them).
+  if (D > 64 && D <= 128 && path.sm90 && path.overlap) path.block_n = fwd::kWideBlockN;
   return path;
 }
 

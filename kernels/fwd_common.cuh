@@ -164,6 +164,18 @@ struct KvWalk {
   }
 };
 
+// -inf at the columns of `s` (N of the thread's two rows, the mma C layout) outside [lo[hf], hi[hf]] for row hf.
+template <int N>
+__device__ __forceinline__ void mask_cols(float* s, const int (&lo)[2], const int (&hi)[2], int t4) {
+#pragma unroll
+  for (int c = 0; c < N / 8; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = c * 8 + 2 * t4 + (e & 1);
+      if (col < lo[e / 2] || col > hi[e / 2]) s[4 * c + e] = -INFINITY;
+    }
+}
+
 // -inf where a key is past the piece's end or outside the row's visible interval. `s` holds N columns of the
 // thread's two rows, starting at key j0 of a piece at global position pos0; qpos is the global position
 // of the thread's row g (row g + 8 is qpos + 8). The limits are taken relative to the tile's first key, so the
@@ -175,13 +187,7 @@ __device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long
   const int end = min(N, len - j0) - 1;
   const int lo[2] = {rel(band.lo(qpos)), rel(band.lo(qpos + 8))};
   const int hi[2] = {min(end, rel(band.hi(qpos))), min(end, rel(band.hi(qpos + 8)))};
-#pragma unroll
-  for (int c = 0; c < N / 8; ++c)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = c * 8 + 2 * t4 + (e & 1);
-      if (col < lo[e / 2] || col > hi[e / 2]) s[4 * c + e] = -INFINITY;
-    }
+  mask_cols<N>(s, lo, hi, t4);
 }
 
 // One online-softmax step (base 2) over N columns: turns scores into P against the new running maxima,
@@ -225,11 +231,18 @@ __device__ __forceinline__ void rescale(float* o, const float (&alpha)[2]) {
   }
 }
 
+// Where a CTA's rows go: batch, query head, its first row in q / out / lse, how many rows it has, and whether
+// they fold into the running (out, lse).
+struct RowsOut {
+  int b, h, qrow, rows;
+  bool accumulate;
+};
+
 // Epilogue for the thread's two rows r0 and r0 + 8 (of the CTA's tile): normalise O, fold into the running
 // (out, lse) when the item accumulates, store. Rows at or past `rows` belong to no query and are skipped.
 template <int D>
-__device__ __forceinline__ void store_rows(const Params& p, const WorkItem& it, const Tile& tile, int b, int h, int r0,
-                                           int rows, const float* o, const float (&m)[2], const float (&l)[2], int lane) {
+__device__ __forceinline__ void store_rows(const Params& p, const RowsOut& to, int r0, const float* o, const float (&m)[2],
+                                           const float (&l)[2], int lane) {
   constexpr float kLn2 = 0.6931471805599453f;
   const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
@@ -238,13 +251,13 @@ __device__ __forceinline__ void store_rows(const Params& p, const WorkItem& it, 
     sum += __shfl_xor_sync(0xffffffff, sum, 1);
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int r = r0 + 8 * hf;
-    if (r >= rows) continue;  // the whole quad shares the row, so it skips together
-    const long long row = (long long)b * p.q_rows + it.q_row0 + tile.row0 + r;
+    if (r >= to.rows) continue;  // the whole quad shares the row, so it skips together
+    const long long row = (long long)to.b * p.q_rows + to.qrow + r;
     float lse = sum > 0.f ? (m[hf] + __log2f(sum)) * kLn2 : -INFINITY;
     float w_new = sum > 0.f ? 1.f / sum : 0.f, w_old = 0.f;
-    float* lse_ptr = p.lse + ((long long)b * p.H + h) * p.q_rows + it.q_row0 + tile.row0 + r;
-    float* out_row = p.out + (row * p.H + h) * D;
-    if (it.accumulate) {
+    float* lse_ptr = p.lse + ((long long)to.b * p.H + to.h) * p.q_rows + to.qrow + r;
+    float* out_row = p.out + (row * p.H + to.h) * D;
+    if (to.accumulate) {
       const float old = *lse_ptr;
       const float mx = fmaxf(old, lse);
       if (mx == -INFINITY) {
@@ -261,7 +274,7 @@ __device__ __forceinline__ void store_rows(const Params& p, const WorkItem& it, 
     for (int c = 0; c < D / 8; ++c) {
       float2* dst = reinterpret_cast<float2*>(out_row + c * 8 + 2 * t4);
       float2 v = make_float2(o[4 * c + 2 * hf] * w_new, o[4 * c + 2 * hf + 1] * w_new);
-      if (it.accumulate) {
+      if (to.accumulate) {
         const float2 prev = *dst;
         v.x += w_old * prev.x;
         v.y += w_old * prev.y;

@@ -210,8 +210,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
   }
   cp_async_wait_all();
 
+  const RowsOut to{b, h, it.q_row0 + tile.row0, rows, it.accumulate};
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) store_rows<D>(p, it, tile, b, h, (warp * MT + mt) * 16 + g, rows, o[mt], m[mt], l[mt], lane);
+  for (int mt = 0; mt < MT; ++mt) store_rows<D>(p, to, (warp * MT + mt) * 16 + g, o[mt], m[mt], l[mt], lane);
 }
 
 template <typename T, int D>

@@ -25,8 +25,9 @@
 namespace tasp::kernels::fwd {
 
 // D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. The registers go to the consumers
-// through setmaxnreg: the producer keeps 24 (32 with three consumers, 40 in the persistent grid), each consumer
-// gets 240 with two (232 persistent) and 160 with three. With a
+// through setmaxnreg: the producer keeps 24 (32 with three consumers), each consumer gets 240 with two and 160
+// with three. The producer's one working thread walks the work list and spills a little at 24 (ptxas: ~200 bytes in
+// the persistent grid, none in the consumers); at 40 the persistent grid's consumers spilled instead. With a
 // producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
 // D=64 (where the wgmma were serialised for want of registers).
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
@@ -46,19 +47,15 @@ struct Sm90Shape {
   static constexpr int WG = D == 64 ? 3 : 2, STAGES = 2;
   static constexpr int kConsumers = 128 * WG, kThreads = 128 * (WG + 1), kBlockM = 64 * WG;
   static constexpr int kBlockN = BN;
-  // The persistent grid's extra state spills at D=64 (160 registers a consumer) and D=256 (O alone is 128).
-  static constexpr bool kPersistent = WG == 2 && D <= 128;
   // setmaxnreg moves registers within the CTA's launch allocation (the entry budget times the threads): the
   // consumers can take only what the producer gave back, or their setmaxnreg.inc waits for ever.
-  // The persistent grid's producer needs 40 (it spills at 24), which leaves the consumers 232 instead of 240.
   static constexpr int kEntryRegs = 65536 / kThreads / 8 * 8;
-  template <bool PERSISTENT>
-  static constexpr int kProducerRegs = WG == 2 ? (PERSISTENT ? 40 : 24) : 32;
-  template <bool PERSISTENT>
-  static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs<PERSISTENT>) / WG) / 8 * 8;
+  static constexpr int kProducerRegs = WG == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs) / WG) / 8 * 8;
   static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
   static constexpr int kBarriers = 2 + 4 * STAGES;  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[]
-  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 8 * kBarriers + 8;  // + the task slot
+  // + a record per stage (KvRec, 16 bytes) and two task records (TaskRec, 40)
+  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 16 * STAGES + 8 * kBarriers + 2 * 40;
 };
 
 // S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
@@ -88,37 +85,50 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
   sm90::wgmma_commit();
 }
 
+// What the producer resolved of a task for the consumers, in shared memory, one per task parity (the consumers
+// read task c's in its epilogue while the producer may be writing task c + 1's). The consumers never read the
+// work list: its dependent loads (tile -> item -> piece) are the producer's alone, and in the persistent grid
+// they run ahead, under the current task's last tiles. rows < 0: no task left.
+struct TaskRec {
+  RowsOut to;
+  int wl, wr;  // the item's window, clamped to kRelMax (-1: unbounded)
+  bool causal, tiles;  // tiles: some key tile of the task is visible
+};
+// A key tile as the consumers need it, in a slot beside its stage: written before the stage's K is armed,
+// read before the consumers release the K buffer.
+struct alignas(16) KvRec {
+  int d;       // position of the task's first row minus the tile's first key, clamped to +-kRelMax
+  int lo, hi;  // the document's first key and the tile's last key (document or piece end) as columns, in [-1, BN]
+  int flags;   // kMask: some row does not see some key of the tile; kMore: another tile of the task follows
+};
+constexpr int kMask = 1, kMore = 2;
+// Positions relative to a tile fit 32 bits with room for a row offset and a window: a window or a key tile
+// 2^29 tokens away from a CTA's rows would be cut short here (the whole-tile skips are exact).
+constexpr long long kRelMax = 1LL << 29;
+__device__ __forceinline__ int clamp_rel(long long x, long long lo, long long hi) { return int(max(lo, min(hi, x))); }
+
 // OVERLAP: each warpgroup issues tile t's S = Q K^T and tile t-1's O += P V together and runs tile t's
 // softmax while that P V is on the tensor cores (FA3's intra-warpgroup pipelining; S, P and O live at once).
 // PERSIST: one CTA per SM takes tasks of the launch order (TaskOrder) from a counter until none are left; the
-// producer loads the next task's Q and first K/V tiles while the consumers finish and store the current one.
-// The stage ring and the warpgroups' turns run on across tasks; Q has its own full/empty pair.
+// producer resolves the next task and loads its Q and first K/V tiles while the consumers finish and store the
+// current one. The stage ring and the warpgroups' turns run on across tasks; Q has its own full/empty pair.
 template <typename T, int D, bool OVERLAP, bool PERSIST, int BN>
 __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_sm90_kernel(const Params p, const TaskOrder order) {
   using S = Sm90Shape<D, BN>;
   constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES, DP = S::DP;
+  static_assert(sizeof(KvRec) == 16 && sizeof(TaskRec) <= 40, "Sm90Shape::kSmem's records");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBlockM * DP;            // [STAGES][DP / 64][kBlockN][64]
   T* sV = sK + STAGES * kBlockN * DP;   // [STAGES][DP / 64][kBlockN][64]
-  const uint32_t bars = smem_addr(sV + STAGES * kBlockN * DP);
+  KvRec* slots = reinterpret_cast<KvRec*>(sV + STAGES * kBlockN * DP);  // [STAGES]
+  const uint32_t bars = smem_addr(slots + STAGES);
+  TaskRec* recs = reinterpret_cast<TaskRec*>(smem_raw + S::kSmem - 2 * sizeof(TaskRec));  // [2]
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int st) { return bars + 8 * (2 + st); };
   auto v_full = [&](int st) { return bars + 8 * (2 + STAGES + st); };
   auto k_empty = [&](int st) { return bars + 8 * (2 + 2 * STAGES + st); };
   auto v_empty = [&](int st) { return bars + 8 * (2 + 3 * STAGES + st); };
-
-  // The CTA's tasks: the one its block index names, or (persistent) task blockIdx.x and then whatever the
-  // ticket counter hands out. The producer takes the tickets and passes each task to the consumers in shared
-  // memory beside Q (written before Q's full barrier is armed, read before its empty one is released); a task
-  // past the end tells them to stop.
-  volatile int* task_slot = reinterpret_cast<volatile int*>(smem_raw + S::kSmem - 8);
-  auto task_at = [&](int L, int& b) {
-    if constexpr (PERSIST) return order.at(p, L, b);
-    b = blockIdx.z;
-    return cta_task(p);
-  };
-  const int L_end = PERSIST ? order.total : 1;
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(q_full, 1);
@@ -135,54 +145,74 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
 
   // The warpgroup index through a shuffle: ptxas honours setmaxnreg only behind branches it can prove uniform.
   const int wg = __shfl_sync(0xffffffff, int(threadIdx.x / 128), 0);
-  if (wg == WG) {  // the producer warpgroup; one lane issues every copy
-    sm90::regs_dealloc<S::template kProducerRegs<PERSIST>>();
+  if (wg == WG) {  // the producer warpgroup; one lane walks the work list and issues every copy
+    sm90::regs_dealloc<S::kProducerRegs>();
     if (threadIdx.x != S::kConsumers) return;
     const unsigned char* maps = p.tmaps;
     sm90::fence_tensormap(maps);
     int t = 0, fenced = -1;  // K/V tiles loaded so far: the stage ring runs on across tasks
-    for (int L = PERSIST ? int(blockIdx.x) : 0, c = 0; PERSIST || c == 0; ++c) {
-      if constexpr (PERSIST) {
-        sm90::mbar_wait(q_empty, (c & 1) ^ 1);  // the previous task's consumers are done with Q and the slot
-        *task_slot = L;
-        if (L >= L_end) {
-          sm90::mbar_arrive(q_full);
-          break;
-        }
+    // The CTA's tasks: the one its block index names, or (persistent) task blockIdx.x and then whatever the
+    // ticket counter hands out (taken a task ahead, so its latency hides under the walk).
+    for (int c = 0, L = PERSIST ? int(blockIdx.x) : 0; PERSIST || c == 0; ++c) {
+      const int next = PERSIST ? int(gridDim.x) + atomicAdd(p.tickets, 1) : 0;
+      TaskRec& rec = recs[c & 1];
+      if (PERSIST && L >= order.total) {
+        sm90::mbar_wait(q_empty, (c & 1) ^ 1);
+        rec.to.rows = -1;
+        sm90::mbar_arrive(q_full);
+        break;
       }
-      int b;
-      const CtaTask task = task_at(L, b);
+      int b = blockIdx.z;
+      const CtaTask task = PERSIST ? order.at(p, L, b) : cta_task(p);
       const Tile tile = p.tiles[task.tile];
       const WorkItem it = p.items[tile.item];
-      const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + min(kBlockM, it.q_len - tile.row0) - 1;
-      const TileSpan span(Band(it), qpos_lo, qpos_hi);
+      const int rows = min(kBlockM, it.q_len - tile.row0);
+      const long long qpos_lo = it.q_pos0 + tile.row0;
+      const Band band(it);
+      const TileSpan span(band, qpos_lo, qpos_lo + rows - 1);
+      KvWalk walk(p, it);
+      bool have = walk.settle<kBlockN>(p, span);
+      // The previous task's consumers are done with Q and with this parity's record (a fresh barrier's
+      // "previous" phase counts as complete).
+      sm90::mbar_wait(q_empty, (c & 1) ^ 1);
+      rec.to = RowsOut{b, task.h, it.q_row0 + tile.row0, rows, it.accumulate};
+      rec.wl = int(min((long long)it.window_left, kRelMax)), rec.wr = int(min((long long)it.window_right, kRelMax));
+      rec.causal = it.causal, rec.tiles = have;
       sm90::mbar_arrive_tx(q_full, S::kQBytes);
 #pragma unroll
       for (int cb = 0; cb < DP / 64; ++cb)
         sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
-      KvWalk walk(p, it);
-      for (; walk.settle<kBlockN>(p, span); ++t, walk.j0 += kBlockN) {
-        const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * walk.pc);
+      while (have) {
+        const int pc = walk.pc, j0 = walk.j0;
+        const long long key0 = walk.kp.pos0 + j0;
+        const KvRec kr{clamp_rel(qpos_lo - key0, -kRelMax, kRelMax), clamp_rel(band.k_begin - key0, -1, kBlockN),
+                       min(min(kBlockN, walk.kp.len - j0) - 1, clamp_rel(band.k_end - 1 - key0, -1, kBlockN)),
+                       walk.partial<kBlockN>(span) ? kMask : 0};
+        walk.j0 += kBlockN;
+        have = walk.settle<kBlockN>(p, span);
+        const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * pc);
         const unsigned char* vm = km + kTensorMapBytes;
-        if (walk.pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = walk.pc;
+        if (pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = pc;
         const int st = t % STAGES;
         const uint32_t ph = (t / STAGES) & 1;
         sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
+        slots[st] = KvRec{kr.d, kr.lo, kr.hi, kr.flags | (have ? kMore : 0)};
         sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
 #pragma unroll
         for (int cb = 0; cb < DP / 64; ++cb)
-          sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, task.hk, walk.j0, b);
+          sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, task.hk, j0, b);
         sm90::mbar_wait(v_empty(st), ph ^ 1);
         sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
 #pragma unroll
         for (int cb = 0; cb < DP / 64; ++cb)
-          sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, walk.j0, b);
+          sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, j0, b);
+        ++t;
       }
-      if constexpr (PERSIST) L = int(gridDim.x) + atomicAdd(p.tickets, 1);
+      L = next;
     }
     return;
   }
-  sm90::regs_alloc<S::template kConsumerRegs<PERSIST>>();
+  sm90::regs_alloc<S::kConsumerRegs>();
 
   const int cw = wg, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t4 = lane % 4;
@@ -194,25 +224,37 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   int t = 0;  // K/V tiles consumed so far, as the producer counts them
   for (int c = 0; PERSIST || c == 0; ++c) {  // one pass unless persistent (a loop ptxas can see through)
     sm90::mbar_wait(q_full, c & 1);
-    const int L = PERSIST ? *task_slot : 0;
-    if (L >= L_end) break;
-    int b;
-    const CtaTask task = task_at(L, b);
-    const Tile tile = p.tiles[task.tile];
-    const WorkItem it = p.items[tile.item];
-    const int rows = min(kBlockM, it.q_len - tile.row0);
-    const long long qpos_lo = it.q_pos0 + tile.row0, qpos_hi = qpos_lo + rows - 1;
-    const TileSpan span(Band(it), qpos_lo, qpos_hi);
+    const TaskRec& rec = recs[c & 1];
+    if (PERSIST && rec.to.rows < 0) break;
     float o[D / 2], s[kBlockN / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
     uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
 
-    // Scores of tile `cur` (in s) to P (in pa); returns whether O must be rescaled by alpha.
-    auto softmax = [&](const KvWalk& cur) {
-      if (cur.partial<kBlockN>(span)) mask_scores<kBlockN>(s, cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + row0, t4);
+    // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha. The row limits come
+    // from the tile's record and the task's window, read only for a tile that needs the mask.
+    auto softmax = [&](const KvRec& k) {
+      if (k.flags & kMask) {
+        const int wl = rec.wl, wr = rec.wr;
+        const bool causal = rec.causal;
+        int lo[2], hi[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int x = k.d + row0 + 8 * hf;  // the row's position, as a column of the tile
+          lo[hf] = wl >= 0 ? max(k.lo, x - wl) : k.lo;
+          hi[hf] = causal ? min(k.hi, x) : k.hi;
+          if (wr >= 0) hi[hf] = min(hi[hf], x + wr);
+        }
+        mask_cols<kBlockN>(s, lo, hi, t4);
+      }
       return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+    };
+    // The tile's record, taken before its K buffer (and with it the slot) is released.
+    auto take = [&](int st) {
+      const KvRec k = slots[st];
+      sm90::mbar_arrive(k_empty(st));
+      return k;
     };
     // S = Q K^T of the tile in stage st on this warpgroup's turn, waited for; its K buffer released.
     auto scores = [&](int st, uint32_t ph) {
@@ -222,30 +264,24 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
       sm90::wgmma_wait<0>();
       fence_regs<kBlockN / 2>(s);
-      sm90::mbar_arrive(k_empty(st));
+      return take(st);
     };
     auto to_p = [&] {
 #pragma unroll
       for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
     };
-    KvWalk walk(p, it);
-    bool have = walk.settle<kBlockN>(p, span);
+    bool have = rec.tiles;
     if constexpr (OVERLAP) {
       // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
       if (have) {
         {  // tile 0
-          const KvWalk cur = walk;
-          walk.j0 += kBlockN;
-          have = walk.settle<kBlockN>(p, span);
-          scores(t % STAGES, (t / STAGES) & 1);
-          softmax(cur);  // O is still zero: no rescale
+          const KvRec k = scores(t % STAGES, (t / STAGES) & 1);
+          have = k.flags & kMore;
+          softmax(k);  // O is still zero: no rescale
           to_p();
           ++t;
         }
         for (; have; ++t) {
-          const KvWalk cur = walk;
-          walk.j0 += kBlockN;
-          have = walk.settle<kBlockN>(p, span);
           const int st = t % STAGES, pst = (t - 1) % STAGES;
           const uint32_t ph = (t / STAGES) & 1;
           sm90::mbar_wait(k_full(st), ph);
@@ -256,8 +292,9 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
           sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
           sm90::wgmma_wait<1>();
           fence_regs<kBlockN / 2>(s);
-          sm90::mbar_arrive(k_empty(st));
-          const bool grew = softmax(cur);
+          const KvRec k = take(st);
+          have = k.flags & kMore;
+          const bool grew = softmax(k);
           sm90::wgmma_wait<0>();
           fence_regs<D / 2>(o);
           fence_regs<kBlockN / 4>(&pa[0][0]);
@@ -277,13 +314,11 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       }
     } else {
       for (; have; ++t) {
-        const KvWalk cur = walk;
-        walk.j0 += kBlockN;
-        have = walk.settle<kBlockN>(p, span);
         const int st = t % STAGES;
         const uint32_t ph = (t / STAGES) & 1;
-        scores(st, ph);
-        if (softmax(cur)) rescale<D>(o, alpha);
+        const KvRec k = scores(st, ph);
+        have = k.flags & kMore;
+        if (softmax(k)) rescale<D>(o, alpha);
         to_p();
         sm90::mbar_wait(v_full(st), ph);
         issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
@@ -293,7 +328,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       }
       sm90::mbar_arrive(q_empty);
     }
-    store_rows<D>(p, it, tile, b, task.h, row0, rows, o, m, l, lane);
+    store_rows<D>(p, rec.to, row0, o, m, l, lane);
   }
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
@@ -306,33 +341,32 @@ inline int sm_count() {
   return n;
 }
 
-// One CTA per task of the grid, key tiles of BN.
-template <typename T, int D, bool OVERLAP, int BN>
-void launch_grid(const Params& p, dim3 grid, cudaStream_t s) {
+// One CTA per task of the grid, or (persistent) one per SM taking tasks in the grid's order; key tiles of BN.
+template <typename T, int D, bool OVERLAP, bool PERSIST, int BN>
+void launch_tiles(const Params& p, dim3 grid, cudaStream_t s) {
   using S = Sm90Shape<D, BN>;
-  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, false, BN>>(S::kSmem);
-  attention_fwd_sm90_kernel<T, D, OVERLAP, false, BN><<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
+  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, PERSIST, BN>;
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, PERSIST, BN>>(S::kSmem);
+  const long long total = (long long)grid.x * grid.y * grid.z;
+  if constexpr (PERSIST)
+    kernel<<<int(std::min<long long>(total, sm_count())), S::kThreads, S::kSmem, s>>>(p, TaskOrder{int(grid.x), int(total)});
+  else
+    kernel<<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
   TASP_CUDA(cudaGetLastError());
+}
+
+template <typename T, int D, bool OVERLAP, bool PERSIST>
+void launch_width(const Params& p, dim3 grid, int block_n, cudaStream_t s) {
+  if constexpr (D > 64 && D <= 128 && OVERLAP)
+    if (block_n == kWideBlockN) return launch_tiles<T, D, OVERLAP, PERSIST, kWideBlockN>(p, grid, s);
+  launch_tiles<T, D, OVERLAP, PERSIST, Sm90Shape<D>::kBlockN>(p, grid, s);
 }
 
 template <typename T, int D, bool OVERLAP>
 void launch_sm90(const Params& p, int tiles, int B, bool persist, int block_n, cudaStream_t s) {
-  using S = Sm90Shape<D>;
   const dim3 grid = cta_grid(p, tiles, B);
-  if constexpr (D > 64 && D <= 128 && OVERLAP)
-    if (block_n == kWideBlockN) return launch_grid<T, D, OVERLAP, kWideBlockN>(p, grid, s);
-  const long long total = (long long)grid.x * grid.y * grid.z;
-  if constexpr (S::kPersistent) {
-    if (persist && total <= 0x7fffffffLL) {
-      auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, true, S::kBlockN>;
-      allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, true, S::kBlockN>>(S::kSmem);
-      const TaskOrder order{int(grid.x), int(total)};
-      kernel<<<int(std::min<long long>(total, sm_count())), S::kThreads, S::kSmem, s>>>(p, order);
-      TASP_CUDA(cudaGetLastError());
-      return;
-    }
-  }
-  launch_grid<T, D, OVERLAP, S::kBlockN>(p, grid, s);
+  if (persist && (long long)grid.x * grid.y * grid.z <= 0x7fffffffLL) return launch_width<T, D, OVERLAP, true>(p, grid, block_n, s);
+  launch_width<T, D, OVERLAP, false>(p, grid, block_n, s);
 }
 
 }  // namespace tasp::kernels::fwd

@@ -5,7 +5,7 @@
 # Usage: tools/gpu/fwd-kernels.sh [quick|persist] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
 #   persist: the persistent grid (TASP_FWD_PERSIST=1) beside the default one: tests and memcheck with it on,
-#            and its bench in place of the overlap-off one.
+#            and in place of the overlap-off bench an A/B of the two (tools/gpu/ab.sh, ROUNDS rounds taking turns).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 quick=0 persist=0
@@ -44,11 +44,9 @@ shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
 # tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
 TASP_FWD_OVERLAP=1 timeout 600 python3 tools/gpu/sdpa_bench.py --pass fwd --rounds "${ROUNDS:-2}" --tasp "$T bench kernel" \
   --tasp-json "$OUT/tasp.json" --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
-[ $persist = 1 ] && TASP_FWD_PERSIST=1 timeout 300 $T bench kernel --json "$OUT/tasp-persist.json" "${shapes[@]}" 2>&1 |
-  tee "$OUT/bench-tasp-persist.txt"
+[ $persist = 1 ] && AB_TAG=persist tools/gpu/ab.sh fwd "${ROUNDS:-2}" 'TASP_FWD_PERSIST=1' "${shapes[@]}"
 [ $quick = 0 ] && [ $persist = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-no-overlap.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
-[ -f "$OUT/tasp-persist.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-persist.json" "$OUT/sdpa.json" --md "$OUT/compare-persist.md"
 [ -f "$OUT/tasp-no-overlap.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-no-overlap.json" "$OUT/sdpa.json" --md "$OUT/compare-no-overlap.md"
 exit 0
