@@ -16,7 +16,7 @@ IFS='|' read -ra variants <<< "$spec"
 for ((r = 1; r <= rounds; ++r)); do
   for v in "" "${variants[@]}"; do
     name=${v:-default}
-    env $v timeout 300 $T bench kernel --pass "$pass" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$@" > /dev/null 2>&1 ||
+    env $v timeout 300 $T bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-300}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$@" > /dev/null 2>&1 ||
       echo "[$name] round $r failed" >> "$raw"
     python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$name" >> "$raw" <<'EOF'
 import json, sys

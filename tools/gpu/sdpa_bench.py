@@ -6,10 +6,13 @@ Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
 GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
 Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--pass fwd] [--json out.json]
-                     [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2]
-With --tasp, that command runs on each shape right before SDPA does (shape by shape, round by round), so that
-both kernels are timed at the same GPU warmth: a whole list of shapes run by one and then by the other put the
-same shape minutes apart, and a cold H200 clocks higher than one that has run for a minute.
+                     [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2] [--heat-ms 300]
+With --tasp, that command runs on each shape beside SDPA (shape by shape, round by round; first in even rounds,
+last in odd ones), so that both kernels are timed at the same GPU warmth: a whole list of shapes run by one and
+then by the other put the same shape minutes apart, and a cold H200 clocks higher than one that has run for a
+minute. Every kernel is also kept busy --heat-ms before it is timed (tasp gets the same flag): `tasp bench kernel`
+starts a process after a second of idle GPU, and timed cold it measured up to 13% above the same kernel timed hot
+(docs/measurements/kernels.md, session 15).
 """
 import argparse
 import json
@@ -18,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 import torch.nn.functional as F
@@ -42,9 +46,20 @@ def parse(text):
     return s
 
 
-def median_ms(fn, iters, warmup):
+def median_ms(fn, iters, warmup, heat_ms=0.0):
     for _ in range(warmup):
         fn()
+    if heat_ms > 0:  # busy until the clock settles, synchronising about every 20 ms so the GPU never idles long
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < heat_ms:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            for _ in range(max(1, int(20 / max(a.elapsed_time(b), 1e-3)))):
+                fn()
+            torch.cuda.synchronize()
     times = []
     for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -57,7 +72,7 @@ def median_ms(fn, iters, warmup):
     return times[len(times) // 2]
 
 
-def bench(s, backend, iters, warmup, passes="fwd+bwd"):
+def bench(s, backend, iters, warmup, passes="fwd+bwd", heat_ms=0.0):
     B, S, H, Hkv, D = s["B"], s["S"], s["H"], s["Hkv"], s["D"]
     gen = torch.Generator(device="cuda").manual_seed(1)
     mk = lambda h: torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
@@ -67,9 +82,9 @@ def bench(s, backend, iters, warmup, passes="fwd+bwd"):
     with sdpa_kernel([backend]):
         fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], enable_gqa=gqa)
         out = fwd()
-        fwd_ms = median_ms(fwd, iters, warmup)
+        fwd_ms = median_ms(fwd, iters, warmup, heat_ms)
         bwd = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        bwd_ms = median_ms(bwd, iters, warmup) if "bwd" in passes else float("nan")
+        bwd_ms = median_ms(bwd, iters, warmup, heat_ms) if "bwd" in passes else float("nan")
     flops = 4.0 * B * H * S * S * D * (0.5 if s["causal"] else 1.0)
     return fwd_ms, bwd_ms, flops / fwd_ms / 1e9, 2.5 * flops / bwd_ms / 1e9
 
@@ -85,6 +100,7 @@ def main():
     ap.add_argument("--tasp", help="a `tasp bench kernel` command line to run on each shape just before SDPA")
     ap.add_argument("--tasp-json", help="write the --tasp command's rows (all rounds) as JSON here")
     ap.add_argument("--rounds", type=int, default=1, help="times over the whole list of shapes")
+    ap.add_argument("--heat-ms", type=float, default=300, help="each kernel kept busy this long before it is timed")
     a = ap.parse_args()
     rows, tasp_rows = [], []
     print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
@@ -92,10 +108,10 @@ def main():
     print(f"# {'shape':34} {'backend':8} {'fwd ms':>9} {'bwd ms':>9} {'fwd TF/s':>9} {'bwd TF/s':>9}")
     for rnd, text in ((r, t) for r in range(a.rounds) for t in a.shape or DEFAULT):
         s = parse(text)
-        if a.tasp:
+        def run_tasp():
             fd, path = tempfile.mkstemp(suffix=".json")
             os.close(fd)
-            cmd = shlex.split(a.tasp) + ["--pass", a.passes, "--shape", text, "--json", path]
+            cmd = shlex.split(a.tasp) + ["--pass", a.passes, "--shape", text, "--json", path, "--heat-ms", str(a.heat_ms)]
             res = subprocess.run(cmd, capture_output=True, text=True)
             got = json.load(open(path)) if res.returncode == 0 and os.path.getsize(path) else []
             os.unlink(path)
@@ -105,9 +121,11 @@ def main():
                 t["round"] = rnd
                 tasp_rows.append(t)
                 print(f"  {text:34} tasp {t['pass']:3} {t['ms']:9.3f} {'':9} {t['tflops']:9.1f}", flush=True)
+        if a.tasp and rnd % 2 == 0:
+            run_tasp()
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
-                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes)
+                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes, a.heat_ms)
             except Exception as e:  # a backend that refuses the shape
                 print(f"  {text:34} {name:8} unsupported: {str(e).splitlines()[0][:80]}")
                 rows.append({"shape": text, "backend": name, "error": str(e).splitlines()[0]})
@@ -116,6 +134,8 @@ def main():
             rows.append({"shape": text, "backend": name, "fwd_ms": fm, "bwd_ms": bm, "fwd_tflops": ft, "bwd_tflops": bt,
                          "round": rnd})
             torch.cuda.empty_cache()
+        if a.tasp and rnd % 2 == 1:
+            run_tasp()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
