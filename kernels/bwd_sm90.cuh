@@ -165,22 +165,21 @@ struct QWalk {
 // (K-major, 128 rows per 64-column block), B = the query tile (K-major, BM rows per block).
 template <typename T, int D, int BM>
 __device__ __forceinline__ void issue_kq(float (&s)[BM / 2], uint32_t k_addr, uint32_t q_addr, int w) {
+  const sm90::Sw128 kd(k_addr + w * 64 * 128, 16, 1024), qd(q_addr, 16, 1024);
   sm90::wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const uint64_t da = sm90::sw128_desc(k_addr + (ks / 4) * (128 * 128) + w * 64 * 128 + (ks % 4) * 32, 16, 1024);
-    const uint64_t db = sm90::sw128_desc(q_addr + (ks / 4) * (BM * 128) + (ks % 4) * 32, 16, 1024);
-    sm90::wgmma_ss<T, BM, 0, 0>(s, da, db, ks > 0 ? 1 : 0);
-  }
+  for (int ks = 0; ks < D / 16; ++ks)
+    sm90::wgmma_ss<T, BM, 0, 0>(s, kd.at((ks / 4) * (128 * 128) + (ks % 4) * 32), qd.at((ks / 4) * (BM * 128) + (ks % 4) * 32),
+                                ks > 0 ? 1 : 0);
   sm90::wgmma_commit();
 }
 
 // acc (64 keys x D) += frag (64 keys x BM queries, registers) * X (BM queries x D, MN-major in shared memory).
 template <typename T, int D, int BM>
 __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&frag)[BM / 16][4], uint32_t x_addr) {
+  const sm90::Sw128 xd(x_addr, BM * 128, 1024);
 #pragma unroll
-  for (int kt = 0; kt < BM / 16; ++kt)
-    sm90::wgmma_rs<T, D, 1>(acc, frag[kt], sm90::sw128_desc(x_addr + kt * 2048, BM * 128, 1024), 1);
+  for (int kt = 0; kt < BM / 16; ++kt) sm90::wgmma_rs<T, D, 1>(acc, frag[kt], xd.at(kt * 2048), 1);
 }
 
 template <typename T, int D, int BM_>
@@ -375,11 +374,11 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   auto issue_dq = [&](int t) {
     const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * S::kDqCols * 128 : 0);
     const uint32_t kb = k_addr + (D == 128 ? w * (128 * 128) : 0);
+    const sm90::Sw128 kd(kb, 128 * 128, 1024), dsd(dsb, 16, 1024);
     sm90::wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt)
-      sm90::wgmma_ss<T, S::kDqCols, 1, 0>(dq, sm90::sw128_desc(kb + kt * 2048, 128 * 128, 1024),
-                                          sm90::sw128_desc(dsb + (kt / 4) * (BM * 128) + (kt % 4) * 32, 16, 1024), kt > 0 ? 1 : 0);
+      sm90::wgmma_ss<T, S::kDqCols, 1, 0>(dq, kd.at(kt * 2048), dsd.at((kt / 4) * (BM * 128) + (kt % 4) * 32), kt > 0 ? 1 : 0);
     sm90::wgmma_commit();
   };
 

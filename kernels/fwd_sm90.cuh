@@ -62,13 +62,12 @@ struct Sm90Shape {
 // each); Q's column blocks are ROWS_Q * 128 bytes apart, K's kBlockN * 128. Issued and committed, not waited.
 template <typename T, int D, int ROWS_Q, int BN>
 __device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_addr) {
+  const sm90::Sw128 qd(q_addr, 16, 1024), kd(k_addr, 16, 1024);
   sm90::wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const uint64_t da = sm90::sw128_desc(q_addr + (ks / 4) * (ROWS_Q * 128) + (ks % 4) * 32, 16, 1024);
-    const uint64_t db = sm90::sw128_desc(k_addr + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
-    sm90::wgmma_ss<T, BN, 0, 0>(*reinterpret_cast<float(*)[BN / 2]>(s), da, db, ks > 0 ? 1 : 0);
-  }
+  for (int ks = 0; ks < D / 16; ++ks)
+    sm90::wgmma_ss<T, BN, 0, 0>(*reinterpret_cast<float(*)[BN / 2]>(s), qd.at((ks / 4) * (ROWS_Q * 128) + (ks % 4) * 32),
+                                kd.at((ks / 4) * (BN * 128) + (ks % 4) * 32), ks > 0 ? 1 : 0);
   sm90::wgmma_commit();
 }
 
@@ -76,12 +75,10 @@ __device__ __forceinline__ void issue_qk(float* s, uint32_t q_addr, uint32_t k_a
 // keys per step. Issued and committed, not waited.
 template <typename T, int D, int BN>
 __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
+  const sm90::Sw128 vd(v_addr, BN * 128, 1024);
   sm90::wgmma_fence();
 #pragma unroll
-  for (int kt = 0; kt < BN / 16; ++kt) {
-    const uint64_t dv = sm90::sw128_desc(v_addr + kt * 2048, BN * 128, 1024);
-    sm90::wgmma_rs<T, D, 1>(*reinterpret_cast<float(*)[D / 2]>(o), pa[kt], dv, 1);
-  }
+  for (int kt = 0; kt < BN / 16; ++kt) sm90::wgmma_rs<T, D, 1>(*reinterpret_cast<float(*)[D / 2]>(o), pa[kt], vd.at(kt * 2048), 1);
   sm90::wgmma_commit();
 }
 

@@ -129,10 +129,16 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte offsets.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t((lbo >> 4) & 0x3FFF) << 16 | uint64_t((sbo >> 4) & 0x3FFF) << 32 |
-         uint64_t(1) << 62;
-}
+// Shared-memory matrix descriptor, 128-byte swizzle, as its two 32-bit words: the low one holds the start address in
+// 16-byte units (bits 0-13) and the leading byte offset (16-29), the high one the stride byte offset and the
+// swizzle mode. Built once per operand; at(bytes) is the descriptor that far on, one add to the low word (a CTA's
+// shared addresses stay below 256 KiB, so it never carries into the leading offset). Building each wgmma's
+// descriptors in full (mask, shift, or, on 64 bits) put 12-16% of the backward's warp samples on that line.
+struct Sw128 {
+  uint32_t lo, hi;
+  __device__ __forceinline__ Sw128(uint32_t addr, uint32_t lbo, uint32_t sbo)
+      : lo(((addr & 0x3FFFF) >> 4) | ((lbo >> 4) & 0x3FFF) << 16), hi(((sbo >> 4) & 0x3FFF) | (1u << 30)) {}
+  __device__ __forceinline__ uint64_t at(uint32_t bytes) const { return uint64_t(hi) << 32 | (lo + (bytes >> 4)); }
+};
 
 }  // namespace tasp::kernels::sm90

@@ -2,8 +2,10 @@
 # A/B of kernel variants on one GPU: `tasp bench kernel` on the same shapes with the default environment and with
 # each variant's variables, taking turns for ROUNDS rounds in one run (the order cancels the GPU's warm-up drift),
 # then one table per shape with every run's TFLOP/s and each variant's median ratio to the default.
-# Usage: tools/gpu/ab.sh PASS ROUNDS 'VAR=a|VAR=b OTHER=c' --shape ... [more bench args]
-#   PASS: fwd, bwd or fwd+bwd. Needs build-gpu/tools/tasp. Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab").
+# Usage: tools/gpu/ab.sh PASS ROUNDS 'VAR=a|VAR=b OTHER=c|BIN=build-base/tools/tasp' --shape ... [more bench args]
+#   PASS: fwd, bwd or fwd+bwd. Needs build-gpu/tools/tasp; a variant's BIN=path runs another build (a source
+#   change against its base: tools/gpu/build-base.sh). Every kernel is heated $HEAT_MS (300) ms before it is timed.
+#   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab").
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 pass=$1 rounds=$2 spec=$3
@@ -16,7 +18,9 @@ IFS='|' read -ra variants <<< "$spec"
 for ((r = 1; r <= rounds; ++r)); do
   for v in "" "${variants[@]}"; do
     name=${v:-default}
-    env $v timeout 300 $T bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-300}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$@" > /dev/null 2>&1 ||
+    bin=$T envs=()
+    for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; *) envs+=("$w") ;; esac; done
+    env "${envs[@]}" timeout 300 $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-300}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$@" > /dev/null 2>&1 ||
       echo "[$name] round $r failed" >> "$raw"
     python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$name" >> "$raw" <<'EOF'
 import json, sys
