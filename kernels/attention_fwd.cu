@@ -58,18 +58,16 @@ using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
 // TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on; D=256 always);
-// TASP_FWD_PERSIST=0/1 its persistent grid (one CTA per SM walking the tasks) off or on.
+// TASP_FWD_BN=128 or 192 fixes the key tile at D=80..128 (otherwise chosen by the walk's length, pick_block_n).
 struct Path {
   bool sm90;
   bool overlap;
-  bool persist = false;
   int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
 Path choose_path(int D) {
   const char* e = std::getenv("TASP_ATTN_PATH");
   Path path{!((e && std::string(e) == "mma") || env_int("TASP_ATTN_SM90", 1) == 0), env_int("TASP_FWD_OVERLAP", 1) != 0};
-  path.persist = env_int("TASP_FWD_PERSIST", 0) != 0;
   if (!path.sm90 && D != 64 && D != 128)
     throw std::invalid_argument("attention: the mma.sync reference path (TASP_ATTN_PATH=mma) has head dims 64 and 128 only, not " +
                                 std::to_string(D));
@@ -77,17 +75,29 @@ Path choose_path(int D) {
     path.block_m = path.sm90 ? fwd::Sm90Shape<d()>::kBlockM : fwd::MmaTiles::kBlockM;
     path.block_n = fwd::Sm90Shape<d()>::kBlockN;
   });
-  // D=80, 96, 128 walk 192-key tiles (D=64's three consumers have 160 registers, too few for them).
-  if (D > 64 && D <= 128 && path.sm90 && path.overlap) path.block_n = fwd::kWideBlockN;
   return path;
+}
+
+// Key tiles of 192 at D=80, 96, 128 (D=64's three consumers have 160 registers, too few for them) where the CTAs
+// walk long enough: on short walks the keys past the causal diagonal that a 192-key tile computes and masks cost
+// more than its wider products save. Measured on one H200 (h200-fwd-s15/persist-q2, 128 beside 192): B=8 S=2048
+// causal (1088 keys a tile on average) +3%, B=4 S=4096 causal (2112) +1%, S=12000 causal (6000) level,
+// S=16384 causal (8256) -3%, full -3%.
+int pick_block_n(int D, const Path& path, const std::vector<long long>& work) {
+  if (!(D > 64 && D <= 128 && path.sm90 && path.overlap)) return path.block_n;
+  const int forced = env_int("TASP_FWD_BN", 0);
+  if (forced == 128 || forced == fwd::kWideBlockN) return forced;
+  long long keys = 0;
+  for (long long w : work) keys += w;
+  return keys < 4096LL * (long long)work.size() ? path.block_n : fwd::kWideBlockN;
 }
 
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
   // D=256 always overlaps: without it ptxas spills and serialises the wgmma (measured at half the rate).
-  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.persist, path.block_n, s);
+  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.block_n, s);
   if constexpr (D <= 128)
-    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.persist, path.block_n, s);
+    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.block_n, s);
   if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 
@@ -137,7 +147,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   if (b.B > 65535 || b.H > 65535) bad("B and H must be <= 65535");
   if (!b.q || !b.out || !b.lse) bad("q, out and lse must be set");
   if (misaligned(b.q) || misaligned(b.out)) bad("q and out must be 16-byte aligned");
-  const Path path = choose_path(b.D);
+  Path path = choose_path(b.D);
   std::vector<Tile> tiles;
   std::vector<long long> work;  // keys a tile may see, to start the longest tiles first
   for (size_t i = 0; i < b.items.size(); ++i) {
@@ -168,6 +178,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
     }
   }
   if (tiles.empty()) return;
+  path.block_n = pick_block_n(b.D, path, work);
   std::vector<size_t> order(tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work[x] > work[y]; });
@@ -178,7 +189,6 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_tiles = append(ws.host, sorted);
   const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path), 64) : 0;
-  const size_t at_tickets = append(ws.host, std::vector<int>{0});
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   Params p;
@@ -187,7 +197,6 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
   p.tiles = reinterpret_cast<const Tile*>(base + at_tiles);
   p.tmaps = base + at_maps;
-  p.tickets = reinterpret_cast<int*>(base + at_tickets);
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());

@@ -33,7 +33,6 @@ struct Params {
   float scale_log2;
   // TMA tensor maps (128 bytes each, Hopper path only): [0] Q, [1 + 2i] K and [2 + 2i] V of piece i.
   const unsigned char* tmaps;
-  int* tickets;  // the persistent Hopper grid's task counter, zero at launch (uploaded with the list)
 };
 
 // A CTA's tile and heads. The query heads that share a K/V head are adjacent in launch order
@@ -48,18 +47,6 @@ __device__ __forceinline__ CtaTask cta_task(const Params& p, int x, int y) {
 }
 __device__ __forceinline__ CtaTask cta_task(const Params& p) { return cta_task(p, int(blockIdx.x), int(blockIdx.y)); }
 inline dim3 cta_grid(const Params& p, int tiles, int B) { return dim3(tiles * (p.H / p.Hkv), p.Hkv, B); }
-
-// A persistent CTA's tasks in the launch order above (query head of the group fastest, then tile, K/V head,
-// batch): task L is the L-th CTA of that grid, so CTAs running at once still share K/V tiles in L2, and taken
-// in that order from a counter (the next free CTA takes the next task, as the hardware's block scheduler
-// would), the longest tiles of each head still start first.
-struct TaskOrder {
-  int x, total;  // tiles * group, and all tasks
-  __device__ __forceinline__ CtaTask at(const Params& p, int L, int& b) const {
-    b = L / (x * p.Hkv);
-    return cta_task(p, L % x, (L / x) % p.Hkv);
-  }
-};
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

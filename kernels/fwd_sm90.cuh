@@ -26,9 +26,7 @@ namespace tasp::kernels::fwd {
 
 // D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. The registers go to the consumers
 // through setmaxnreg: the producer keeps 24 (32 with three consumers), each consumer gets 240 with two and 160
-// with three. The producer's one working thread walks the work list and spills a little at 24 (ptxas: ~200 bytes in
-// the persistent grid, none in the consumers); at 40 the persistent grid's consumers spilled instead. With a
-// producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
+// with three. With a producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
 // D=64 (where the wgmma were serialised for want of registers).
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
 // (the 128-byte swizzle's column blocks; TMA zero-fills the rest and no product reads it). D=256 walks
@@ -54,8 +52,8 @@ struct Sm90Shape {
   static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs) / WG) / 8 * 8;
   static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
   static constexpr int kBarriers = 2 + 4 * STAGES;  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[]
-  // + a record per stage (KvRec, 16 bytes) and two task records (TaskRec, 40)
-  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 16 * STAGES + 8 * kBarriers + 2 * 40;
+  // Q, K and V stages, a record per stage (KvRec, 16 bytes), the barriers and the task's record (TaskRec, 40)
+  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 16 * STAGES + 8 * kBarriers + 40;
 };
 
 // S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
@@ -82,10 +80,10 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
   sm90::wgmma_commit();
 }
 
-// What the producer resolved of a task for the consumers, in shared memory, one per task parity (the consumers
-// read task c's in its epilogue while the producer may be writing task c + 1's). The consumers never read the
-// work list: its dependent loads (tile -> item -> piece) are the producer's alone, and in the persistent grid
-// they run ahead, under the current task's last tiles. rows < 0: no task left.
+// What the producer resolved of the CTA's task for the consumers, in shared memory. The consumers never read the
+// work list: its dependent loads (tile -> item -> piece) are the producer's alone. Reading the item in the
+// consumers (its band at every masked tile, from global memory) measured 3-8% slower on causal shapes and 9% at
+// B=8 S=2048 causal (h200-fwd-s15).
 struct TaskRec {
   RowsOut to;
   int wl, wr;  // the item's window, clamped to kRelMax (-1: unbounded)
@@ -106,11 +104,11 @@ __device__ __forceinline__ int clamp_rel(long long x, long long lo, long long hi
 
 // OVERLAP: each warpgroup issues tile t's S = Q K^T and tile t-1's O += P V together and runs tile t's
 // softmax while that P V is on the tensor cores (FA3's intra-warpgroup pipelining; S, P and O live at once).
-// PERSIST: one CTA per SM takes tasks of the launch order (TaskOrder) from a counter until none are left; the
-// producer resolves the next task and loads its Q and first K/V tiles while the consumers finish and store the
-// current one. The stage ring and the warpgroups' turns run on across tasks; Q has its own full/empty pair.
-template <typename T, int D, bool OVERLAP, bool PERSIST, int BN>
-__global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_sm90_kernel(const Params p, const TaskOrder order) {
+// A CTA runs one task (query tile and head); a persistent grid (one CTA per SM taking tasks from a counter, the
+// producer resolving and loading the next task under the current one's last tiles, Q double-buffered) measured
+// level at best and 2-7% slower on long shapes in three rounds (sessions 10 and 15) and was removed.
+template <typename T, int D, bool OVERLAP, int BN>
+__global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
   using S = Sm90Shape<D, BN>;
   constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES, DP = S::DP;
   static_assert(sizeof(KvRec) == 16 && sizeof(TaskRec) <= 40, "Sm90Shape::kSmem's records");
@@ -120,7 +118,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   T* sV = sK + STAGES * kBlockN * DP;   // [STAGES][DP / 64][kBlockN][64]
   KvRec* slots = reinterpret_cast<KvRec*>(sV + STAGES * kBlockN * DP);  // [STAGES]
   const uint32_t bars = smem_addr(slots + STAGES);
-  TaskRec* recs = reinterpret_cast<TaskRec*>(smem_raw + S::kSmem - 2 * sizeof(TaskRec));  // [2]
+  TaskRec& rec = *reinterpret_cast<TaskRec*>(smem_raw + S::kSmem - sizeof(TaskRec));
   const uint32_t q_full = bars, q_empty = bars + 8;
   auto k_full = [&](int st) { return bars + 8 * (2 + st); };
   auto v_full = [&](int st) { return bars + 8 * (2 + STAGES + st); };
@@ -147,65 +145,49 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
     if (threadIdx.x != S::kConsumers) return;
     const unsigned char* maps = p.tmaps;
     sm90::fence_tensormap(maps);
-    int t = 0, fenced = -1;  // K/V tiles loaded so far: the stage ring runs on across tasks
-    // The CTA's tasks: the one its block index names, or (persistent) task blockIdx.x and then whatever the
-    // ticket counter hands out (taken a task ahead, so its latency hides under the walk).
-    for (int c = 0, L = PERSIST ? int(blockIdx.x) : 0; PERSIST || c == 0; ++c) {
-      const int next = PERSIST ? int(gridDim.x) + atomicAdd(p.tickets, 1) : 0;
-      TaskRec& rec = recs[c & 1];
-      if (PERSIST && L >= order.total) {
-        sm90::mbar_wait(q_empty, (c & 1) ^ 1);
-        rec.to.rows = -1;
-        sm90::mbar_arrive(q_full);
-        break;
-      }
-      int b = blockIdx.z;
-      const CtaTask task = PERSIST ? order.at(p, L, b) : cta_task(p);
-      const Tile tile = p.tiles[task.tile];
-      const WorkItem it = p.items[tile.item];
-      const int rows = min(kBlockM, it.q_len - tile.row0);
-      const long long qpos_lo = it.q_pos0 + tile.row0;
-      const Band band(it);
-      const TileSpan span(band, qpos_lo, qpos_lo + rows - 1);
-      KvWalk walk(p, it);
-      bool have = walk.settle<kBlockN>(p, span);
-      // The previous task's consumers are done with Q and with this parity's record (a fresh barrier's
-      // "previous" phase counts as complete).
-      sm90::mbar_wait(q_empty, (c & 1) ^ 1);
-      rec.to = RowsOut{b, task.h, it.q_row0 + tile.row0, rows, it.accumulate};
-      rec.wl = int(min((long long)it.window_left, kRelMax)), rec.wr = int(min((long long)it.window_right, kRelMax));
-      rec.causal = it.causal, rec.tiles = have;
-      sm90::mbar_arrive_tx(q_full, S::kQBytes);
+    int t = 0, fenced = -1;  // K/V tiles loaded so far
+    const CtaTask task = cta_task(p);
+    const int b = blockIdx.z;
+    const Tile tile = p.tiles[task.tile];
+    const WorkItem it = p.items[tile.item];
+    const int rows = min(kBlockM, it.q_len - tile.row0);
+    const long long qpos_lo = it.q_pos0 + tile.row0;
+    const Band band(it);
+    const TileSpan span(band, qpos_lo, qpos_lo + rows - 1);
+    KvWalk walk(p, it);
+    bool have = walk.settle<kBlockN>(p, span);
+    rec.to = RowsOut{b, task.h, it.q_row0 + tile.row0, rows, it.accumulate};
+    rec.wl = int(min((long long)it.window_left, kRelMax)), rec.wr = int(min((long long)it.window_right, kRelMax));
+    rec.causal = it.causal, rec.tiles = have;
+    sm90::mbar_arrive_tx(q_full, S::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < DP / 64; ++cb)
+      sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
+    while (have) {
+      const int pc = walk.pc, j0 = walk.j0;
+      const long long key0 = walk.kp.pos0 + j0;
+      const KvRec kr{clamp_rel(qpos_lo - key0, -kRelMax, kRelMax), clamp_rel(band.k_begin - key0, -1, kBlockN),
+                     min(min(kBlockN, walk.kp.len - j0) - 1, clamp_rel(band.k_end - 1 - key0, -1, kBlockN)),
+                     walk.partial<kBlockN>(span) ? kMask : 0};
+      walk.j0 += kBlockN;
+      have = walk.settle<kBlockN>(p, span);
+      const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * pc);
+      const unsigned char* vm = km + kTensorMapBytes;
+      if (pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = pc;
+      const int st = t % STAGES;
+      const uint32_t ph = (t / STAGES) & 1;
+      sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
+      slots[st] = KvRec{kr.d, kr.lo, kr.hi, kr.flags | (have ? kMore : 0)};
+      sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
 #pragma unroll
       for (int cb = 0; cb < DP / 64; ++cb)
-        sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
-      while (have) {
-        const int pc = walk.pc, j0 = walk.j0;
-        const long long key0 = walk.kp.pos0 + j0;
-        const KvRec kr{clamp_rel(qpos_lo - key0, -kRelMax, kRelMax), clamp_rel(band.k_begin - key0, -1, kBlockN),
-                       min(min(kBlockN, walk.kp.len - j0) - 1, clamp_rel(band.k_end - 1 - key0, -1, kBlockN)),
-                       walk.partial<kBlockN>(span) ? kMask : 0};
-        walk.j0 += kBlockN;
-        have = walk.settle<kBlockN>(p, span);
-        const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * pc);
-        const unsigned char* vm = km + kTensorMapBytes;
-        if (pc != fenced) sm90::fence_tensormap(km), sm90::fence_tensormap(vm), fenced = pc;
-        const int st = t % STAGES;
-        const uint32_t ph = (t / STAGES) & 1;
-        sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
-        slots[st] = KvRec{kr.d, kr.lo, kr.hi, kr.flags | (have ? kMore : 0)};
-        sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
+        sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, task.hk, j0, b);
+      sm90::mbar_wait(v_empty(st), ph ^ 1);
+      sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
 #pragma unroll
-        for (int cb = 0; cb < DP / 64; ++cb)
-          sm90::tma_load_4d(smem_addr(sK + st * kBlockN * DP + cb * kBlockN * 64), km, k_full(st), cb * 64, task.hk, j0, b);
-        sm90::mbar_wait(v_empty(st), ph ^ 1);
-        sm90::mbar_arrive_tx(v_full(st), S::kTileBytes);
-#pragma unroll
-        for (int cb = 0; cb < DP / 64; ++cb)
-          sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, j0, b);
-        ++t;
-      }
-      L = next;
+      for (int cb = 0; cb < DP / 64; ++cb)
+        sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, j0, b);
+      ++t;
     }
     return;
   }
@@ -219,10 +201,8 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   constexpr int kTurnThreads = 256;
   if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
   int t = 0;  // K/V tiles consumed so far, as the producer counts them
-  for (int c = 0; PERSIST || c == 0; ++c) {  // one pass unless persistent (a loop ptxas can see through)
-    sm90::mbar_wait(q_full, c & 1);
-    const TaskRec& rec = recs[c & 1];
-    if (PERSIST && rec.to.rows < 0) break;
+  sm90::mbar_wait(q_full, 0);
+  {
     float o[D / 2], s[kBlockN / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -330,40 +310,21 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
 
-// Streaming multiprocessors of the current device: the persistent grid's size.
-inline int sm_count() {
-  int dev = 0, n = 0;
-  TASP_CUDA(cudaGetDevice(&dev));
-  TASP_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  return n;
-}
-
-// One CTA per task of the grid, or (persistent) one per SM taking tasks in the grid's order; key tiles of BN.
-template <typename T, int D, bool OVERLAP, bool PERSIST, int BN>
+// One CTA per task of the grid, key tiles of BN.
+template <typename T, int D, bool OVERLAP, int BN>
 void launch_tiles(const Params& p, dim3 grid, cudaStream_t s) {
   using S = Sm90Shape<D, BN>;
-  auto* kernel = attention_fwd_sm90_kernel<T, D, OVERLAP, PERSIST, BN>;
-  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, PERSIST, BN>>(S::kSmem);
-  const long long total = (long long)grid.x * grid.y * grid.z;
-  if constexpr (PERSIST)
-    kernel<<<int(std::min<long long>(total, sm_count())), S::kThreads, S::kSmem, s>>>(p, TaskOrder{int(grid.x), int(total)});
-  else
-    kernel<<<grid, S::kThreads, S::kSmem, s>>>(p, TaskOrder{});
+  allow_dynamic_smem<attention_fwd_sm90_kernel<T, D, OVERLAP, BN>>(S::kSmem);
+  attention_fwd_sm90_kernel<T, D, OVERLAP, BN><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 
-template <typename T, int D, bool OVERLAP, bool PERSIST>
-void launch_width(const Params& p, dim3 grid, int block_n, cudaStream_t s) {
-  if constexpr (D > 64 && D <= 128 && OVERLAP)
-    if (block_n == kWideBlockN) return launch_tiles<T, D, OVERLAP, PERSIST, kWideBlockN>(p, grid, s);
-  launch_tiles<T, D, OVERLAP, PERSIST, Sm90Shape<D>::kBlockN>(p, grid, s);
-}
-
 template <typename T, int D, bool OVERLAP>
-void launch_sm90(const Params& p, int tiles, int B, bool persist, int block_n, cudaStream_t s) {
+void launch_sm90(const Params& p, int tiles, int B, int block_n, cudaStream_t s) {
   const dim3 grid = cta_grid(p, tiles, B);
-  if (persist && (long long)grid.x * grid.y * grid.z <= 0x7fffffffLL) return launch_width<T, D, OVERLAP, true>(p, grid, block_n, s);
-  launch_width<T, D, OVERLAP, false>(p, grid, block_n, s);
+  if constexpr (D > 64 && D <= 128 && OVERLAP)
+    if (block_n == kWideBlockN) return launch_tiles<T, D, OVERLAP, kWideBlockN>(p, grid, s);
+  launch_tiles<T, D, OVERLAP, Sm90Shape<D>::kBlockN>(p, grid, s);
 }
 
 }  // namespace tasp::kernels::fwd

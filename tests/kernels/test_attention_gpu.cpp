@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <random>
 #include <vector>
@@ -139,13 +141,28 @@ struct DeviceCase {
     EXPECT_LE(lse_err, tol) << "relative error of lse";
   }
   double tol() const { return c.dtype == DType::BF16 ? 1e-2 : 2e-3; }
-  void run_and_check() {
-    std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
-    for (const auto& it : c.items) reference(it, it.pieces, ro, rl);
+  void run_once(const std::vector<double>& ro, const std::vector<double>& rl) {
+    poison();
     Workspace ws;
     attention_forward(batch, ws, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     check(ro, rl, tol());
+  }
+  // both_widths: under TASP_FWD_BN=128 and then 192, the key tiles the Hopper path picks between at D=80..128
+  // by the walk's length, whichever these small cases would get (setenv: not from several threads at once).
+  void run_and_check(bool both_widths = true) {
+    std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
+    for (const auto& it : c.items) reference(it, it.pieces, ro, rl);
+    if (!both_widths) return run_once(ro, rl);
+    const char* was = std::getenv("TASP_FWD_BN");
+    const std::string keep = was ? was : "";
+    for (const char* bn : {"128", "192"}) {
+      SCOPED_TRACE(std::string("TASP_FWD_BN=") + bn);
+      setenv("TASP_FWD_BN", bn, 1);
+      run_once(ro, rl);
+    }
+    if (was) setenv("TASP_FWD_BN", keep.c_str(), 1);
+    else unsetenv("TASP_FWD_BN");
   }
 };
 
@@ -169,7 +186,7 @@ TEST(AttentionGpu, RaggedPiecesFullMaskAllTypesAndHeadDims) {
 TEST(AttentionGpu, EveryDeviceFromItsOwnThread) {
   NEED_GPU();
   const int n = on_every_device([](int d) {
-    for (int D : fwd_head_dims()) DeviceCase(small_causal_case(D), 11 + d + D).run_and_check();
+    for (int D : fwd_head_dims()) DeviceCase(small_causal_case(D), 11 + d + D).run_and_check(false);
   });
   if (n < 2) GTEST_SKIP() << "one device: nothing per device to check";
 }
@@ -205,8 +222,7 @@ TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   check_every_head_dim(c, 13);
 }
 
-// More CTA tasks (tiles x heads x batches) than a Hopper has SMs, with causal tiles of every length: with
-// TASP_FWD_PERSIST=1 each CTA runs several tasks in turn (Q reloaded, the K/V ring and its phases running on).
+// More CTA tasks (tiles x heads x batches) than a Hopper has SMs, with causal tiles of every length.
 TEST(AttentionGpu, LongManyTasksPerCta) {
   NEED_GPU();
   Case c;

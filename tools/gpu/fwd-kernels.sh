@@ -2,33 +2,24 @@
 # Issue 13's side-by-side run on one Hopper GPU (the device tool): build, the kernel tests with and without
 # the forward's intra-warpgroup overlap, memcheck of the small cases, then `tasp bench kernel` (forward) beside
 # PyTorch SDPA (cuDNN, FA2) on the same shapes in the same run, shape by shape, with the ratios (compare_kernels.py).
-# Usage: tools/gpu/fwd-kernels.sh [quick|persist] [extra --shape args...]
+# Usage: tools/gpu/fwd-kernels.sh [quick] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
-#   persist: the persistent grid (TASP_FWD_PERSIST=1) beside the default one: tests and memcheck with it on,
-#            and in place of the overlap-off bench an A/B of the two (tools/gpu/ab.sh, ROUNDS rounds taking turns).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-quick=0 persist=0
+quick=0
 [ "${1:-}" = quick ] && quick=1 && shift
-[ "${1:-}" = persist ] && persist=1 && shift
-export TASP_FWD_PERSIST=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
 grep -A2 "Compiling entry.*fwd_sm90" "$OUT/build.log" | grep -E "spill" | sort | uniq -c
 grep -c "C75[0-9][0-9]" "$OUT/build.log" | sed 's/^/ptxas performance warnings: /'
 T=build-gpu/tools/tasp
 tests() {  # $1: TASP_FWD_OVERLAP
-  TASP_FWD_OVERLAP=$1 timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests-overlap$1-persist$TASP_FWD_PERSIST.log" 2>&1
-  echo "tests (overlap=$1 persist=$TASP_FWD_PERSIST): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-overlap$1-persist$TASP_FWD_PERSIST.log" | tr '\n' ' ')"
-  grep -E "Failure|FAILED  \]|what\(\)|relative" "$OUT/tests-overlap$1-persist$TASP_FWD_PERSIST.log" | head -20
+  TASP_FWD_OVERLAP=$1 timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests-overlap$1.log" 2>&1
+  echo "tests (overlap=$1): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-overlap$1.log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED  \]|what\(\)|relative" "$OUT/tests-overlap$1.log" | head -20
 }
 tests 1
-if [ $persist = 1 ]; then
-  TASP_FWD_PERSIST=1 tests 1
-  TASP_FWD_PERSIST=1 timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
-    --gtest_filter='AttentionGpu.*:-*Long*' > "$OUT/memcheck-persist.log" 2>&1
-  grep -E "ERROR SUMMARY" "$OUT/memcheck-persist.log" | head -3
-elif [ $quick = 0 ]; then
+if [ $quick = 0 ]; then
   tests 0
   timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
     --gtest_filter='AttentionGpu.*:-*Long*' > "$OUT/memcheck.log" 2>&1
@@ -44,8 +35,7 @@ shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
 # tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
 TASP_FWD_OVERLAP=1 timeout 600 python3 tools/gpu/sdpa_bench.py --pass fwd --rounds "${ROUNDS:-2}" --tasp "$T bench kernel" \
   --tasp-json "$OUT/tasp.json" --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
-[ $persist = 1 ] && AB_TAG=persist tools/gpu/ab.sh fwd "${ROUNDS:-2}" 'TASP_FWD_PERSIST=1' "${shapes[@]}"
-[ $quick = 0 ] && [ $persist = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
+[ $quick = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-no-overlap.txt"
 python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OUT/compare.md"
 [ -f "$OUT/tasp-no-overlap.json" ] && python3 tools/gpu/compare_kernels.py "$OUT/tasp-no-overlap.json" "$OUT/sdpa.json" --md "$OUT/compare-no-overlap.md"
