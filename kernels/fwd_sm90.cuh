@@ -51,7 +51,7 @@ struct Sm90Shape {
   static constexpr int kProducerRegs = WG == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs) / WG) / 8 * 8;
   static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
-  static constexpr int kBarriers = 2 + 4 * STAGES;  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[]
+  static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
   // Q, K and V stages, a record per stage (KvRec, 16 bytes), the barriers and the task's record (TaskRec, 40)
   static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 16 * STAGES + 8 * kBarriers + 40;
 };
@@ -119,15 +119,14 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   KvRec* slots = reinterpret_cast<KvRec*>(sV + STAGES * kBlockN * DP);  // [STAGES]
   const uint32_t bars = smem_addr(slots + STAGES);
   TaskRec& rec = *reinterpret_cast<TaskRec*>(smem_raw + S::kSmem - sizeof(TaskRec));
-  const uint32_t q_full = bars, q_empty = bars + 8;
-  auto k_full = [&](int st) { return bars + 8 * (2 + st); };
-  auto v_full = [&](int st) { return bars + 8 * (2 + STAGES + st); };
-  auto k_empty = [&](int st) { return bars + 8 * (2 + 2 * STAGES + st); };
-  auto v_empty = [&](int st) { return bars + 8 * (2 + 3 * STAGES + st); };
+  const uint32_t q_full = bars;
+  auto k_full = [&](int st) { return bars + 8 * (1 + st); };
+  auto v_full = [&](int st) { return bars + 8 * (1 + STAGES + st); };
+  auto k_empty = [&](int st) { return bars + 8 * (1 + 2 * STAGES + st); };
+  auto v_empty = [&](int st) { return bars + 8 * (1 + 3 * STAGES + st); };
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(q_full, 1);
-    sm90::mbar_init(q_empty, S::kConsumers);
     for (int st = 0; st < STAGES; ++st) {
       sm90::mbar_init(k_full(st), 1);
       sm90::mbar_init(v_full(st), 1);
@@ -202,111 +201,105 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
   int t = 0;  // K/V tiles consumed so far, as the producer counts them
   sm90::mbar_wait(q_full, 0);
-  {
-    float o[D / 2], s[kBlockN / 2];
+  float o[D / 2], s[kBlockN / 2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
-    uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+  uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
 
-    // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha. The row limits come
-    // from the tile's record and the task's window, read only for a tile that needs the mask.
-    auto softmax = [&](const KvRec& k) {
-      if (k.flags & kMask) {
-        const int wl = rec.wl, wr = rec.wr;
-        const bool causal = rec.causal;
-        int lo[2], hi[2];
+  // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha. The row limits come
+  // from the tile's record and the task's window, read only for a tile that needs the mask.
+  auto softmax = [&](const KvRec& k) {
+    if (k.flags & kMask) {
+      const int wl = rec.wl, wr = rec.wr;
+      const bool causal = rec.causal;
+      int lo[2], hi[2];
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int x = k.d + row0 + 8 * hf;  // the row's position, as a column of the tile
-          lo[hf] = wl >= 0 ? max(k.lo, x - wl) : k.lo;
-          hi[hf] = causal ? min(k.hi, x) : k.hi;
-          if (wr >= 0) hi[hf] = min(hi[hf], x + wr);
-        }
-        mask_cols<kBlockN>(s, lo, hi, t4);
+      for (int hf = 0; hf < 2; ++hf) {
+        const int x = k.d + row0 + 8 * hf;  // the row's position, as a column of the tile
+        lo[hf] = wl >= 0 ? max(k.lo, x - wl) : k.lo;
+        hi[hf] = causal ? min(k.hi, x) : k.hi;
+        if (wr >= 0) hi[hf] = min(hi[hf], x + wr);
       }
-      return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
-    };
-    // The tile's record, taken before its K buffer (and with it the slot) is released.
-    auto take = [&](int st) {
-      const KvRec k = slots[st];
-      sm90::mbar_arrive(k_empty(st));
-      return k;
-    };
-    // S = Q K^T of the tile in stage st on this warpgroup's turn, waited for; its K buffer released.
-    auto scores = [&](int st, uint32_t ph) {
-      sm90::mbar_wait(k_full(st), ph);
-      sm90::bar_sync(1 + cw, kTurnThreads);
-      issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-      sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-      sm90::wgmma_wait<0>();
-      fence_regs<kBlockN / 2>(s);
-      return take(st);
-    };
-    auto to_p = [&] {
-#pragma unroll
-      for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
-    };
-    bool have = rec.tiles;
-    if constexpr (OVERLAP) {
-      // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
-      if (have) {
-        {  // tile 0
-          const KvRec k = scores(t % STAGES, (t / STAGES) & 1);
-          have = k.flags & kMore;
-          softmax(k);  // O is still zero: no rescale
-          to_p();
-          ++t;
-        }
-        for (; have; ++t) {
-          const int st = t % STAGES, pst = (t - 1) % STAGES;
-          const uint32_t ph = (t / STAGES) & 1;
-          sm90::mbar_wait(k_full(st), ph);
-          sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
-          sm90::bar_sync(1 + cw, kTurnThreads);
-          issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
-          issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
-          sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
-          sm90::wgmma_wait<1>();
-          fence_regs<kBlockN / 2>(s);
-          const KvRec k = take(st);
-          have = k.flags & kMore;
-          const bool grew = softmax(k);
-          sm90::wgmma_wait<0>();
-          fence_regs<D / 2>(o);
-          fence_regs<kBlockN / 4>(&pa[0][0]);
-          sm90::mbar_arrive(v_empty(pst));
-          if (grew) rescale<D>(o, alpha);
-          to_p();
-        }
-        sm90::mbar_arrive(q_empty);  // every Q K^T of the task has completed
-        const int pst = (t - 1) % STAGES;
-        sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
-        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
-        sm90::wgmma_wait<0>();
-        fence_regs<D / 2>(o);
-        sm90::mbar_arrive(v_empty(pst));
-      } else {
-        sm90::mbar_arrive(q_empty);
-      }
-    } else {
-      for (; have; ++t) {
-        const int st = t % STAGES;
-        const uint32_t ph = (t / STAGES) & 1;
-        const KvRec k = scores(st, ph);
-        have = k.flags & kMore;
-        if (softmax(k)) rescale<D>(o, alpha);
-        to_p();
-        sm90::mbar_wait(v_full(st), ph);
-        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
-        sm90::wgmma_wait<0>();
-        fence_regs<D / 2>(o);
-        sm90::mbar_arrive(v_empty(st));
-      }
-      sm90::mbar_arrive(q_empty);
+      mask_cols<kBlockN>(s, lo, hi, t4);
     }
-    store_rows<D>(p, rec.to, row0, o, m, l, lane);
+    return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+  };
+  // The tile's record, taken before its K buffer (and with it the slot) is released.
+  auto take = [&](int st) {
+    const KvRec k = slots[st];
+    sm90::mbar_arrive(k_empty(st));
+    return k;
+  };
+  // S = Q K^T of the tile in stage st on this warpgroup's turn, waited for; its K buffer released.
+  auto scores = [&](int st, uint32_t ph) {
+    sm90::mbar_wait(k_full(st), ph);
+    sm90::bar_sync(1 + cw, kTurnThreads);
+    issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+    sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+    sm90::wgmma_wait<0>();
+    fence_regs<kBlockN / 2>(s);
+    return take(st);
+  };
+  auto to_p = [&] {
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) pack_a<T>(pa[kt], s, kt);
+  };
+  bool have = rec.tiles;
+  if constexpr (OVERLAP) {
+    // Tile 0 alone (no P V to overlap yet), so that no wgmma sits behind a branch in the loop.
+    if (have) {
+      {  // tile 0
+        const KvRec k = scores(t % STAGES, (t / STAGES) & 1);
+        have = k.flags & kMore;
+        softmax(k);  // O is still zero: no rescale
+        to_p();
+        ++t;
+      }
+      for (; have; ++t) {
+        const int st = t % STAGES, pst = (t - 1) % STAGES;
+        const uint32_t ph = (t / STAGES) & 1;
+        sm90::mbar_wait(k_full(st), ph);
+        sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+        sm90::bar_sync(1 + cw, kTurnThreads);
+        issue_qk<T, D, kBlockM, kBlockN>(s, q_addr, smem_addr(sK + st * kBlockN * DP));
+        issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
+        sm90::bar_arrive(1 + (cw + 1) % WG, kTurnThreads);
+        sm90::wgmma_wait<1>();
+        fence_regs<kBlockN / 2>(s);
+        const KvRec k = take(st);
+        have = k.flags & kMore;
+        const bool grew = softmax(k);
+        sm90::wgmma_wait<0>();
+        fence_regs<D / 2>(o);
+        fence_regs<kBlockN / 4>(&pa[0][0]);
+        sm90::mbar_arrive(v_empty(pst));
+        if (grew) rescale<D>(o, alpha);
+        to_p();
+      }
+      const int pst = (t - 1) % STAGES;
+      sm90::mbar_wait(v_full(pst), ((t - 1) / STAGES) & 1);
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + pst * kBlockN * DP));
+      sm90::wgmma_wait<0>();
+      fence_regs<D / 2>(o);
+      sm90::mbar_arrive(v_empty(pst));
+    }
+  } else {
+    for (; have; ++t) {
+      const int st = t % STAGES;
+      const uint32_t ph = (t / STAGES) & 1;
+      const KvRec k = scores(st, ph);
+      have = k.flags & kMore;
+      if (softmax(k)) rescale<D>(o, alpha);
+      to_p();
+      sm90::mbar_wait(v_full(st), ph);
+      issue_pv<T, D, kBlockN>(o, pa, smem_addr(sV + st * kBlockN * DP));
+      sm90::wgmma_wait<0>();
+      fence_regs<D / 2>(o);
+      sm90::mbar_arrive(v_empty(st));
+    }
   }
+  store_rows<D>(p, rec.to, row0, o, m, l, lane);
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
 
