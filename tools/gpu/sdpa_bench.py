@@ -49,15 +49,16 @@ def parse(text):
 def median_ms(fn, iters, warmup, heat_ms=0.0):
     for _ in range(warmup):
         fn()
-    if heat_ms > 0:  # busy until the clock settles, synchronising about every 20 ms so the GPU never idles long
+    if heat_ms > 0:  # busy until the clock settles, in batches of about 20 ms so the GPU never idles long
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        batch = max(1, int(20 / max(a.elapsed_time(b), 1e-3)))
         t0 = time.perf_counter()
         while (time.perf_counter() - t0) * 1e3 < heat_ms:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            for _ in range(max(1, int(20 / max(a.elapsed_time(b), 1e-3)))):
+            for _ in range(batch):
                 fn()
             torch.cuda.synchronize()
     times = []
