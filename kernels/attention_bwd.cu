@@ -51,8 +51,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       for (int r = 0; r < it.q_len; r += kBlockM) {
         const int rows = std::min(kBlockM, it.q_len - r);
         const long long q0 = it.q_pos0 + r, q1 = q0 + rows - 1;
-        per_piece[pc].push_back({band.lo(q0), band.hi(q1), band.lo(q1), band.hi(q0), q0, int(i), it.q_row0 + r, rows,
-                                 dq_tiles + r / kBlockM});
+        per_piece[pc].push_back({band.lo(q0), band.hi(q1), band.lo(q1), band.hi(q0), RowsBand(band, q0), int(i), it.q_row0 + r,
+                                 rows, dq_tiles + r / kBlockM});
       }
     dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
   }

@@ -53,18 +53,18 @@ namespace tasp::kernels::bwd {
 // building its band per tile on the device took ~13% of the warp samples (Nsight Compute), though doing it
 // here changed the time little: the other warpgroup's products covered most of it.
 struct QEntry {
-  long long see_lo, see_hi, all_lo, all_hi, qpos0;
+  long long see_lo, see_hi, all_lo, all_hi;
+  RowsBand band;  // from the tile's first row
   int item, qrow, rows, tile;
 };
-// A query tile as the consumers hold it from its S^T (front) to its dQ (back): item, scratch tile, query head,
-// rows, ring stage, position of row 0, its row in q, and whether its scores need the mask (the whole
-// WorkItem held across the tile cost registers). Thread 0 writes it into the stage's slot before the stage's
-// full barrier; item -1 ends the walk.
+// A query tile as the consumers hold it from its S^T (front) to its dQ (back): scratch tile, query head, rows,
+// ring stage, its row in q, and whether its scores need the mask (the whole WorkItem held across the tile cost
+// registers). Thread 0 writes it into the stage's slot before the stage's full barrier; tile -1 ends the walk.
+// The mask's columns beside it are read from the slot only by a tile that needs them.
 struct QTile {
-  int item, tile, h, rows, st;
-  long long qpos0;
-  int qrow;
+  int tile, h, rows, st, qrow;
   bool mask;
+  TileMask m;  // the key rows each query column sees
 };
 // A CTA's work: keys [j0, j0 + 128) of piece `piece`, against qlist[qbegin, qbegin + qcount).
 struct Tile {
@@ -223,11 +223,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     const bool more = ahead.settle(p, kpos_lo, kpos_hi);
     if (!more && ended) return;
     const int st = loaded % STAGES;
-    QTile next{-1};  // the end of the walk: item -1
+    QTile next{-1};  // the end of the walk: tile -1
     if (more) {  // the entry read before the wait, so its load overlaps it
       const QEntry& q = p.qlist[ahead.e];
-      next = QTile{q.item, q.tile, hk * group + ahead.gi, q.rows, st, q.qpos0, q.qrow,
-                   partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi)};
+      const bool mask = partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi);
+      next = QTile{q.tile, hk * group + ahead.gi, q.rows, st, q.qrow, mask};
+      if (mask) next.m = TileMask(q.band, kpos_lo, min(kp.len - tile.j0, 128));
     }
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
     slots[st] = next;
@@ -329,13 +330,11 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
         }
       }
     };
-    // The item is read only for a tile that needs the mask: read in every tile (the flag only chose whether
-    // the band was used), its load sat before every softmax and cost 7-10%.
+    // The mask is read only for a tile that needs it: the item read in every tile (the flag only chose whether
+    // its band was used) sat before every softmax and cost 7-10%.
     if (c.mask) {
-      const Band band(p.items[c.item]);
-      to_p([&](int col, int key) {
-        return tile.j0 + key >= kp.len || kpos_lo + key < band.lo(c.qpos0 + col) || kpos_lo + key > band.hi(c.qpos0 + col);
-      });
+      const TileMask m = slots[c.st].m;  // the slot is rewritten only after release(c)
+      to_p([&](int col, int key) { return key < m.first(col) || key > m.last(col); });
     } else {
       to_p([](int, int) { return false; });
     }
@@ -414,7 +413,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   for (;; ++t) {
     sm90::mbar_wait(qd_full(t % STAGES), (t / STAGES) & 1);
     const QTile c = slots[t % STAGES];  // thread 0 walked ahead and left the tile in its stage's slot
-    if (c.item < 0) break;
+    if (c.tile < 0) break;
     if (threadIdx.x == 0) load_next();
     front(c);
     uint32_t dsa[BM / 16][4];

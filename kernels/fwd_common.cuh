@@ -106,9 +106,7 @@ struct TileSpan {
   __device__ __forceinline__ TileSpan(const Band& b, long long qlo_, long long qhi) : qlo(qlo_) {
     see_lo = rel(b.lo(qlo)), see_hi = rel(b.hi(qhi)), all_lo = rel(b.lo(qhi)), all_hi = rel(b.hi(qlo));
   }
-  __device__ __forceinline__ int rel(long long x) const {
-    return int(max(-(1LL << 30), min(1LL << 30, x - qlo)));
-  }
+  __device__ __forceinline__ int rel(long long x) const { return rel32(x - qlo); }
 };
 
 // The item's (piece, first key) tiles in order, skipping every tile no row of the CTA sees (keys before the
@@ -143,11 +141,12 @@ struct KvWalk {
     const long long bstride = kp.batch_stride ? kp.batch_stride : (long long)kp.len * Hkv * D;
     return b * bstride + ((long long)j0 * Hkv + hk) * D;
   }
-  // Whether the tile needs masking: a ragged tail, or a key some row of the CTA does not see.
+  // Whether the tile needs masking: a ragged tail, or a key some row of the CTA does not see. A first key at the
+  // clamp (2^29 or more before the rows) counts as masked: there the clamped all_lo no longer orders it.
   template <int BN>
   __device__ __forceinline__ bool partial(const TileSpan& ts) const {
     const int first = ts.rel(kp.pos0 + j0);
-    return j0 + BN > kp.len || first < ts.all_lo || first + BN - 1 > ts.all_hi;
+    return j0 + BN > kp.len || first < ts.all_lo || first <= -int(kRelMax) || first + BN - 1 > ts.all_hi;
   }
 };
 
@@ -163,17 +162,11 @@ __device__ __forceinline__ void mask_cols(float* s, const int (&lo)[2], const in
     }
 }
 
-// -inf where a key is past the piece's end or outside the row's visible interval. `s` holds N columns of the
-// thread's two rows, starting at key j0 of a piece at global position pos0; qpos is the global position
-// of the thread's row g (row g + 8 is qpos + 8). The limits are taken relative to the tile's first key, so the
-// comparisons are 32-bit.
+// -inf at the columns of `s` (N columns of the thread's rows r and r + 8, the mma C layout) that those rows do not
+// see of the key tile `m` describes.
 template <int N>
-__device__ __forceinline__ void mask_scores(float* s, int j0, int len, long long pos0, const Band& band, long long qpos, int t4) {
-  const long long key0 = pos0 + j0;
-  auto rel = [&](long long x) { return int(max(-1LL, min((long long)N, x - key0))); };
-  const int end = min(N, len - j0) - 1;
-  const int lo[2] = {rel(band.lo(qpos)), rel(band.lo(qpos + 8))};
-  const int hi[2] = {min(end, rel(band.hi(qpos))), min(end, rel(band.hi(qpos + 8)))};
+__device__ __forceinline__ void mask_rows(float* s, const TileMask& m, int r, int t4) {
+  const int lo[2] = {m.first(r), m.first(r + 8)}, hi[2] = {m.last(r), m.last(r + 8)};
   mask_cols<N>(s, lo, hi, t4);
 }
 

@@ -180,7 +180,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
     float alpha[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      if (partial) mask_scores<kBlockN>(s[mt], cur.j0, cur.kp.len, cur.kp.pos0, Band(p.items[tile.item]), qpos_lo + (warp * MT + mt) * 16 + g, t4);
+      if (partial)
+        mask_rows<kBlockN>(s[mt], TileMask(RowsBand(Band(p.items[tile.item]), qpos_lo), cur.kp.pos0 + cur.j0, min(kBlockN, cur.kp.len - cur.j0)),
+                           (warp * MT + mt) * 16 + g, t4);
       grew |= online_softmax<kBlockN>(s[mt], m[mt], l[mt], alpha[mt], p.scale_log2);
     }
     if (grew)

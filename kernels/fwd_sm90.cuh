@@ -24,6 +24,22 @@
 
 namespace tasp::kernels::fwd {
 
+// What the producer resolved of the CTA's task for the consumers, in shared memory. The consumers never read the
+// work list: its dependent loads (tile -> item -> piece) are the producer's alone. Reading the item in the
+// consumers (its band at every masked tile, from global memory) measured 3-8% slower on causal shapes and 9% at
+// B=8 S=2048 causal (h200-fwd-s15).
+struct TaskRec {
+  RowsOut to;
+  bool tiles;  // some key tile of the task is visible
+};
+// A key tile as the consumers need it, in a slot beside its stage: written before the stage's K is armed, read
+// before the consumers release the K buffer.
+struct alignas(16) KvRec {
+  TileMask m;  // the columns each of the task's rows sees
+  int flags;   // kMask: some row does not see some key of the tile; kMore: another tile of the task follows
+};
+constexpr int kMask = 1, kMore = 2;
+
 // D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. The registers go to the consumers
 // through setmaxnreg: the producer keeps 24 (32 with three consumers), each consumer gets 240 with two and 160
 // with three. With a producer warp instead of a warpgroup, ptxas capped every thread at the entry budget: 168 at D=128, 128 at
@@ -52,8 +68,8 @@ struct Sm90Shape {
   static constexpr int kConsumerRegs = (kEntryRegs + (kEntryRegs - kProducerRegs) / WG) / 8 * 8;
   static constexpr int kTileBytes = kBlockN * DP * 2, kQBytes = kBlockM * DP * 2;
   static constexpr int kBarriers = 1 + 4 * STAGES;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
-  // Q, K and V stages, a record per stage (KvRec, 16 bytes), the barriers and the task's record (TaskRec, 40)
-  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + 16 * STAGES + 8 * kBarriers + 40;
+  // Q, K and V stages, a record per stage, the barriers and the task's record
+  static constexpr int kSmem = kQBytes + 2 * STAGES * kTileBytes + int(sizeof(KvRec)) * STAGES + 8 * kBarriers + int(sizeof(TaskRec));
 };
 
 // S = Q K^T for one warpgroup's 64 rows: over D in 16-wide steps, 4 steps per 64-column block (32 bytes
@@ -80,28 +96,6 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
   sm90::wgmma_commit();
 }
 
-// What the producer resolved of the CTA's task for the consumers, in shared memory. The consumers never read the
-// work list: its dependent loads (tile -> item -> piece) are the producer's alone. Reading the item in the
-// consumers (its band at every masked tile, from global memory) measured 3-8% slower on causal shapes and 9% at
-// B=8 S=2048 causal (h200-fwd-s15).
-struct TaskRec {
-  RowsOut to;
-  int wl, wr;  // the item's window, clamped to kRelMax (-1: unbounded)
-  bool causal, tiles;  // tiles: some key tile of the task is visible
-};
-// A key tile as the consumers need it, in a slot beside its stage: written before the stage's K is armed,
-// read before the consumers release the K buffer.
-struct alignas(16) KvRec {
-  int d;       // position of the task's first row minus the tile's first key, clamped to +-kRelMax
-  int lo, hi;  // the document's first key and the tile's last key (document or piece end) as columns, in [-1, BN]
-  int flags;   // kMask: some row does not see some key of the tile; kMore: another tile of the task follows
-};
-constexpr int kMask = 1, kMore = 2;
-// Positions relative to a tile fit 32 bits with room for a row offset and a window: a window or a key tile
-// 2^29 tokens away from a CTA's rows would be cut short here (the whole-tile skips are exact).
-constexpr long long kRelMax = 1LL << 29;
-__device__ __forceinline__ int clamp_rel(long long x, long long lo, long long hi) { return int(max(lo, min(hi, x))); }
-
 // OVERLAP: each warpgroup issues tile t's S = Q K^T and tile t-1's O += P V together and runs tile t's
 // softmax while that P V is on the tensor cores (FA3's intra-warpgroup pipelining; S, P and O live at once).
 // A CTA runs one task (query tile and head); a persistent grid (one CTA per SM taking tasks from a counter, the
@@ -111,7 +105,6 @@ template <typename T, int D, bool OVERLAP, int BN>
 __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
   using S = Sm90Shape<D, BN>;
   constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, WG = S::WG, STAGES = S::STAGES, DP = S::DP;
-  static_assert(sizeof(KvRec) == 16 && sizeof(TaskRec) <= 40, "Sm90Shape::kSmem's records");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBlockM * DP;            // [STAGES][DP / 64][kBlockN][64]
@@ -153,21 +146,19 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
     const long long qpos_lo = it.q_pos0 + tile.row0;
     const Band band(it);
     const TileSpan span(band, qpos_lo, qpos_lo + rows - 1);
+    const RowsBand rows_band(band, qpos_lo);
     KvWalk walk(p, it);
     bool have = walk.settle<kBlockN>(p, span);
     rec.to = RowsOut{b, task.h, it.q_row0 + tile.row0, rows, it.accumulate};
-    rec.wl = int(min((long long)it.window_left, kRelMax)), rec.wr = int(min((long long)it.window_right, kRelMax));
-    rec.causal = it.causal, rec.tiles = have;
+    rec.tiles = have;
     sm90::mbar_arrive_tx(q_full, S::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < DP / 64; ++cb)
       sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
     while (have) {
       const int pc = walk.pc, j0 = walk.j0;
-      const long long key0 = walk.kp.pos0 + j0;
-      const KvRec kr{clamp_rel(qpos_lo - key0, -kRelMax, kRelMax), clamp_rel(band.k_begin - key0, -1, kBlockN),
-                     min(min(kBlockN, walk.kp.len - j0) - 1, clamp_rel(band.k_end - 1 - key0, -1, kBlockN)),
-                     walk.partial<kBlockN>(span) ? kMask : 0};
+      const TileMask tm(rows_band, walk.kp.pos0 + j0, min(kBlockN, walk.kp.len - j0));
+      const int mask = walk.partial<kBlockN>(span) ? kMask : 0;
       walk.j0 += kBlockN;
       have = walk.settle<kBlockN>(p, span);
       const unsigned char* km = maps + kTensorMapBytes * (1 + 2 * pc);
@@ -176,7 +167,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       const int st = t % STAGES;
       const uint32_t ph = (t / STAGES) & 1;
       sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
-      slots[st] = KvRec{kr.d, kr.lo, kr.hi, kr.flags | (have ? kMore : 0)};
+      slots[st] = KvRec{tm, mask | (have ? kMore : 0)};
       sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
 #pragma unroll
       for (int cb = 0; cb < DP / 64; ++cb)
@@ -207,22 +198,9 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   uint32_t pa[kBlockN / 16][4];  // P, the A operand of P V
 
-  // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha. The row limits come
-  // from the tile's record and the task's window, read only for a tile that needs the mask.
+  // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha.
   auto softmax = [&](const KvRec& k) {
-    if (k.flags & kMask) {
-      const int wl = rec.wl, wr = rec.wr;
-      const bool causal = rec.causal;
-      int lo[2], hi[2];
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int x = k.d + row0 + 8 * hf;  // the row's position, as a column of the tile
-        lo[hf] = wl >= 0 ? max(k.lo, x - wl) : k.lo;
-        hi[hf] = causal ? min(k.hi, x) : k.hi;
-        if (wr >= 0) hi[hf] = min(hi[hf], x + wr);
-      }
-      mask_cols<kBlockN>(s, lo, hi, t4);
-    }
+    if (k.flags & kMask) mask_rows<kBlockN>(s, k.m, row0, t4);
     return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
   };
   // The tile's record, taken before its K buffer (and with it the slot) is released.

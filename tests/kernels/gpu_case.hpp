@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "item_spec.hpp"
 
 namespace tasp::kernels::testing {
 
@@ -31,28 +32,6 @@ struct PieceSpec {
   int len;
   long long pos0;
 };
-struct ItemSpec {
-  int q_row0, q_len;
-  long long q_pos0;
-  std::vector<int> pieces;  // indices into the case's pieces
-  bool causal;
-  long long k_begin = 0, k_end = 0x7fffffffffffffffLL;  // the rows' document
-  int wl = -1, wr = -1;                                 // window sides (-1: unbounded)
-};
-
-// Whether row position q of the item sees key position k, from the definitions (not the kernels' Band).
-inline bool sees(const ItemSpec& it, long long q, long long k) {
-  return k >= it.k_begin && k < it.k_end && !(it.causal && k > q) && !(it.wl >= 0 && q - k > it.wl) &&
-         !(it.wr >= 0 && k - q > it.wr);
-}
-
-inline WorkItem work_item(const ItemSpec& it) {
-  WorkItem w;
-  w.q_row0 = it.q_row0, w.q_len = it.q_len, w.q_pos0 = it.q_pos0, w.causal = it.causal;
-  w.k_begin = it.k_begin, w.k_end = it.k_end, w.window_left = it.wl, w.window_right = it.wr;
-  return w;
-}
-
 struct Case {
   DType dtype = DType::BF16;
   int B = 1, H = 2, Hkv = 2, D = 128, q_rows = 0;
@@ -60,10 +39,26 @@ struct Case {
   std::vector<ItemSpec> items;
 };
 
+// Masks whose edges lie 2^29 tokens and more from the rows, where the kernels' 32-bit offsets are clamped
+// (kernels/band.hpp): a causal item whose left window (2^29 + 5) cuts a piece that far back; a non-causal one
+// whose document starts 2^30 back, inside a piece, and whose right window (2^29 + 3) cuts a piece ahead.
+inline Case far_case(int D) {
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 300;
+  const long long qa = 1LL << 33, qb = 1LL << 34, w = 1LL << 29;
+  c.pieces = {{200, qa - w - 120}, {200, qa - 40}, {150, qb - 2 * w - 100}, {150, qb + w - 50}, {90, qb - 20}};
+  ItemSpec a{0, 160, qa, {0, 1}, true};
+  a.wl = int(w + 5);
+  ItemSpec b{160, 140, qb, {2, 3, 4}, false};
+  b.k_begin = qb - 2 * w - 30, b.wr = int(w + 3);
+  c.items = {a, b};
+  return c;
+}
+
 // Packed documents and sliding windows: rows at positions [0, 900) cut into one item per document (edges 300,
 // 301, 700: a 1-token document), B=2, GQA, pieces straddling the edges; causal windows narrower than a tile
 // and wider than a few, a non-causal window with a right side, documents alone; then one long causal item
-// with a window, whose walk jumps over most of its keys.
+// with a window, whose walk jumps over most of its keys; then far_case.
 inline std::vector<Case> masked_cases(int D) {
   std::vector<Case> out;
   const long long edges[] = {0, 300, 301, 700, 900};
@@ -86,6 +81,7 @@ inline std::vector<Case> masked_cases(int D) {
   it.wl = 200;
   c.items = {it};
   out.push_back(c);
+  out.push_back(far_case(D));
   return out;
 }
 
