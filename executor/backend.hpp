@@ -57,6 +57,7 @@ struct CudaOptions {
   std::function<void(int done, int total)> progress;  // after each iteration (warm-up ones included)
   // Head-parallel all-to-alls: "alltoall" (ncclAlltoAll, NCCL >= 2.28) or "sendrecv" (grouped send/recv).
   std::string a2a = "alltoall";
+  bool deterministic = false;  // the backward's dQ bit-identical run to run (kernels::AttentionBackwardBatch)
 };
 // bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA
 // or NCCL is missing at build time (has_cuda_backend() says which).

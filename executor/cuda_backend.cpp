@@ -49,7 +49,7 @@ class CudaBackend : public Backend {
     return cuda::single_device_reference(pr, passes, ref);
   }
   double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters) override {
-    return cuda::single_device_us(w, passes, warmup, iters);
+    return cuda::single_device_us(w, passes, warmup, iters, opt_.deterministic);
   }
 
  private:
@@ -269,7 +269,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     std::vector<cuda::RankBuffers> bufs(n);
     for (int gpu : local) bufs[gpu] = R[gpu].buf;
     const cuda::PassWork fwd = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u);
-    const cuda::PassWork bwd = passes.bwd ? cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u) : cuda::PassWork{};
+    cuda::PassWork bwd = passes.bwd ? cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u) : cuda::PassWork{};
+    for (auto& steps : bwd.bwd)
+      for (auto& b : steps) b.deterministic = opt_.deterministic;
     std::vector<std::array<cuda::A2aLaunch, 4>> a2a(n);  // fwd in, fwd out, bwd in, bwd out
     if (u > 1)
       for (int gpu : local) {

@@ -238,7 +238,7 @@ double device_used_bytes() {
   return double(total - free);
 }
 
-double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters) {
+double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters, bool deterministic) {
   TASP_CUDA(cudaSetDevice(0));
   const kernels::DType dt = dtype_of(w);
   const size_t no = size_t(w.B) * w.S * w.H * w.D, nl = size_t(w.B) * w.H * w.S, nk = size_t(w.B) * w.S * w.Hkv * w.D;
@@ -258,6 +258,7 @@ double single_device_us(const planner::Workload& w, planner::Passes passes, int 
   if (passes.bwd) {
     bb.dtype = dt, bb.B = w.B, bb.H = w.H, bb.Hkv = w.Hkv, bb.D = w.D;
     bb.q = q, bb.q_rows = int(w.S), bb.lse = l, bb.pieces = b.pieces, bb.items = b.items;
+    bb.deterministic = deterministic;
     void* dout = dev(no * 2);
     kernels::fill_random(dout, dt, no, 4, nullptr);
     bb.dout = dout;

@@ -92,7 +92,7 @@ planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double
 // The whole problem on GPU 0 with the same kernels: out and lse, and with the backward dq, dk, dv.
 bool single_device_reference(const Problem& pr, planner::Passes passes, Result& ref);
 // The same kernels on the whole (random) problem on GPU 0, timed: median microseconds.
-double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters);
+double single_device_us(const planner::Workload& w, planner::Passes passes, int warmup, int iters, bool deterministic = false);
 // Device memory in use on the current device.
 double device_used_bytes();
 

@@ -78,7 +78,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 // the piece's dK/dV accumulator, using the forward's final LSE and the row sums D = rowsum(dO * O) that
 // attention_backward_prepare computes. Masks as in the forward. GQA/MQA: dK/dV of a KV head sum over its
 // query heads (inside one CTA, so the sum's order is fixed). dK/dV are deterministic; dQ is summed over key
-// tiles with float atomics, so its last bits depend on the order the tiles finish in.
+// tiles with float atomics, so its last bits depend on the order the tiles finish in, unless `deterministic`.
 //
 // Layouts: dout as q [B, q_rows, H, D]; dsum and lse fp32 [B, H, q_rows]; a piece's accumulator fp32
 // [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller
@@ -105,6 +105,10 @@ struct AttentionBackwardBatch {
   std::vector<WorkItem> items;  // `accumulate` is ignored: the backward always adds
   std::vector<KvPiece> pieces;
   std::vector<GradPiece> grads;  // one per piece
+  // dQ bit-identical from run to run: the CTAs that add into one dQ tile take turns in launch order (a counter
+  // per tile) instead of adding as they finish, and the grid runs the KV heads fastest so that the CTAs sharing
+  // a tile run in different waves; costs are in docs/measurements/kernels-bwd.md.
+  bool deterministic = false;
 };
 
 bool backward_supported();  // built with the Hopper backward (sm_90a) and running on one

@@ -10,9 +10,11 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/band.hpp"
+#include "kernels/bwd_plan.hpp"
 #include "kernels/bwd_sm90.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/tensor_map.hpp"
@@ -35,30 +37,14 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
-  const int kBlockM = bwd::block_m(b.D), kBlockN = 128;
-  // Each piece's query tiles: every item listing it, in tiles of kBlockM rows (numbered as the dQ scratch's
-  // tiles of the same rows).
-  std::vector<std::vector<bwd::QEntry>> per_piece(b.pieces.size());
-  int dq_tiles = 0;
+  const int kBlockM = bwd::block_m(b.D), kBlockN = bwd::kKeyTile;
   for (size_t i = 0; i < b.items.size(); ++i) {
     const WorkItem& it = b.items[i];
     if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
     if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
       bad("items[" + std::to_string(i) + "]: pieces out of range");
     check_mask(it, i);
-    const Band band(it);
-    for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc)
-      for (int r = 0; r < it.q_len; r += kBlockM) {
-        const int rows = std::min(kBlockM, it.q_len - r);
-        const long long q0 = it.q_pos0 + r, q1 = q0 + rows - 1;
-        per_piece[pc].push_back({band.lo(q0), band.hi(q1), band.lo(q1), band.hi(q0), RowsBand(band, q0), int(i), it.q_row0 + r,
-                                 rows, dq_tiles + r / kBlockM});
-      }
-    dq_tiles += (it.q_len + kBlockM - 1) / kBlockM;
   }
-  std::vector<bwd::QEntry> qlist;
-  std::vector<bwd::Tile> tiles;
-  std::vector<long long> work;  // query tiles a CTA visits, to start the longest first
   for (size_t pc = 0; pc < b.pieces.size(); ++pc) {
     const KvPiece& kp = b.pieces[pc];
     const GradPiece& gp = b.grads[pc];
@@ -68,53 +54,10 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       bad(at + ": k, v must be 16-byte aligned and batch_stride a non-negative multiple of 8");
     if (kp.len > 0 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8) || gp.batch_stride % 2 || gp.batch_stride < 0))
       bad("grads[" + std::to_string(pc) + "]: dk, dv must be set, 8-byte aligned, batch_stride a non-negative even number");
-    if (per_piece[pc].empty() || kp.len == 0) continue;
-    const auto& entries = per_piece[pc];
-    const int base = int(qlist.size());
-    qlist.insert(qlist.end(), entries.begin(), entries.end());
-    // An item's entries are consecutive with rising rows, and the rows' visible spans rise with them, so a key
-    // tile sees one run of each item's entries: found by bisection, and the CTA walks from the first run's
-    // start to the last run's end (skipping what lies between on the device).
-    std::vector<std::pair<int, int>> runs;  // [begin, end) of each item's entries
-    for (int e = 0; e < int(entries.size());) {
-      int f = e;
-      while (f < int(entries.size()) && entries[f].item == entries[e].item) ++f;
-      runs.push_back({e, f});
-      e = f;
-    }
-    for (int j0 = 0; j0 < kp.len; j0 += kBlockN) {
-      const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + kBlockN) - 1;
-      int first = int(entries.size()), last = -1;
-      long long visible = 0;
-      for (const auto& [rb, re] : runs) {
-        // First entry whose rows see up to k0 or beyond; first entry whose rows start past k1.
-        int lo = rb, hi = re;
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (entries[mid].see_hi >= k0) hi = mid;
-          else lo = mid + 1;
-        }
-        const int from = lo;
-        hi = re;
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (entries[mid].see_lo > k1) hi = mid;
-          else lo = mid + 1;
-        }
-        if (lo > from) first = std::min(first, from), last = std::max(last, lo - 1), visible += lo - from;
-      }
-      if (visible == 0) continue;
-      tiles.push_back({int(pc), j0, base + first, last - first + 1});
-      work.push_back(visible);
-    }
   }
-  if (tiles.empty()) return;
-  std::vector<size_t> order(tiles.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work[x] > work[y]; });
-  std::vector<bwd::Tile> sorted(tiles.size());
-  for (size_t i = 0; i < order.size(); ++i) sorted[i] = tiles[order[i]];
-  if (sorted.size() > 0x7fffffff) bad("too many tiles");
+  const bwd::Plan plan = bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic);
+  if (plan.tiles.empty()) return;
+  if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");
 
   // Tensor maps: [0] Q and [1] dO in boxes of kBlockM rows, then K and V of every piece in boxes of 128 keys.
   const bool bf16 = b.dtype == DType::BF16;
@@ -132,28 +75,37 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
 
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_grads = append(ws.host, b.grads);
-  const size_t at_tiles = append(ws.host, sorted), at_q = append(ws.host, qlist), at_maps = append(ws.host, maps, 64);
+  const size_t at_tiles = append(ws.host, plan.tiles), at_q = append(ws.host, plan.qlist), at_maps = append(ws.host, maps, 64);
+  // Deterministic dQ: the turns, and a zeroed counter per (batch, head, scratch tile, warpgroup).
+  const size_t at_turns = append(ws.host, plan.turns);
+  const size_t at_sems = append(ws.host, std::vector<int>(b.deterministic ? size_t(b.B) * b.H * plan.dq_tiles * 2 : 0, 0));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   bwd::Params p;
-  p.lse = b.lse, p.dsum = b.dsum, p.dq_accum = b.dq_accum, p.dq_tiles = dq_tiles;
+  p.lse = b.lse, p.dsum = b.dsum, p.dq_accum = b.dq_accum, p.dq_tiles = plan.dq_tiles;
   p.items = reinterpret_cast<const WorkItem*>(base + at_items);
   p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
   p.grads = reinterpret_cast<const GradPiece*>(base + at_grads);
   p.tiles = reinterpret_cast<const bwd::Tile*>(base + at_tiles);
   p.qlist = reinterpret_cast<const bwd::QEntry*>(base + at_q);
+  p.turns = reinterpret_cast<const int*>(base + at_turns);
+  p.dq_sems = reinterpret_cast<int*>(base + at_sems);
   p.tmaps = base + at_maps;
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
   p.scale_log2 = p.scale * 1.4426950408889634f;
-  const int n = int(sorted.size());
-  if (bf16) {
-    if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 128>(p, n, b.Hkv, b.B, s);
-    else bwd::launch_sm90<__nv_bfloat16, 128, 80>(p, n, b.Hkv, b.B, s);
-  } else {
-    if (b.D == 64) bwd::launch_sm90<__half, 64, 128>(p, n, b.Hkv, b.B, s);
-    else bwd::launch_sm90<__half, 128, 80>(p, n, b.Hkv, b.B, s);
-  }
+  const int n = int(plan.tiles.size());
+  auto launch = [&](auto det) {
+    if (bf16) {
+      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 128, det()>(p, n, b.Hkv, b.B, s);
+      else bwd::launch_sm90<__nv_bfloat16, 128, 80, det()>(p, n, b.Hkv, b.B, s);
+    } else {
+      if (b.D == 64) bwd::launch_sm90<__half, 64, 128, det()>(p, n, b.Hkv, b.B, s);
+      else bwd::launch_sm90<__half, 128, 80, det()>(p, n, b.Hkv, b.B, s);
+    }
+  };
+  if (b.deterministic) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
 namespace {

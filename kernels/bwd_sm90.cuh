@@ -25,7 +25,9 @@
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
 // that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
-// only writer of its keys, so their sums are ordered.
+// only writer of its keys, so their sums are ordered. dQ's sums are ordered only when asked (DET: the CTAs that
+// add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid then runs the KV heads
+// fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
 //
 // Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
 // 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
@@ -38,6 +40,7 @@
 // issued before dS is computed (level).
 #include <cstdint>
 
+#include "kernels/bwd_plan.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/fwd_common.cuh"
 #include "kernels/tensor_map.hpp"
@@ -46,17 +49,6 @@
 
 namespace tasp::kernels::bwd {
 
-// A query tile (Shape::kBlockM rows) of an item that lists the piece, with what the walk needs of it computed
-// on the host (band.hpp): the keys its rows together see [see_lo, see_hi] and all see [all_lo, all_hi], the
-// position of its first row, its first row in q, its rows, and the dQ scratch's tile of that row (the scratch
-// numbers the items' 64-row tiles in order, so the tile's rows lie in tile, tile + 1). Reading the item and
-// building its band per tile on the device took ~13% of the warp samples (Nsight Compute), though doing it
-// here changed the time little: the other warpgroup's products covered most of it.
-struct QEntry {
-  long long see_lo, see_hi, all_lo, all_hi;
-  RowsBand band;  // from the tile's first row
-  int item, qrow, rows, tile;
-};
 // A query tile as the consumers hold it from its S^T (front) to its dQ (back): scratch tile, query head, rows,
 // ring stage, its row in q, and whether its scores need the mask (the whole WorkItem held across the tile cost
 // registers). Thread 0 writes it into the stage's slot before the stage's full barrier; tile -1 ends the walk.
@@ -65,10 +57,7 @@ struct QTile {
   int tile, h, rows, st, qrow;
   bool mask;
   TileMask m;  // the key rows each query column sees
-};
-// A CTA's work: keys [j0, j0 + 128) of piece `piece`, against qlist[qbegin, qbegin + qcount).
-struct Tile {
-  int piece, j0, qbegin, qcount;
+  int turn;    // deterministic dQ: the CTA's turn at the dQ tile (Plan::turns)
 };
 
 struct Params {
@@ -83,6 +72,8 @@ struct Params {
   const QEntry* qlist;
   // TMA tensor maps (128 bytes each): [0] Q, [1] dO, [2 + 2i] K and [3 + 2i] V of piece i.
   const unsigned char* tmaps;
+  const int* turns;  // deterministic dQ (Plan::turns)
+  int* dq_sems;      // deterministic dQ: visits done per [B][H][dq_tiles][2 warpgroups], zero at launch
   int q_rows, H, Hkv;
   float scale, scale_log2;
 };
@@ -151,8 +142,7 @@ struct QWalk {
   // Moves to the first visible (entry, head) at or after the current one; false at the end.
   __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo, long long kpos_hi) {
     for (; e < eend; ++e, gi = 0) {
-      const QEntry& q = p.qlist[e];
-      if (q.see_lo <= kpos_hi && q.see_hi >= kpos_lo && gi < group) return true;
+      if (visits(p.qlist[e], kpos_lo, kpos_hi) && gi < group) return true;
     }
     return false;
   }
@@ -182,7 +172,9 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
   for (int kt = 0; kt < BM / 16; ++kt) sm90::wgmma_rs<T, D, 1>(acc, frag[kt], xd.at(kt * 2048), 1);
 }
 
-template <typename T, int D, int BM_>
+// DET: dQ deterministic (AttentionBackwardBatch::deterministic): the grid runs the KV heads fastest, and a
+// warpgroup adds its dQ block only on its turn at the tile's counter, passing the turn on once the add is done.
+template <typename T, int D, int BM_, bool DET>
 __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90_kernel(const Params p) {
   using S = Shape<D, BM_>;
   constexpr int STAGES = S::STAGES, BM = S::kBlockM;
@@ -200,9 +192,9 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
   auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
 
-  const Tile tile = p.tiles[blockIdx.x];
+  const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
-  const int hk = blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
+  const int hk = DET ? blockIdx.x : blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
   const long long kpos_lo = kp.pos0 + tile.j0, kpos_hi = kp.pos0 + min(kp.len, tile.j0 + 128) - 1;
 
   if (threadIdx.x == 0) {
@@ -229,6 +221,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       const bool mask = partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi);
       next = QTile{q.tile, hk * group + ahead.gi, q.rows, st, q.qrow, mask};
       if (mask) next.m = TileMask(q.band, kpos_lo, min(kp.len - tile.j0, 128));
+      if constexpr (DET) next.turn = p.turns[tile.turn0 + ahead.e - tile.qbegin];
     }
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
     slots[st] = next;
@@ -291,6 +284,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // other may still be read.
   float* staged = nullptr;  // where the staged block goes (null: nothing staged)
   int staged_buf = 0;
+  // Deterministic dQ: the staged block's counter and turn, and the counter whose turn this warpgroup holds
+  // (its add issued, not yet passed on).
+  int* staged_sem = nullptr;
+  int staged_turn = 0;
+  int* held = nullptr;
+  int held_next = 0;
   auto stage_at = [&](int i) { return sdQ + (i * S::WG + w) * S::kStageBytes; };
   // The staging stores fenced for the bulk copy, the last reduce done reading (so back() may write the buffer
   // it read), the warpgroup synced (which also publishes fill()'s rows), then thread 0 reduces the staged block.
@@ -299,8 +298,24 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     if (wt == 0) sm90::bulk_wait_read();
     sm90::bar_sync(2 + w, 128);
     if (wt == 0 && staged) {
+      if constexpr (DET) sm90::wait_turn(staged_sem, staged_turn), sm90::fence_proxy_async_global();
       sm90::bulk_reduce_add_f32(staged, fwd::smem_addr(stage_at(staged_buf)), S::kStageBytes);
       sm90::bulk_commit();
+      if constexpr (DET) held = staged_sem, held_next = staged_turn + 1;
+    }
+  };
+  // Before a staging buffer is rewritten: the last reduce done reading it; deterministic, done altogether and
+  // its turn passed on (placed a tile's softmax after the reduce was issued, so the wait is short).
+  auto after_reduce = [&] {
+    if constexpr (DET) {
+      if (wt == 0 && held) {
+        sm90::bulk_wait();
+        sm90::fence_proxy_async_global();
+        sm90::st_release(held, held_next);
+        held = nullptr;
+      }
+    } else if (S::kStageBufs == 1 && wt == 0) {
+      sm90::bulk_wait_read();
     }
   };
   // Front (the tile's Q and dO are in): S^T and dP^T issued (two commit groups), then its LSE and D fetched
@@ -393,6 +408,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     // D = 64: the block of the tile's query half w, if the tile has rows there.
     staged = reduce && (D == 128 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, w, p.H, p.dq_tiles, BM, D)
                                                              : nullptr;
+    if constexpr (DET) staged_sem = p.dq_sems + (((long long)b * p.H + c.h) * p.dq_tiles + c.tile) * 2 + w, staged_turn = c.turn;
   };
 
 
@@ -418,7 +434,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     front(c);
     uint32_t dsa[BM / 16][4];
     middle(c, dsa);
-    if (S::kStageBufs == 1 && wt == 0) sm90::bulk_wait_read();  // back() rewrites what front()'s reduce reads
+    after_reduce();  // back() rewrites what front()'s reduce reads
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
     issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
     store_ds(t, dsa);
@@ -433,13 +449,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     prev = c;
   }
   reduce_staged();  // the block staged in the last iteration
-  if (S::kStageBufs == 1 && wt == 0) sm90::bulk_wait_read();
+  after_reduce();
   sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
   issue_dq(t - 1);
   sm90::wgmma_wait<0>();
   back(prev, t > 0, t);
   reduce_staged();
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
+  if constexpr (DET) after_reduce();
   // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}.
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
@@ -460,11 +477,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   }
 }
 
-template <typename T, int D, int BM>
+template <typename T, int D, int BM, bool DET>
 void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
   using S = Shape<D, BM>;
-  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, BM>>(S::kSmem);
-  attention_bwd_sm90_kernel<T, D, BM><<<dim3(tiles, Hkv, B), S::kThreads, S::kSmem, s>>>(p);
+  allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, BM, DET>>(S::kSmem);
+  const dim3 grid = DET ? dim3(Hkv, tiles, B) : dim3(tiles, Hkv, B);
+  attention_bwd_sm90_kernel<T, D, BM, DET><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 

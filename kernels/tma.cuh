@@ -67,6 +67,29 @@ __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.w
 // Waits until they have completed (their writes are done).
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Orders this thread's async-proxy (bulk copy) accesses to global memory with its generic ones.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// A turn at a counter in global memory shared by CTAs: wait until it reads `turn` (acquire), and later pass it
+// on by storing turn + 1 (release). Only CTAs launched earlier hold earlier turns, so the wait ends; a bug that
+// breaks that traps after about 2 s instead of hanging the GPU.
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void wait_turn(const int* counter, int turn) {
+  if (ld_acquire(counter) != turn) {
+    const long long t0 = clock64();
+    while (ld_acquire(counter) != turn) {
+      __nanosleep(64);
+      if (clock64() - t0 > 4000000000LL) pipeline_stuck();
+    }
+  }
+}
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads: sync waits, arrive does not.
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
@@ -99,6 +122,9 @@ __device__ __forceinline__ void bulk_commit() {}
 __device__ __forceinline__ void bulk_wait_read() {}
 __device__ __forceinline__ void bulk_wait() {}
 __device__ __forceinline__ void fence_proxy_async() {}
+__device__ __forceinline__ void fence_proxy_async_global() {}
+__device__ __forceinline__ void st_release(int*, int) {}
+__device__ __forceinline__ void wait_turn(const int*, int) { __trap(); }
 #endif
 
 }  // namespace tasp::kernels::sm90

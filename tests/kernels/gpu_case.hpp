@@ -28,10 +28,6 @@ inline std::vector<int> fwd_head_dims() {
   return {64, 80, 96, 128, 256};
 }
 
-struct PieceSpec {
-  int len;
-  long long pos0;
-};
 struct Case {
   DType dtype = DType::BF16;
   int B = 1, H = 2, Hkv = 2, D = 128, q_rows = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// A work item as the kernel tests write it, and what its rows see from the definitions (no CUDA: the CPU tests of
+// A KV piece and a work item as the kernel tests write them, and what its rows see from the definitions (no CUDA: the CPU tests of
 // the kernels' mask arithmetic use it too).
 #include <vector>
 
@@ -7,6 +7,10 @@
 
 namespace tasp::kernels::testing {
 
+struct PieceSpec {
+  int len;
+  long long pos0;
+};
 struct ItemSpec {
   int q_row0, q_len;
   long long q_pos0;

@@ -386,6 +386,62 @@ TEST(AttentionBwdGpu, DkDvAreDeterministic) {
   }
 }
 
+// deterministic = true: dQ is the same bits run after run, with more CTAs than fit on the GPU at once (so the
+// CTAs sharing a dQ tile span waves; B=2, GQA), and within rounding of the default's dQ. (Too big for the
+// fp64 reference; DeterministicMatchesTheReference checks the values.)
+TEST(AttentionBwdGpu, DqIsDeterministicWhenAsked) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    Case c;
+    c.B = 2, c.H = 8, c.Hkv = 4, c.D = D, c.q_rows = 4000;
+    c.pieces = {{2100, 0}, {1900, 2100}};
+    c.items = {{0, 4000, 0, {0, 1}, false}};
+    BwdCase bc(c, 57 + D);
+    Workspace ws;
+    auto dq_of = [&](bool det) {
+      bc.batch.deterministic = det;
+      cudaMemcpy(bc.d_dq, bc.dq0.data(), bc.dq0.size() * 4, cudaMemcpyHostToDevice);
+      bc.run(ws);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> got(bc.dq0.size());
+      cudaMemcpy(got.data(), bc.d_dq, got.size() * 4, cudaMemcpyDeviceToHost);
+      return got;
+    };
+    const std::vector<float> loose = dq_of(false), first = dq_of(true);
+    SCOPED_TRACE("D=" + std::to_string(D));
+    for (int run = 0; run < 3; ++run) EXPECT_TRUE(dq_of(true) == first) << "run " << run << ": dQ differs";
+    double num = 0, den = 0;
+    for (size_t i = 0; i < first.size(); ++i) {
+      const double a = first[i] - bc.dq0[i], b = loose[i] - bc.dq0[i];
+      num += (a - b) * (a - b), den += b * b;
+    }
+    EXPECT_GT(den, 0);
+    EXPECT_LE(std::sqrt(num / den), 1e-5) << "deterministic and default dQ differ beyond rounding";
+  }
+}
+
+// deterministic = true against the fp64 reference: ragged pieces, a causal walk over GQA heads, far masks.
+TEST(AttentionBwdGpu, DeterministicMatchesTheReference) {
+  NEED_HOPPER();
+  for (int D : {64, 128}) {
+    Case ragged;
+    ragged.B = 2, ragged.H = 4, ragged.Hkv = 2, ragged.D = D, ragged.q_rows = 300;
+    ragged.pieces = {{100, 0}, {37, 100}, {200, 137}};
+    ragged.items = {{0, 300, 0, {0, 1, 2}, false}};
+    Case causal;
+    causal.B = 1, causal.H = 4, causal.Hkv = 1, causal.D = D, causal.q_rows = 700;
+    causal.pieces = {{300, 0}, {400, 300}};
+    causal.items = {{0, 700, 0, {0, 1}, true}};
+    int i = 0;
+    for (const Case& c : {ragged, causal, far_case(D)}) {
+      SCOPED_TRACE("D=" + std::to_string(D) + " case " + std::to_string(i++));
+      BwdCase bc(c, 71 + D + i);
+      bc.batch.deterministic = true;
+      bc.run_and_check();
+    }
+  }
+}
+
 TEST(AttentionBwdGpu, RejectsBadBatches) {
   AttentionBackwardBatch b;
   Workspace ws;

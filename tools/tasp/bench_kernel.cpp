@@ -64,7 +64,7 @@ struct Row {
 // Median ms of the forward launch, or with `backward` of the backward (row sums, kernel, dQ finish) on the
 // forward's out and LSE. `heat_ms`: the kernel runs that long first; with `mix` the forward and the backward
 // take turns then and between the timed launches (as in training, where the clock follows their mix).
-double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward, double heat_ms, bool mix) {
+double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward, double heat_ms, bool mix, bool deterministic) {
   const size_t elt = 2, qn = size_t(sh.B) * sh.S * sh.H * sh.D, kn = size_t(sh.B) * sh.S * sh.kv_heads() * sh.D;
   kernels::DeviceAllocs dev;
   void *q = dev(qn * elt), *k = dev(kn * elt), *v = dev(kn * elt);
@@ -99,6 +99,7 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     TASP_CUDA(cudaMemset(dq, 0, qn * 4));
     TASP_CUDA(cudaMemset(grad, 0, 2 * kn * 4));
     bb.items = b.items, bb.pieces = b.pieces;
+    bb.deterministic = deterministic;
     bb.dq_accum = static_cast<float*>(dev(kernels::dq_accum_floats(bb) * 4));
     for (const auto& kp : b.pieces) {
       const size_t off = size_t(sh.B) * kp.pos0 * sh.kv_heads() * sh.D;
@@ -164,7 +165,7 @@ void register_bench_kernel(CLI::App& bench) {
   auto shapes = std::make_shared<std::vector<std::string>>(), configs = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<std::string>(), csv = std::make_shared<std::string>();
   auto heat_ms = std::make_shared<double>(0);
-  auto mix = std::make_shared<bool>(false);
+  auto mix = std::make_shared<bool>(false), deterministic = std::make_shared<bool>(false);
   cmd->add_option("--dtype", *dtype, "bf16 | fp16")->capture_default_str();
   cmd->add_option("--pass", *pass, "fwd | bwd | fwd+bwd: which kernels to time (bwd: row sums + backward kernel)")
       ->capture_default_str();
@@ -175,6 +176,8 @@ void register_bench_kernel(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--mix", *mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
                                "as in training; each is timed in that mix (a mixed hot sample)");
+  cmd->add_flag("--deterministic", *deterministic, "The backward with dQ bit-identical run to run (the CTAs that share a dQ tile add into it\n"
+                                                   "in launch order; docs/measurements/kernels-bwd.md has what it costs)");
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,window=L[:R]][,docs=L1+..][,pieces=P] (repeatable;\n"
                                       "default: the issue's set); masked shapes count TFLOP/s over the pairs the mask leaves");
   cmd->add_option("-c,--config", *configs, "A named workload's shape (tasp configs; repeatable)");
@@ -185,6 +188,8 @@ void register_bench_kernel(CLI::App& bench) {
     if (*iters < 1 || *warmup < 0) throw planner::InputError("--iters must be >= 1, --warmup >= 0");
     if (!(*heat_ms >= 0) || *heat_ms > 600000) throw planner::InputError("--heat-ms must be in [0, 600000]");
     if (*mix && *heat_ms <= 0) throw planner::InputError("--mix needs --heat-ms");
+    if (*deterministic && !csv->empty())
+      throw planner::InputError("--csv: calibration rows come from the default backward, not --deterministic");
     planner::Passes passes;
     if (!planner::parse_passes(*pass, &passes)) throw planner::InputError("--pass: expected fwd, bwd or fwd+bwd");
     if (!kernels::cuda_device_available()) throw Exit(kBadInput, "bench kernel: no CUDA device visible");
@@ -222,14 +227,14 @@ void register_bench_kernel(CLI::App& bench) {
     TASP_CUDA(cudaGetDeviceProperties(&prop, dev));
     std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << *iters << " after " << *warmup
               << " warm-up" << (*heat_ms > 0 ? ", each kernel heated " + std::to_string(long(*heat_ms)) + " ms first" : "")
-              << (*mix ? ", forward and backward taking turns" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
+              << (*mix ? ", forward and backward taking turns" : "") << (*deterministic ? ", deterministic dQ" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
               << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(9) << "mask" << std::setw(8) << "pieces" << std::setw(11)
               << "ms" << std::setw(10) << "TFLOP/s" << std::setw(10) << "Mtok/s\n";
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& s : list)
       for (bool bwd : {false, true}) {
         if (bwd ? !passes.bwd : !passes.fwd) continue;
-        const double ms = time_shape(s, dt, *warmup, *iters, bwd, *heat_ms, *mix);
+        const double ms = time_shape(s, dt, *warmup, *iters, bwd, *heat_ms, *mix, *deterministic);
         const bool masked = s.window_left >= 0 || s.window_right >= 0 || !s.docs.empty();
         const double pairs = masked ? s.pairs() : double(s.S) * double(s.S) * (s.causal ? 0.5 : 1.0);
         const double flops = 4.0 * s.B * s.H * pairs * s.D * (bwd ? 2.5 : 1.0);
@@ -243,7 +248,7 @@ void register_bench_kernel(CLI::App& bench) {
                         {"window_right", s.window_right}, {"docs", s.docs.size()}, {"pairs", pairs}, {"pieces", s.pieces},
                         {"ms", ms}, {"tflops", tf},
                         {"tokens_per_s", s.B * double(s.S) / (ms * 1e-3)}, {"dtype", *dtype},
-                        {"device", prop.name}, {"heat_ms", *heat_ms}, {"mix", *mix}});
+                        {"device", prop.name}, {"heat_ms", *heat_ms}, {"mix", *mix}, {"deterministic", *deterministic}});
       }
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
     if (!csv->empty())

@@ -20,7 +20,7 @@ void register_run(CLI::App& app) {
   struct Args {
     std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace, docs;
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
-    bool check = false, no_verify = false, steps = false, speedup = false;
+    bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
@@ -51,6 +51,9 @@ void register_run(CLI::App& app) {
   cmd->add_option("--a2a", a->a2a, "cuda, head-parallel plans (ulysses, usp): the all-to-alls as alltoall (one ncclAlltoAll\n"
                                    "inside each group) or sendrecv (grouped ncclSend/ncclRecv)")->capture_default_str();
   cmd->add_option("--timeout", a->timeout, "cuda: seconds before a run that does not finish is ended")->capture_default_str();
+  cmd->add_flag("--deterministic", a->deterministic, "cuda: the backward's dQ bit-identical run to run (its CTAs add into each dQ\n"
+                                                  "tile in launch order instead of as they finish; dK, dV and the forward always are;\n"
+                                                  "the cpu backend always is)");
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
@@ -80,6 +83,7 @@ void register_run(CLI::App& app) {
       co.iters = a->iters, co.warmup = a->warmup, co.timeout_s = a->timeout;
       if (a->a2a != "alltoall" && a->a2a != "sendrecv") throw InputError("--a2a: expected alltoall or sendrecv, got '" + a->a2a + "'");
       co.a2a = a->a2a;
+      co.deterministic = a->deterministic;
       if (a->heat_ms > 0) {  // as many untimed runs as the predicted time says fill the heating time
         const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
         simulator::SimOptions so;
