@@ -32,13 +32,20 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // spilled a warp-specialised backward's accumulators (docs/measurements/kernels-bwd.md); a call on the cold
 // path does not.
 static __device__ __noinline__ void pipeline_stuck() { __trap(); }
-// Waits for the phase of parity `parity` to complete. A pipeline bug would otherwise hang the GPU: after
-// about 2 s of waiting the kernel traps, and the launch fails with an error instead.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  if (mbar_try_wait(bar, parity)) return;
+// Spins until ready() (pausing SLEEP_NS between tries). A pipeline bug would otherwise hang the GPU: after about
+// 2 s of waiting the kernel traps, and the launch fails with an error instead.
+template <int SLEEP_NS = 0, class Ready>
+__device__ __forceinline__ void spin_until(Ready ready) {
+  if (ready()) return;
   const long long t0 = clock64();
-  while (!mbar_try_wait(bar, parity))
+  while (!ready()) {
+    if constexpr (SLEEP_NS > 0) __nanosleep(SLEEP_NS);
     if (clock64() - t0 > 4000000000LL) pipeline_stuck();
+  }
+}
+// Waits for the phase of parity `parity` to complete.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  spin_until([&] { return mbar_try_wait(bar, parity); });
 }
 
 // Orders this thread's later TMA reads of a tensor map in global memory after writes to it (the host
@@ -72,7 +79,7 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 
 // A turn at a counter in global memory shared by CTAs: wait until it reads `turn` (acquire), and later pass it
 // on by storing turn + 1 (release). Only CTAs launched earlier hold earlier turns, so the wait ends; a bug that
-// breaks that traps after about 2 s instead of hanging the GPU.
+// breaks that traps (spin_until) instead of hanging the GPU.
 __device__ __forceinline__ int ld_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -82,13 +89,7 @@ __device__ __forceinline__ void st_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ void wait_turn(const int* counter, int turn) {
-  if (ld_acquire(counter) != turn) {
-    const long long t0 = clock64();
-    while (ld_acquire(counter) != turn) {
-      __nanosleep(64);
-      if (clock64() - t0 > 4000000000LL) pipeline_stuck();
-    }
-  }
+  spin_until<64>([&] { return ld_acquire(counter) == turn; });
 }
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads: sync waits, arrive does not.
