@@ -61,10 +61,21 @@ struct Row {
   double ms, tflops;
 };
 
+// How a shape is timed (the command's options): `heat_ms`: the kernel runs that long first; with `mix` the forward
+// and the backward take turns then and between the timed launches (as in training, where the clock follows
+// their mix); `deterministic`: the backward's dQ in launch order.
+struct Timing {
+  int warmup = 3, iters = 20;
+  double heat_ms = 0;
+  bool mix = false, deterministic = false;
+};
+
 // Median ms of the forward launch, or with `backward` of the backward (row sums, kernel, dQ finish) on the
-// forward's out and LSE. `heat_ms`: the kernel runs that long first; with `mix` the forward and the backward
-// take turns then and between the timed launches (as in training, where the clock follows their mix).
-double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backward, double heat_ms, bool mix, bool deterministic) {
+// forward's out and LSE.
+double time_shape(const Shape& sh, DType dt, bool backward, const Timing& tm) {
+  const int warmup = tm.warmup, iters = tm.iters;
+  const double heat_ms = tm.heat_ms;
+  const bool mix = tm.mix;
   const size_t elt = 2, qn = size_t(sh.B) * sh.S * sh.H * sh.D, kn = size_t(sh.B) * sh.S * sh.kv_heads() * sh.D;
   kernels::DeviceAllocs dev;
   void *q = dev(qn * elt), *k = dev(kn * elt), *v = dev(kn * elt);
@@ -99,7 +110,7 @@ double time_shape(const Shape& sh, DType dt, int warmup, int iters, bool backwar
     TASP_CUDA(cudaMemset(dq, 0, qn * 4));
     TASP_CUDA(cudaMemset(grad, 0, 2 * kn * 4));
     bb.items = b.items, bb.pieces = b.pieces;
-    bb.deterministic = deterministic;
+    bb.deterministic = tm.deterministic;
     bb.dq_accum = static_cast<float*>(dev(kernels::dq_accum_floats(bb) * 4));
     for (const auto& kp : b.pieces) {
       const size_t off = size_t(sh.B) * kp.pos0 * sh.kv_heads() * sh.D;
@@ -161,22 +172,20 @@ void register_bench_kernel(CLI::App& bench) {
                                    "Attention kernel timings on this GPU (TFLOP/s count 4*B*H*D per unmasked (query, key) pair\n"
                                    "forward, 2.5x that backward: S*S, half when causal, exact for documents and windows)");
   auto dtype = std::make_shared<std::string>("bf16"), pass = std::make_shared<std::string>("fwd");
-  auto iters = std::make_shared<int>(20), warmup = std::make_shared<int>(3);
   auto shapes = std::make_shared<std::vector<std::string>>(), configs = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<std::string>(), csv = std::make_shared<std::string>();
-  auto heat_ms = std::make_shared<double>(0);
-  auto mix = std::make_shared<bool>(false), deterministic = std::make_shared<bool>(false);
+  auto tm = std::make_shared<Timing>();
   cmd->add_option("--dtype", *dtype, "bf16 | fp16")->capture_default_str();
   cmd->add_option("--pass", *pass, "fwd | bwd | fwd+bwd: which kernels to time (bwd: row sums + backward kernel)")
       ->capture_default_str();
-  cmd->add_option("--iters", *iters, "Timed launches (median reported)")->capture_default_str();
-  cmd->add_option("--warmup", *warmup, "Untimed launches first")->capture_default_str();
-  cmd->add_option("--heat-ms", *heat_ms, "Keep the GPU busy with each kernel this long before timing it, so that it runs at the\n"
+  cmd->add_option("--iters", tm->iters, "Timed launches (median reported)")->capture_default_str();
+  cmd->add_option("--warmup", tm->warmup, "Untimed launches first")->capture_default_str();
+  cmd->add_option("--heat-ms", tm->heat_ms, "Keep the GPU busy with each kernel this long before timing it, so that it runs at the\n"
                                           "clock it settles to under the power limit (a hot sample for tasp calibrate; 0: cold)")
       ->capture_default_str();
-  cmd->add_flag("--mix", *mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
+  cmd->add_flag("--mix", tm->mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
                                "as in training; each is timed in that mix (a mixed hot sample)");
-  cmd->add_flag("--deterministic", *deterministic, "The backward with dQ bit-identical run to run (the CTAs that share a dQ tile add into it\n"
+  cmd->add_flag("--deterministic", tm->deterministic, "The backward with dQ bit-identical run to run (the CTAs that share a dQ tile add into it\n"
                                                    "in launch order; docs/measurements/kernels-bwd.md has what it costs)");
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,window=L[:R]][,docs=L1+..][,pieces=P] (repeatable;\n"
                                       "default: the issue's set); masked shapes count TFLOP/s over the pairs the mask leaves");
@@ -185,15 +194,15 @@ void register_bench_kernel(CLI::App& bench) {
   cmd->add_option("--csv", *csv, "Also write the rows as calibration CSV (tasp calibrate --fit) here");
   cmd->callback([=] {
     if (*dtype != "bf16" && *dtype != "fp16") throw planner::InputError("--dtype: expected bf16 or fp16");
-    if (*iters < 1 || *warmup < 0) throw planner::InputError("--iters must be >= 1, --warmup >= 0");
-    if (!(*heat_ms >= 0) || *heat_ms > 600000) throw planner::InputError("--heat-ms must be in [0, 600000]");
-    if (*mix && *heat_ms <= 0) throw planner::InputError("--mix needs --heat-ms");
-    if (*deterministic && !csv->empty())
+    if (tm->iters < 1 || tm->warmup < 0) throw planner::InputError("--iters must be >= 1, --warmup >= 0");
+    if (!(tm->heat_ms >= 0) || tm->heat_ms > 600000) throw planner::InputError("--heat-ms must be in [0, 600000]");
+    if (tm->mix && tm->heat_ms <= 0) throw planner::InputError("--mix needs --heat-ms");
+    if (tm->deterministic && !csv->empty())
       throw planner::InputError("--csv: calibration rows come from the default backward, not --deterministic");
     planner::Passes passes;
     if (!planner::parse_passes(*pass, &passes)) throw planner::InputError("--pass: expected fwd, bwd or fwd+bwd");
     if (!kernels::cuda_device_available()) throw Exit(kBadInput, "bench kernel: no CUDA device visible");
-    if ((passes.bwd || *mix) && !kernels::backward_supported())
+    if ((passes.bwd || tm->mix) && !kernels::backward_supported())
       throw Exit(kBadInput, "bench kernel: the backward kernel needs a Hopper GPU (compute capability 9.0)");
     const DType dt = *dtype == "bf16" ? DType::BF16 : DType::FP16;
     std::vector<Shape> list;
@@ -225,16 +234,16 @@ void register_bench_kernel(CLI::App& bench) {
     cudaDeviceProp prop;
     TASP_CUDA(cudaGetDevice(&dev));
     TASP_CUDA(cudaGetDeviceProperties(&prop, dev));
-    std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << *iters << " after " << *warmup
-              << " warm-up" << (*heat_ms > 0 ? ", each kernel heated " + std::to_string(long(*heat_ms)) + " ms first" : "")
-              << (*mix ? ", forward and backward taking turns" : "") << (*deterministic ? ", deterministic dQ" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
+    std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << tm->iters << " after " << tm->warmup
+              << " warm-up" << (tm->heat_ms > 0 ? ", each kernel heated " + std::to_string(long(tm->heat_ms)) + " ms first" : "")
+              << (tm->mix ? ", forward and backward taking turns" : "") << (tm->deterministic ? ", deterministic dQ" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
               << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(9) << "mask" << std::setw(8) << "pieces" << std::setw(11)
               << "ms" << std::setw(10) << "TFLOP/s" << std::setw(10) << "Mtok/s\n";
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& s : list)
       for (bool bwd : {false, true}) {
         if (bwd ? !passes.bwd : !passes.fwd) continue;
-        const double ms = time_shape(s, dt, *warmup, *iters, bwd, *heat_ms, *mix, *deterministic);
+        const double ms = time_shape(s, dt, bwd, *tm);
         const bool masked = s.window_left >= 0 || s.window_right >= 0 || !s.docs.empty();
         const double pairs = masked ? s.pairs() : double(s.S) * double(s.S) * (s.causal ? 0.5 : 1.0);
         const double flops = 4.0 * s.B * s.H * pairs * s.D * (bwd ? 2.5 : 1.0);
@@ -248,7 +257,7 @@ void register_bench_kernel(CLI::App& bench) {
                         {"window_right", s.window_right}, {"docs", s.docs.size()}, {"pairs", pairs}, {"pieces", s.pieces},
                         {"ms", ms}, {"tflops", tf},
                         {"tokens_per_s", s.B * double(s.S) / (ms * 1e-3)}, {"dtype", *dtype},
-                        {"device", prop.name}, {"heat_ms", *heat_ms}, {"mix", *mix}, {"deterministic", *deterministic}});
+                        {"device", prop.name}, {"heat_ms", tm->heat_ms}, {"mix", tm->mix}, {"deterministic", tm->deterministic}});
       }
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
     if (!csv->empty())
@@ -257,7 +266,7 @@ void register_bench_kernel(CLI::App& bench) {
         for (const auto& r : rows)
           if (r["pieces"] == 1 && r["Hkv"] == r["H"] && (r["mask"] == "causal" || r["mask"] == "none"))
             o << (r["pass"] == "bwd" ? "attention_bwd," : "attention,") << r["B"] << "," << r["H"] << "," << r["S"] << "," << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0)
-              << "," << r["ms"].get<double>() << "," << *heat_ms << "," << (*mix ? 1 : 0) << "\n";
+              << "," << r["ms"].get<double>() << "," << tm->heat_ms << "," << (tm->mix ? 1 : 0) << "\n";
       });
   });
 }
