@@ -19,14 +19,6 @@ struct MmaShape {
 // 8x1x32, and 3 CTAs per SM for D=64 (register-capped, it spills).
 using MmaTiles = MmaShape<4, 2, 64, 2>;
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  // src-size 0 fills the 16 bytes with zeros: ragged tails read nothing out of bounds.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
 // Element offset of (row, col) in a [rows][D] tile whose 16-byte chunks are XOR-swizzled by row,
 // so that 8 rows read at one column land in 8 different bank groups.
 template <int D>
