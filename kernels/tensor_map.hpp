@@ -9,8 +9,10 @@ constexpr size_t kTensorMapBytes = 128;
 // Writes at `dst` (kTensorMapBytes, 64-byte aligned) the tensor map of a row-major [B, rows, heads, D]
 // tensor of 2-byte elements (`bf16` or fp16) whose batches are `batch_stride` elements apart, read in boxes
 // of 64 columns x `box_rows` rows of one head with the 128-byte swizzle; rows past the end read as zeros.
+// col_blocks > 1 (D a multiple of 64): a 5-d map whose box is that many 64-column blocks, landing as
+// [block][box_rows][64] (what one copy per tile brings at D=128; coordinates {0, head, row, block, batch}).
 // Throws std::runtime_error when the driver refuses (alignment, sizes) or has no TMA.
 void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long rows, int heads, int D,
-                     long long batch_stride, int box_rows);
+                     long long batch_stride, int box_rows, int col_blocks = 1);
 
 }  // namespace tasp::kernels

@@ -61,6 +61,13 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+}
 
 // Adds `bytes` (a multiple of 16) of fp32 from shared to global memory in the async proxy (16-byte aligned
 // both); completes in this thread's bulk group. Writes to `src` must be fenced to the async proxy first.
@@ -112,6 +119,7 @@ __device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void fence_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
+__device__ __forceinline__ void tma_load_5d(uint32_t, const void*, uint32_t, int, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bar_sync(int, int) {}
 __device__ __forceinline__ void bar_arrive(int, int) {}
 template <int N>
