@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -27,6 +29,28 @@ bool backward_supported() {
   if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
   return prop.major == 9;
 }
+
+#ifdef TASP_BWD_TRACE
+// Diagnostics build only: the kernel's phase clocks (bwd_sm90.cuh) of the last launch into $TASP_BWD_TRACE_FILE.
+namespace {
+void* trace_buffer() {
+  void* a = nullptr;
+  TASP_CUDA(cudaGetSymbolAddress(&a, bwd::g_bwd_trace));
+  return a;
+}
+void dump_trace(cudaStream_t s) {
+  const char* path = std::getenv("TASP_BWD_TRACE_FILE");
+  if (!path) return;
+  std::vector<long long> h(sizeof(bwd::g_bwd_trace) / sizeof(long long));
+  TASP_CUDA(cudaStreamSynchronize(s));
+  TASP_CUDA(cudaMemcpyFromSymbol(h.data(), bwd::g_bwd_trace, sizeof(bwd::g_bwd_trace)));
+  if (FILE* f = std::fopen(path, "wb")) {
+    std::fwrite(h.data(), sizeof(long long), h.size(), f);
+    std::fclose(f);
+  }
+}
+}  // namespace
+#endif
 
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention backward: " + m); };
@@ -63,8 +87,9 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   const bool bf16 = b.dtype == DType::BF16;
   std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
   const long long qstride = (long long)b.q_rows * b.H * b.D;
-  encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM);
-  encode_bshd_map(maps.data() + kTensorMapBytes, b.dout, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM);
+  const int qd_blocks = bwd::qd_blocks_per_copy(b.D, b.deterministic);
+  encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
+  encode_bshd_map(maps.data() + kTensorMapBytes, b.dout, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
   for (size_t i = 0; i < b.pieces.size(); ++i) {
     const KvPiece& kp = b.pieces[i];
     if (kp.len == 0) continue;
@@ -104,8 +129,14 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       else bwd::launch_sm90<__half, 128, 80, det()>(p, n, b.Hkv, b.B, s);
     }
   };
+#ifdef TASP_BWD_TRACE
+  TASP_CUDA(cudaMemsetAsync(trace_buffer(), 0, sizeof(bwd::g_bwd_trace), s));
+#endif
   if (b.deterministic) launch(std::true_type{});
   else launch(std::false_type{});
+#ifdef TASP_BWD_TRACE
+  dump_trace(s);
+#endif
 }
 
 namespace {

@@ -14,7 +14,7 @@ namespace tasp::kernels::bwd {
 // its first row in q, its rows, and the dQ scratch's tile of those rows (the scratch numbers the items' tiles
 // in order). Reading the item and building its band per tile on the device took ~13% of the warp samples
 // (Nsight Compute), though doing it here changed the time little: the other warpgroup's products covered most.
-struct QEntry {
+struct alignas(16) QEntry {  // aligned: the walking thread reads each pair of fields in one 16-byte load
   long long see_lo, see_hi, all_lo, all_hi;
   RowsBand band;  // from the tile's first row
   int item, qrow, rows, tile;
@@ -31,8 +31,14 @@ constexpr int kKeyTile = 128;
 #ifdef __CUDACC__
 __host__ __device__
 #endif
+inline bool visits(long long see_lo, long long see_hi, long long k0, long long k1) {
+  return see_lo <= k1 && see_hi >= k0;
+}
+#ifdef __CUDACC__
+__host__ __device__
+#endif
 inline bool visits(const QEntry& q, long long k0, long long k1) {
-  return q.see_lo <= k1 && q.see_hi >= k0;
+  return visits(q.see_lo, q.see_hi, k0, k1);
 }
 
 struct Plan {

@@ -37,7 +37,12 @@
 // slower); at D=128 the next tile's S^T and dP^T issued before this tile's dQ is staged (4% slower: ptxas
 // serialises every wgmma whose registers cross the loop's back edge, so it needed a register copy of dQ); the
 // next tile's entry read under this tile's products, the LSE and D fetched before them (both within noise); dV
-// issued before dS is computed (level).
+// issued before dS is computed (level). Session 17 (tools/gpu/bwd-trace.sh, docs/measurements/h200-s17/): the
+// next tile resolved a tile early, under this tile's dK, so that only its copies remain at the start (0-6%
+// slower in three runs: the resolve then delayed the warpgroup's "ready"); its copies issued later in the tile when
+// the stage is not yet free (mbarrier test_wait; 3-4% slower); L1 prefetches of the next tile's LSE, D and entry
+// (4-12% slower).
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/bwd_plan.hpp"
@@ -53,12 +58,20 @@ namespace tasp::kernels::bwd {
 // ring stage, its row in q, and whether its scores need the mask (the whole WorkItem held across the tile cost
 // registers). Thread 0 writes it into the stage's slot before the stage's full barrier; tile -1 ends the walk.
 // The mask's columns beside it are read from the slot only by a tile that needs them.
-struct QTile {
-  int tile, h, rows, st, qrow;
-  bool mask;
+// Aligned, and the mask first, so that thread 0 writes a slot, and every consumer reads it (and the mask), in
+// 16-byte accesses. Thread 0's walk at a tile's start took 1,300-1,700 cycles of a 5,300-5,900-cycle tile
+// (tools/gpu/bwd-trace.sh), its warpgroup's products and the other warpgroup's next tile waiting for it, and every
+// access it makes queues behind the consumers' memory traffic (eight L1 prefetches added ~300 cycles to it).
+struct alignas(16) QTile {
   TileMask m;  // the key rows each query column sees
-  int turn;    // deterministic dQ: the CTA's turn at the dQ tile (Plan::turns)
+  int tile, h, rows, st, qrow;
+  int turn;  // deterministic dQ: the CTA's turn at the dQ tile (Plan::turns)
+  bool mask;
 };
+
+static_assert(offsetof(QEntry, all_lo) == 16 && offsetof(QEntry, band) == 32 && offsetof(QEntry, item) == 64 &&
+                  offsetof(QEntry, tile) == 76 && offsetof(RowsBand, l0) == 16,
+              "the walk reads QEntry in 16-byte pairs");
 
 struct Params {
   const float* lse;
@@ -77,6 +90,12 @@ struct Params {
   int q_rows, H, Hkv;
   float scale, scale_log2;
 };
+
+// Column blocks (64 columns) of Q and dO that one TMA copy brings: all of them through a 5-d tensor map (the
+// blocks as a dimension 128 bytes apart), so thread 0 issues two copies a tile instead of 2 D / 64.
+// Beside four copies: +0.4-1.2% (h200-s17/trace/4-records-tma5d). Not with the deterministic dQ, whose chain of
+// CTAs measured 5% slower with them (D=128, h200-s17/det-ab.txt).
+__host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) { return D == 128 && !deterministic ? 2 : 1; }
 
 // Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
 inline int block_m(int D) { return D == 64 ? 128 : 80; }
@@ -125,7 +144,9 @@ struct Shape {
   static constexpr int kRowBytes = WG * 2 * BM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   static constexpr int kSlotBytes = 64;  // a stage's QTile, written by the thread that loads the stage
-  static constexpr int kFixed = 2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + STAGES * kSlotBytes + 8 * kBarriers;
+  static constexpr int kWalkBytes = 2 * int(sizeof(QEntry));  // QWalk's cache
+  static constexpr int kFixed =
+      2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + STAGES * kSlotBytes + kWalkBytes + 8 * kBarriers;
   // Two dQ staging buffers per warpgroup where they fit (the second took a barrier off every tile: D=128,
   // BM=64 +3-4%); at BM = 80 one, and back() waits for the last reduce's read behind the "ready" barrier.
   static constexpr int kStageBufs = kFixed + 2 * WG * kStageBytes <= 227 * 1024 ? 2 : 1;
@@ -136,15 +157,35 @@ struct Shape {
 
 // The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
 // of keys [kpos_lo, kpos_hi] (causal, document, window). Thread 0 walks it.
+// The entry after the current one is copied into shared memory (cache[e & 1]) as soon as the walk reaches the
+// current one, so that the next step reads it there instead of waiting for L2 at the tile's start: +3% at
+// D=128 beside the same kernel without it, level at D=64 (h200-s17/trace/5-walk-cache).
 struct QWalk {
   int e, eend, gi, group;
-  __device__ __forceinline__ QWalk(const Tile& t, int group_) : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_) {}
+  QEntry* cache;  // [2] in shared memory
+  int cached;     // the entry in cache[cached & 1], or -1
+  __device__ __forceinline__ QWalk(const Tile& t, int group_, QEntry* cache_)
+      : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_), cache(cache_), cached(-1) {}
+  __device__ __forceinline__ const QEntry* at(const Params& p, int i) const { return i == cached ? cache + (i & 1) : p.qlist + i; }
   // Moves to the first visible (entry, head) at or after the current one; false at the end.
   __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo, long long kpos_hi) {
+    fwd::cp_async_wait_all();
     for (; e < eend; ++e, gi = 0) {
-      if (visits(p.qlist[e], kpos_lo, kpos_hi) && gi < group) return true;
+      const longlong2 see = *reinterpret_cast<const longlong2*>(&at(p, e)->see_lo);
+      if (gi < group && visits(see.x, see.y, kpos_lo, kpos_hi)) return true;
     }
     return false;
+  }
+  // The next entry on its way into the cache (once the current one has been read).
+  __device__ __forceinline__ void fetch_next(const Params& p) {
+    const int n = e + 1;
+    if (n >= eend || n == cached) return;
+    const char* src = reinterpret_cast<const char*>(p.qlist + n);
+    char* dst = reinterpret_cast<char*>(cache + (n & 1));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(QEntry)); i += 16) fwd::cp_async16(dst + i, src + i, true);
+    fwd::cp_async_commit();
+    cached = n;
   }
   __device__ __forceinline__ void next() {
     if (++gi == group) gi = 0, ++e;
@@ -172,6 +213,32 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
   for (int kt = 0; kt < BM / 16; ++kt) sm90::wgmma_rs<T, D, 1>(acc, frag[kt], xd.at(kt * 2048), 1);
 }
 
+#ifdef TASP_BWD_TRACE
+// Diagnostics only (tools/gpu/bwd-trace.sh, a build with -DTASP_BWD_TRACE): clock64 at the phases of every tile
+// of the first kTraceCtas CTAs of KV head 0, batch 0, by thread 0 of each warpgroup; event 7 is how long thread 0
+// spent walking to the next tile and issuing its copies at the tile's start.
+constexpr int kTraceCtas = 128, kTraceTiles = 256, kTraceEvents = 12;
+__device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
+#define TASP_BWD_AT(ev) g_bwd_trace[((blockIdx.x * 2 + w) * kTraceTiles + t) * kTraceEvents + (ev)]
+#define TASP_BWD_TRACING (blockIdx.y == 0 && blockIdx.z == 0 && blockIdx.x < kTraceCtas && t < kTraceTiles)
+#define TASP_BWD_MARK(ev) \
+  if (TASP_BWD_TRACING && wt == 0) TASP_BWD_AT(ev) = clock64()
+#define TASP_BWD_T0_START() const long long t0_start = clock64()
+#define TASP_BWD_T0_END() \
+  if (TASP_BWD_TRACING) TASP_BWD_AT(7) = clock64() - t0_start
+// Thread 0's parts: 8 resolving the next tile, 9 waiting for its stage, 10 issuing its copies (cycles).
+#define TASP_BWD_SPLIT_START() const long long split0 = clock64()
+#define TASP_BWD_SPLIT(ev)                                                                  \
+  if (blockIdx.y == 0 && blockIdx.z == 0 && blockIdx.x < kTraceCtas && loaded < kTraceTiles) \
+  g_bwd_trace[((blockIdx.x * 2) * kTraceTiles + loaded) * kTraceEvents + (ev)] = clock64() - split0
+#else
+#define TASP_BWD_SPLIT_START()
+#define TASP_BWD_SPLIT(ev)
+#define TASP_BWD_MARK(ev)
+#define TASP_BWD_T0_START()
+#define TASP_BWD_T0_END()
+#endif
+
 // DET: dQ deterministic (AttentionBackwardBatch::deterministic): the grid runs the KV heads fastest, and a
 // warpgroup adds its dQ block only on its turn at the tile's counter, passing the turn on once the add is done.
 template <typename T, int D, int BM_, bool DET>
@@ -187,7 +254,8 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
   QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [STAGES]
-  const uint32_t bars = fwd::smem_addr(reinterpret_cast<unsigned char*>(slots) + STAGES * S::kSlotBytes);
+  QEntry* walk_cache = reinterpret_cast<QEntry*>(reinterpret_cast<unsigned char*>(slots) + STAGES * S::kSlotBytes);  // [2]
+  const uint32_t bars = fwd::smem_addr(walk_cache + 2);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
   auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
@@ -207,23 +275,37 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
   // every thread has released it.
   const unsigned char* maps = p.tmaps;
-  QWalk ahead(tile, group);
+  QWalk ahead(tile, group, walk_cache);
   int loaded = 0;
   bool ended = false;
   const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
   auto load_next = [&] {
+    TASP_BWD_SPLIT_START();
     const bool more = ahead.settle(p, kpos_lo, kpos_hi);
     if (!more && ended) return;
     const int st = loaded % STAGES;
-    QTile next{-1};  // the end of the walk: tile -1
-    if (more) {  // the entry read before the wait, so its load overlaps it
-      const QEntry& q = p.qlist[ahead.e];
-      const bool mask = partial || !(q.all_lo <= kpos_lo && kpos_lo + 127 <= q.all_hi);
-      next = QTile{q.tile, hk * group + ahead.gi, q.rows, st, q.qrow, mask};
-      if (mask) next.m = TileMask(q.band, kpos_lo, min(kp.len - tile.j0, 128));
+    QTile next{};
+    next.tile = -1;  // the end of the walk
+    if (more) {  // the entry read before the wait, so its load overlaps it; in 16-byte loads (see QTile)
+      const QEntry& q = *ahead.at(p, ahead.e);
+      const longlong2 all = *reinterpret_cast<const longlong2*>(&q.all_lo);
+      const int4 ids = *reinterpret_cast<const int4*>(&q.item);  // item, qrow, rows, tile
+      next.mask = partial || !(all.x <= kpos_lo && kpos_lo + 127 <= all.y);
+      next.tile = ids.w, next.h = hk * group + ahead.gi, next.rows = ids.z, next.st = st, next.qrow = ids.y;
+      if (next.mask) {
+        const longlong2 kb = *reinterpret_cast<const longlong2*>(&q.band.k_first), lh = *reinterpret_cast<const longlong2*>(&q.band.l0);
+        RowsBand band;
+        band.k_first = kb.x, band.k_last = kb.y, band.l0 = lh.x, band.h0 = lh.y;
+        next.m = TileMask(band, kpos_lo, min(kp.len - tile.j0, 128));
+      }
       if constexpr (DET) next.turn = p.turns[tile.turn0 + ahead.e - tile.qbegin];
+      // Not with the deterministic dQ, 6% slower with it at D=128 (h200-s17/det-ab.txt; likely its turn's
+      // proxy fences waiting for the copy).
+      if constexpr (!DET) ahead.fetch_next(p);
     }
+    TASP_BWD_SPLIT(8);
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    TASP_BWD_SPLIT(9);
     slots[st] = next;
     if (!more) {
       sm90::mbar_arrive(qd_full(st));
@@ -232,12 +314,18 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     }
     const int qrow = next.qrow, h = next.h;
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+    if constexpr (qd_blocks_per_copy(D, DET) == 2) {  // both column blocks in one copy each (a 5-d tensor map)
+      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
+      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
+    } else {
 #pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb) {
-      sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h, qrow, b);
-      sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
-                        cb * 64, h, qrow, b);
+      for (int cb = 0; cb < D / 64; ++cb) {
+        sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h, qrow, b);
+        sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
+                          cb * 64, h, qrow, b);
+      }
     }
+    TASP_BWD_SPLIT(10);
     ahead.next();
     ++loaded;
   };
@@ -430,12 +518,20 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::mbar_wait(qd_full(t % STAGES), (t / STAGES) & 1);
     const QTile c = slots[t % STAGES];  // thread 0 walked ahead and left the tile in its stage's slot
     if (c.tile < 0) break;
-    if (threadIdx.x == 0) load_next();
+    TASP_BWD_MARK(0);
+    if (threadIdx.x == 0) {
+      TASP_BWD_T0_START();
+      load_next();
+      TASP_BWD_T0_END();
+    }
     front(c);
+    TASP_BWD_MARK(1);
     uint32_t dsa[BM / 16][4];
     middle(c, dsa);
+    TASP_BWD_MARK(2);
     after_reduce();  // back() rewrites what front()'s reduce reads
     sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
+    TASP_BWD_MARK(3);
     issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
     store_ds(t, dsa);
     issue_acc<T, D, BM>(dk, dsa, addr_q(c));
@@ -443,9 +539,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
     sm90::fence_proxy_async();  // dS^T(t) visible to the products before "ready"
     sm90::bar_arrive(ready(w, t), S::kConsumers);
+    TASP_BWD_MARK(4);
     back(prev, t > 0, t);
+    TASP_BWD_MARK(5);
     sm90::wgmma_wait<0>();
     release(c);
+    TASP_BWD_MARK(6);
     prev = c;
   }
   reduce_staged();  // the block staged in the last iteration

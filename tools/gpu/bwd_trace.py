@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Phases of the backward kernel's tiles from a trace build's clocks (bwd_sm90.cuh, -DTASP_BWD_TRACE).
+
+Usage: bwd_trace.py TRACE.bin [more.bin ...]
+Each file: int64 [128 CTAs][2 warpgroups][256 tiles][12 events], clock64 at: 0 the tile's Q/dO in, 1 after front()
+(S^T, dP^T issued, LSE/D filled, the staged dQ reduced), 2 after middle() (softmax, dS, dV issued), 3 past the
+other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "ready" arrived, 5 dQ staged,
+6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (walking on, issuing the
+next tile's copies), 8-10 its parts by the tile they load: resolving it, waiting for its stage, issuing the copies.
+Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
+the other's, in tile periods).
+"""
+import statistics as st
+import struct
+import sys
+
+CTAS, WG, TILES, EV = 128, 2, 256, 12
+
+
+def load(path):
+    data = open(path, "rb").read()
+    n = len(data) // 8
+    return struct.unpack(f"<{n}q", data)
+
+
+def at(v, c, w, t, e):
+    return v[((c * WG + w) * TILES + t) * EV + e]
+
+
+def summary(path):
+    v = load(path)
+    names = ["front", "middle", "ready wait", "dQ/dS/dK+wait1", "stage dQ", "dK wait+release", "next tile wait"]
+    print(f"{path}:")
+    for w in range(WG):
+        phases = {n: [] for n in names}
+        period, skew, t0 = [], [], []
+        for c in range(CTAS):
+            n = 0
+            while n < TILES and at(v, c, w, n, 0) != 0:
+                n += 1
+            for t in range(2, n - 2):  # steady state: not the first tiles or the last
+                e = [at(v, c, w, t, k) for k in range(7)]
+                for i in range(6):
+                    phases[names[i]].append(e[i + 1] - e[i])
+                nxt = at(v, c, w, t + 1, 0)
+                phases[names[6]].append(nxt - e[6])
+                period.append(nxt - e[0])
+                if w == 0:
+                    t0.append(at(v, c, 0, t, 7))
+                    o = at(v, c, 1, t, 0)
+                    if o:
+                        skew.append(o - e[0])
+        if not period:
+            print("  no tiles traced")
+            return
+        p = st.median(period)
+        print(f"  warpgroup {w}: {len(period)} tiles; period median {p:.0f} cycles (mean {st.mean(period):.0f})")
+        for n in names:
+            xs = phases[n]
+            print(f"    {n:18s} median {st.median(xs):7.0f}  mean {st.mean(xs):7.0f}  ({100 * st.mean(xs) / st.mean(period):4.1f}%)")
+        if t0:
+            print(f"    thread 0 at the start: median {st.median(t0):.0f}, mean {st.mean(t0):.0f}, p90 {sorted(t0)[int(0.9 * len(t0))]:.0f}")
+            parts = []
+            for k, name in ((8, "resolve"), (9, "stage wait"), (10, "stage wait + copies issued")):
+                xs = [at(v, c, 0, t, k) for c in range(CTAS) for t in range(2, TILES) if at(v, c, 0, t, k) > 0]
+                if xs:
+                    parts.append(f"{name} {st.median(xs):.0f}")
+            if parts:
+                print("    thread 0's parts (median cycles): " + ", ".join(parts))
+        if skew:
+            s = sorted(x / p for x in skew)
+            q = lambda f: s[int(f * (len(s) - 1))]
+            print(f"    skew (WG1 start - WG0 start) in periods: p10 {q(0.1):+.2f}  median {q(0.5):+.2f}  p90 {q(0.9):+.2f}")
+
+
+for f in sys.argv[1:]:
+    summary(f)
