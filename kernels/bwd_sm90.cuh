@@ -219,18 +219,17 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
 // spent walking to the next tile and issuing its copies at the tile's start.
 constexpr int kTraceCtas = 128, kTraceTiles = 256, kTraceEvents = 12;
 __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
-#define TASP_BWD_AT(ev) g_bwd_trace[((blockIdx.x * 2 + w) * kTraceTiles + t) * kTraceEvents + (ev)]
-#define TASP_BWD_TRACING (blockIdx.y == 0 && blockIdx.z == 0 && blockIdx.x < kTraceCtas && t < kTraceTiles)
+// Event ev of warpgroup wg's tile `tile`, if this CTA and tile are traced (else nothing is written).
+#define TASP_BWD_RECORD(wg, tile, ev, value)                                                           \
+  if (blockIdx.y == 0 && blockIdx.z == 0 && blockIdx.x < kTraceCtas && (tile) < kTraceTiles)         \
+  g_bwd_trace[((blockIdx.x * 2 + (wg)) * kTraceTiles + (tile)) * kTraceEvents + (ev)] = (value)
 #define TASP_BWD_MARK(ev) \
-  if (TASP_BWD_TRACING && wt == 0) TASP_BWD_AT(ev) = clock64()
+  if (wt == 0) TASP_BWD_RECORD(w, t, ev, clock64())
 #define TASP_BWD_T0_START() const long long t0_start = clock64()
-#define TASP_BWD_T0_END() \
-  if (TASP_BWD_TRACING) TASP_BWD_AT(7) = clock64() - t0_start
-// Thread 0's parts: 8 resolving the next tile, 9 waiting for its stage, 10 issuing its copies (cycles).
+#define TASP_BWD_T0_END() TASP_BWD_RECORD(0, t, 7, clock64() - t0_start)
+// Thread 0's parts by the tile it loads: 8 resolving it, 9 waiting for its stage, 10 issuing its copies (cycles).
 #define TASP_BWD_SPLIT_START() const long long split0 = clock64()
-#define TASP_BWD_SPLIT(ev)                                                                  \
-  if (blockIdx.y == 0 && blockIdx.z == 0 && blockIdx.x < kTraceCtas && loaded < kTraceTiles) \
-  g_bwd_trace[((blockIdx.x * 2) * kTraceTiles + loaded) * kTraceEvents + (ev)] = clock64() - split0
+#define TASP_BWD_SPLIT(ev) TASP_BWD_RECORD(0, loaded, ev, clock64() - split0)
 #else
 #define TASP_BWD_SPLIT_START()
 #define TASP_BWD_SPLIT(ev)
@@ -292,7 +291,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       const int4 ids = *reinterpret_cast<const int4*>(&q.item);  // item, qrow, rows, tile
       next.mask = partial || !(all.x <= kpos_lo && kpos_lo + 127 <= all.y);
       next.tile = ids.w, next.h = hk * group + ahead.gi, next.rows = ids.z, next.st = st, next.qrow = ids.y;
-      if (next.mask) {
+      if (next.mask) {  // RowsBand is 8-byte aligned: copied whole, it took four loads
         const longlong2 kb = *reinterpret_cast<const longlong2*>(&q.band.k_first), lh = *reinterpret_cast<const longlong2*>(&q.band.l0);
         RowsBand band;
         band.k_first = kb.x, band.k_last = kb.y, band.l0 = lh.x, band.h0 = lh.y;
