@@ -4,8 +4,30 @@
 #include <utility>
 
 namespace tasp::kernels::bwd {
+namespace {
 
-Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic) {
+// A query tile (bm rows) of an item that lists the piece: the keys its rows together see [see_lo, see_hi] and all
+// see [all_lo, all_hi], the band of its rows (for the mask), the item, its first row in q, its rows, its dQ tile.
+struct QEntry {
+  long long see_lo, see_hi, all_lo, all_hi;
+  RowsBand band;  // from the tile's first row
+  int item, qrow, rows, tile;
+};
+
+// The visit of entry q by the CTA of keys [j0, j0 + kKeyTile) of piece kp.
+Visit visit(const QEntry& q, const KvPiece& kp, int j0) {
+  const long long k0 = kp.pos0 + j0;
+  const int keys = std::min(kp.len - j0, kKeyTile);
+  Visit v{};
+  v.tile = q.tile, v.qrow = q.qrow, v.rows = short(q.rows);
+  v.mask = keys < kKeyTile || !(q.all_lo <= k0 && k0 + kKeyTile - 1 <= q.all_hi);
+  if (v.mask) v.m = TileMask(q.band, k0, keys);
+  return v;
+}
+
+}  // namespace
+
+Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic, bool stagger) {
   Plan plan;
   // Each piece's query tiles: every item listing it, in tiles of bm rows (numbered as the dQ scratch's tiles).
   std::vector<std::vector<QEntry>> per_piece(pieces.size());
@@ -22,16 +44,13 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
     plan.dq_tiles += (it.q_len + bm - 1) / bm;
   }
   std::vector<Tile> tiles;
-  std::vector<long long> work;  // query tiles a CTA visits, to start the longest first
+  std::vector<std::vector<Visit>> walks;  // each CTA's
   for (size_t pc = 0; pc < pieces.size(); ++pc) {
     const KvPiece& kp = pieces[pc];
     if (per_piece[pc].empty() || kp.len <= 0) continue;
     const auto& entries = per_piece[pc];
-    const int base = int(plan.qlist.size());
-    plan.qlist.insert(plan.qlist.end(), entries.begin(), entries.end());
     // An item's entries are consecutive with rising rows, and the rows' visible spans rise with them, so a key
-    // tile sees one run of each item's entries: found by bisection, and the CTA walks from the first run's
-    // start to the last run's end (skipping what lies between on the device).
+    // tile sees one run of each item's entries: found by bisection.
     std::vector<std::pair<int, int>> runs;  // [begin, end) of each item's entries
     for (int e = 0; e < int(entries.size());) {
       int f = e;
@@ -41,44 +60,35 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
     }
     for (int j0 = 0; j0 < kp.len; j0 += kKeyTile) {
       const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + kKeyTile) - 1;
-      int first = int(entries.size()), last = -1;
-      long long visible = 0;
+      std::vector<Visit> walk;
       for (const auto& [rb, re] : runs) {
         // First entry whose rows see up to k0 or beyond; first entry whose rows start past k1.
-        int lo = rb, hi = re;
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (entries[mid].see_hi >= k0) hi = mid;
-          else lo = mid + 1;
-        }
-        const int from = lo;
-        hi = re;
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (entries[mid].see_lo > k1) hi = mid;
-          else lo = mid + 1;
-        }
-        if (lo > from) first = std::min(first, from), last = std::max(last, lo - 1), visible += lo - from;
+        const auto from = std::partition_point(entries.begin() + rb, entries.begin() + re, [&](const QEntry& q) { return q.see_hi < k0; });
+        const auto to = std::partition_point(from, entries.begin() + re, [&](const QEntry& q) { return q.see_lo <= k1; });
+        for (auto q = from; q != to; ++q) walk.push_back(visit(*q, kp, j0));
       }
-      if (visible == 0) continue;
-      tiles.push_back({int(pc), j0, base + first, last - first + 1, 0});
-      work.push_back(visible);
+      if (walk.empty()) continue;
+      if (stagger && std::none_of(walk.begin(), walk.end(), [](const Visit& v) { return v.mask; })) {
+        // key tile k of n starts k / n of the way into its walk
+        const long long n = (kp.len + kKeyTile - 1) / kKeyTile, k = j0 / kKeyTile;
+        std::rotate(walk.begin(), walk.begin() + k * (long long)walk.size() / n, walk.end());
+      }
+      tiles.push_back({int(pc), j0, 0, int(walk.size())});
+      walks.push_back(std::move(walk));
     }
   }
   std::vector<size_t> order(tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work[x] > work[y]; });
-  plan.tiles.resize(tiles.size());
-  for (size_t i = 0; i < order.size(); ++i) plan.tiles[i] = tiles[order[i]];
-  if (deterministic) {
-    std::vector<int> visits_of(plan.dq_tiles, 0);
-    for (Tile& t : plan.tiles) {
-      t.turn0 = int(plan.turns.size());
-      const KvPiece& kp = pieces[t.piece];
-      const long long k0 = kp.pos0 + t.j0, k1 = kp.pos0 + std::min(kp.len, t.j0 + kKeyTile) - 1;
-      for (int e = t.qbegin; e < t.qbegin + t.qcount; ++e)
-        plan.turns.push_back(visits(plan.qlist[e], k0, k1) ? visits_of[plan.qlist[e].tile]++ : -1);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return tiles[x].vcount > tiles[y].vcount; });
+  std::vector<int> visits_of(deterministic ? plan.dq_tiles : 0, 0);
+  for (size_t i : order) {
+    Tile t = tiles[i];
+    t.vbegin = int(plan.visits.size());
+    for (Visit v : walks[i]) {
+      if (deterministic) v.turn = visits_of[v.tile]++;
+      plan.visits.push_back(v);
     }
+    plan.tiles.push_back(t);
   }
   return plan;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// The backward's work for one launch, planned on the host (pure: no CUDA, no I/O; tested on the CPU): the query
-// tiles of every item against each piece it lists, the CTAs (a key tile of a piece each, with the run of query
-// tiles it walks), longest walks first, and, for a deterministic dQ, each visit's turn at its dQ tile.
+// The backward's work for one launch, planned on the host (pure: no CUDA, no I/O; tested on the CPU): the CTAs
+// (a key tile of a piece each), each with the query tiles whose rows see some of its keys (of every item that
+// lists the piece) and their masks, longest walks first, and, for a deterministic dQ, each visit's turn at its
+// dQ tile.
 #include <vector>
 
 #include "kernels/attention.hpp"
@@ -9,49 +10,38 @@
 
 namespace tasp::kernels::bwd {
 
-// A query tile (bm rows) of an item that lists the piece, with what the walk needs of it: the keys its rows
-// together see [see_lo, see_hi] and all see [all_lo, all_hi], the band of its rows (for the mask), the item,
-// its first row in q, its rows, and the dQ scratch's tile of those rows (the scratch numbers the items' tiles
-// in order). Reading the item and building its band per tile on the device took ~13% of the warp samples
-// (Nsight Compute), though doing it here changed the time little: the other warpgroup's products covered most.
-struct alignas(16) QEntry {  // aligned: the walking thread reads each pair of fields in one 16-byte load
-  long long see_lo, see_hi, all_lo, all_hi;
-  RowsBand band;  // from the tile's first row
-  int item, qrow, rows, tile;
+// One query tile of a CTA's walk, as the kernel uses it: the key rows each of its rows sees (when `mask`), the
+// dQ scratch's tile of its rows (the scratch numbers the items' tiles in order), its first row in q, its rows, and
+// with a deterministic dQ the CTA's turn at that scratch tile. Resolved here rather than by the kernel's walking
+// thread, which read each of the piece's query tiles, skipped those its keys do not see and built the mask: ~900
+// cycles of a 5,900-cycle tile on the thread whose warpgroup waits for it, wherever it was placed (h200-s17,
+// h200-s18). A visit is two 16-byte loads.
+struct alignas(16) Visit {
+  TileMask m;
+  int tile, qrow;
+  int turn;  // deterministic dQ: visits of the scratch tile by CTAs launched before (in walk order), 0 if not asked
+  short rows;
+  bool mask;  // some key of the tile is hidden from some row (or lies past the piece's end)
 };
+static_assert(sizeof(Visit) == 32, "a visit is two 16-byte loads");
 
-// A CTA's work: keys [j0, j0 + kKeyTile) of piece `piece`, against qlist[qbegin, qbegin + qcount); with a
-// deterministic dQ, the turns of those entries start at turns[turn0].
+// A CTA's work: keys [j0, j0 + kKeyTile) of piece `piece`, against the query tiles visits[vbegin, vbegin + vcount)
+// (each for every query head of the CTA's KV head).
 struct Tile {
-  int piece, j0, qbegin, qcount, turn0;
+  int piece, j0, vbegin, vcount;
 };
 constexpr int kKeyTile = 128;
 
-// Whether a CTA whose keys are [k0, k1] visits the entry (the device walk skips the others).
-#ifdef __CUDACC__
-__host__ __device__
-#endif
-inline bool visits(long long see_lo, long long see_hi, long long k0, long long k1) {
-  return see_lo <= k1 && see_hi >= k0;
-}
-#ifdef __CUDACC__
-__host__ __device__
-#endif
-inline bool visits(const QEntry& q, long long k0, long long k1) {
-  return visits(q.see_lo, q.see_hi, k0, k1);
-}
-
 struct Plan {
-  std::vector<QEntry> qlist;
-  std::vector<Tile> tiles;  // the CTAs in launch order: most visited entries first
-  int dq_tiles = 0;         // tiles of the dQ scratch (per batch and head)
-  // Deterministic dQ only: turns[t.turn0 + (e - t.qbegin)] is CTA t's turn at entry e's dQ tile, counted over
-  // the visits of that dQ tile in launch order (CTA, then walk order): the CTA adds its part once the tile's
-  // counter has reached it. Waiting only on CTAs launched earlier cannot deadlock. -1 for entries not visited.
-  std::vector<int> turns;
+  std::vector<Visit> visits;  // the CTAs' walks, one run each, in launch order
+  std::vector<Tile> tiles;    // the CTAs in launch order: longest walks first
+  int dq_tiles = 0;           // tiles of the dQ scratch (per batch and head)
 };
 
-// Items and pieces as attention_backward has checked them; bm: query rows per tile (block_m).
-Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic);
+// Items and pieces as attention_backward has checked them; bm: query rows per tile (block_m). stagger: a CTA whose
+// walk has no masked visit starts it at another point (key tile k of a piece's n k / n of the way in, then wraps
+// around), so that the CTAs of a head do not read the same Q tile and add into the same dQ tile at once.
+Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
+               bool stagger = false);
 
 }  // namespace tasp::kernels::bwd

@@ -1,10 +1,10 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
-// walks every query tile (80 rows at D=128, 128 at D=64) of every item that lists the piece, for each query
-// head of the KV head's group. Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and
-// streams Q and dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute; it alone walks the
-// query tiles and leaves each one's QTile in its stage's slot (consumers that walked too, each reading the list,
-// measured 2-8% slower on causal walks, which skip many entries). There is no producer
+// walks the query tiles (80 rows at D=128, 128 at D=64) whose rows see some of its keys, of every item that
+// lists the piece, for each query head of the KV head's group: its visits, which the host resolved with their
+// masks (bwd_plan.hpp). Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
+// dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute, and leaves each tile's QTile in a
+// slot two tiles ahead (consumers that walked too, each reading the list, measured 2-8% slower). There is no producer
 // warp: a ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a
 // scheduler's 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight get 255.
 //
@@ -41,7 +41,8 @@
 // next tile resolved a tile early, under this tile's dK, so that only its copies remain at the start (0-6%
 // slower in three runs: the resolve then delayed the warpgroup's "ready"); its copies issued later in the tile when
 // the stage is not yet free (mbarrier test_wait; 3-4% slower); L1 prefetches of the next tile's LSE, D and entry
-// (4-12% slower).
+// (4-12% slower). Session 18 (h200-s18/): the walk by a thread of warpgroup 1 (3-6% slower: the warpgroups fell
+// into step); the next-but-one tile's copies issued at the end of a tile (1-5% slower: a whole tile apart).
 #include <cstddef>
 #include <cstdint>
 
@@ -54,24 +55,13 @@
 
 namespace tasp::kernels::bwd {
 
-// A query tile as the consumers hold it from its S^T (front) to its dQ (back): scratch tile, query head, rows,
-// ring stage, its row in q, and whether its scores need the mask (the whole WorkItem held across the tile cost
-// registers). Thread 0 writes it into the stage's slot before the stage's full barrier; tile -1 ends the walk.
-// The mask's columns beside it are read from the slot only by a tile that needs them.
-// Aligned, and the mask first, so that thread 0 writes a slot, and every consumer reads it (and the mask), in
-// 16-byte accesses. Thread 0's walk at a tile's start took 1,300-1,700 cycles of a 5,300-5,900-cycle tile
-// (tools/gpu/bwd-trace.sh), its warpgroup's products and the other warpgroup's next tile waiting for it, and every
-// access it makes queues behind the consumers' memory traffic (eight L1 prefetches added ~300 cycles to it).
-struct alignas(16) QTile {
-  TileMask m;  // the key rows each query column sees
-  int tile, h, rows, st, qrow;
-  int turn;  // deterministic dQ: the CTA's turn at the dQ tile (Plan::turns)
-  bool mask;
+// A query tile as the consumers hold it from its S^T (front) to its dQ (back): the plan's visit, the query head,
+// the ring stage that holds its Q and dO and the slot thread 0 wrote it in (the whole WorkItem held across the
+// tile cost registers). Tile -1 ends the walk. The mask beside it is read from the slot only by a tile that
+// needs it. Aligned, so that it is written and read in 16-byte accesses.
+struct alignas(16) QTile : Visit {
+  int h, st, slot;
 };
-
-static_assert(offsetof(QEntry, all_lo) == 16 && offsetof(QEntry, band) == 32 && offsetof(QEntry, item) == 64 &&
-                  offsetof(QEntry, tile) == 76 && offsetof(RowsBand, l0) == 16,
-              "the walk reads QEntry in 16-byte pairs");
 
 struct Params {
   const float* lse;
@@ -82,10 +72,9 @@ struct Params {
   const KvPiece* pieces;
   const GradPiece* grads;
   const Tile* tiles;
-  const QEntry* qlist;
+  const Visit* visits;  // the CTAs' walks (Plan::visits)
   // TMA tensor maps (128 bytes each): [0] Q, [1] dO, [2 + 2i] K and [3 + 2i] V of piece i.
   const unsigned char* tmaps;
-  const int* turns;  // deterministic dQ (Plan::turns)
   int* dq_sems;      // deterministic dQ: visits done per [B][H][dq_tiles][2 warpgroups], zero at launch
   int q_rows, H, Hkv;
   float scale, scale_log2;
@@ -143,52 +132,43 @@ struct Shape {
   // this tile's reads).
   static constexpr int kRowBytes = WG * 2 * BM * 4;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
-  static constexpr int kSlotBytes = 64;  // a stage's QTile, written by the thread that loads the stage
-  static constexpr int kWalkBytes = 2 * int(sizeof(QEntry));  // QWalk's cache
+  // Tile t's QTile in slot t % kSlots: written two tiles ahead (see the kernel), while the slot of the tile
+  // before may still be read (its mask, in middle()).
+  static constexpr int kSlots = 4, kSlotBytes = 64;
+  static constexpr int kWalkBytes = 2 * int(sizeof(Visit));  // QWalk's cache
   static constexpr int kFixed =
-      2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + STAGES * kSlotBytes + kWalkBytes + 8 * kBarriers;
+      2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + kSlots * kSlotBytes + kWalkBytes + 8 * kBarriers;
   // Two dQ staging buffers per warpgroup where they fit (the second took a barrier off every tile: D=128,
   // BM=64 +3-4%); at BM = 80 one, and back() waits for the last reduce's read behind the "ready" barrier.
   static constexpr int kStageBufs = kFixed + 2 * WG * kStageBytes <= 227 * 1024 ? 2 : 1;
   static constexpr int kSmem = kFixed + kStageBufs * WG * kStageBytes;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
-  static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0, "a stage's QTile slot");
+  static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0 && kSlots % STAGES == 0, "the QTile slots");
 };
 
-// The CTA's query tiles in order, times the group's query heads, skipping tiles none of whose rows sees a key
-// of keys [kpos_lo, kpos_hi] (causal, document, window). Thread 0 walks it.
-// The entry after the current one is copied into shared memory (cache[e & 1]) as soon as the walk reaches the
-// current one, so that the next step reads it there instead of waiting for L2 at the tile's start: +3% at
-// D=128 beside the same kernel without it, level at D=64 (h200-s17/trace/5-walk-cache).
+// The CTA's visits in order, each for every query head of the group. Thread 0 reads them from shared memory:
+// the visit after the current one is copied there (cache[v & 1]) when the walk reaches the current one, so that
+// no step waits for L2 (with the device-side walk this measured +3% at D=128, h200-s17/trace/5-walk-cache).
 struct QWalk {
-  int e, eend, gi, group;
-  QEntry* cache;  // [2] in shared memory
-  int cached;     // the entry in cache[cached & 1], or -1
-  __device__ __forceinline__ QWalk(const Tile& t, int group_, QEntry* cache_)
-      : e(t.qbegin), eend(t.qbegin + t.qcount), gi(0), group(group_), cache(cache_), cached(-1) {}
-  __device__ __forceinline__ const QEntry* at(const Params& p, int i) const { return i == cached ? cache + (i & 1) : p.qlist + i; }
-  // Moves to the first visible (entry, head) at or after the current one; false at the end.
-  __device__ __forceinline__ bool settle(const Params& p, long long kpos_lo, long long kpos_hi) {
-    fwd::cp_async_wait_all();
-    for (; e < eend; ++e, gi = 0) {
-      const longlong2 see = *reinterpret_cast<const longlong2*>(&at(p, e)->see_lo);
-      if (gi < group && visits(see.x, see.y, kpos_lo, kpos_hi)) return true;
-    }
-    return false;
-  }
-  // The next entry on its way into the cache (once the current one has been read).
-  __device__ __forceinline__ void fetch_next(const Params& p) {
-    const int n = e + 1;
-    if (n >= eend || n == cached) return;
-    const char* src = reinterpret_cast<const char*>(p.qlist + n);
-    char* dst = reinterpret_cast<char*>(cache + (n & 1));
-#pragma unroll
-    for (int i = 0; i < int(sizeof(QEntry)); i += 16) fwd::cp_async16(dst + i, src + i, true);
+  int v, vend, gi, group;
+  Visit* cache;  // [2] in shared memory
+  __device__ __forceinline__ QWalk(const Tile& t, int group_, Visit* cache_)
+      : v(t.vbegin), vend(t.vbegin + t.vcount), gi(0), group(group_), cache(cache_) {}
+  // Visit i on its way into the cache.
+  __device__ __forceinline__ void fetch(const Params& p, int i) const {
+    if (i >= vend) return;
+    const char* src = reinterpret_cast<const char*>(p.visits + i);
+    char* dst = reinterpret_cast<char*>(cache + (i & 1));
+    fwd::cp_async16(dst, src, true), fwd::cp_async16(dst + 16, src + 16, true);
     fwd::cp_async_commit();
-    cached = n;
+  }
+  // The current visit, in the cache (its copy waited for at its first head, the next one's then started).
+  __device__ __forceinline__ const Visit& current(const Params& p) const {
+    if (gi == 0) fwd::cp_async_wait_all(), fetch(p, v + 1);
+    return cache[v & 1];
   }
   __device__ __forceinline__ void next() {
-    if (++gi == group) gi = 0, ++e;
+    if (++gi == group) gi = 0, ++v;
   }
 };
 
@@ -227,12 +207,13 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
   if (wt == 0) TASP_BWD_RECORD(w, t, ev, clock64())
 #define TASP_BWD_T0_START() const long long t0_start = clock64()
 #define TASP_BWD_T0_END() TASP_BWD_RECORD(0, t, 7, clock64() - t0_start)
-// Thread 0's parts by the tile it loads: 8 resolving it, 9 waiting for its stage, 10 issuing its copies (cycles).
+// Thread 0's parts by the tile they are for (cycles): 8 resolving it; 9 waiting for its stage, 10 that and issuing
+// its copies.
 #define TASP_BWD_SPLIT_START() const long long split0 = clock64()
-#define TASP_BWD_SPLIT(ev) TASP_BWD_RECORD(0, loaded, ev, clock64() - split0)
+#define TASP_BWD_SPLIT(ev, tile) TASP_BWD_RECORD(0, tile, ev, clock64() - split0)
 #else
 #define TASP_BWD_SPLIT_START()
-#define TASP_BWD_SPLIT(ev)
+#define TASP_BWD_SPLIT(ev, tile)
 #define TASP_BWD_MARK(ev)
 #define TASP_BWD_T0_START()
 #define TASP_BWD_T0_END()
@@ -252,8 +233,8 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
-  QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [STAGES]
-  QEntry* walk_cache = reinterpret_cast<QEntry*>(reinterpret_cast<unsigned char*>(slots) + STAGES * S::kSlotBytes);  // [2]
+  QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [kSlots]
+  Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
   const uint32_t bars = fwd::smem_addr(walk_cache + 2);
   const uint32_t kv_full = bars;
   auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
@@ -262,7 +243,6 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
   const int hk = DET ? blockIdx.x : blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
-  const long long kpos_lo = kp.pos0 + tile.j0, kpos_hi = kp.pos0 + min(kp.len, tile.j0 + 128) - 1;
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(kv_full, 1);
@@ -271,47 +251,47 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   }
   __syncthreads();
 
-  // Thread 0's copies: K and V once, then Q and dO of the walk's tiles, each into the ring's next stage once
-  // every thread has released it.
+  // Thread 0 walks and loads: at the start of tile t it issues tile t + 1's copies once the stage is free, at the
+  // end of tile t it resolves tile t + 2 into its slot (one 32-byte visit, which the host resolved). Resolving
+  // t + 1 at the start, before the copies, held both warpgroups ~1,300 cycles a tile (h200-s17/trace); issuing
+  // t + 2 at the end of tile t instead put the warpgroups a whole tile apart and was 1-5% slower (h200-s18/).
   const unsigned char* maps = p.tmaps;
   QWalk ahead(tile, group, walk_cache);
-  int loaded = 0;
-  bool ended = false;
-  const bool partial = tile.j0 + 128 > kp.len;  // keys past the piece's end in the tile
-  auto load_next = [&] {
+  int resolved_n = 0;  // tiles resolved
+  auto resolve = [&] {
+    if (ahead.v > ahead.vend) return;  // the end resolved
     TASP_BWD_SPLIT_START();
-    const bool more = ahead.settle(p, kpos_lo, kpos_hi);
-    if (!more && ended) return;
-    const int st = loaded % STAGES;
-    QTile next{};
-    next.tile = -1;  // the end of the walk
-    if (more) {  // the entry read before the wait, so its load overlaps it; in 16-byte loads (see QTile)
-      const QEntry& q = *ahead.at(p, ahead.e);
-      const longlong2 all = *reinterpret_cast<const longlong2*>(&q.all_lo);
-      const int4 ids = *reinterpret_cast<const int4*>(&q.item);  // item, qrow, rows, tile
-      next.mask = partial || !(all.x <= kpos_lo && kpos_lo + 127 <= all.y);
-      next.tile = ids.w, next.h = hk * group + ahead.gi, next.rows = ids.z, next.st = st, next.qrow = ids.y;
-      if (next.mask) {  // RowsBand is 8-byte aligned: copied whole, it took four loads
-        const longlong2 kb = *reinterpret_cast<const longlong2*>(&q.band.k_first), lh = *reinterpret_cast<const longlong2*>(&q.band.l0);
-        RowsBand band;
-        band.k_first = kb.x, band.k_last = kb.y, band.l0 = lh.x, band.h0 = lh.y;
-        next.m = TileMask(band, kpos_lo, min(kp.len - tile.j0, 128));
-      }
-      if constexpr (DET) next.turn = p.turns[tile.turn0 + ahead.e - tile.qbegin];
-      // Not with the deterministic dQ, 6% slower with it at D=128 (h200-s17/det-ab.txt; likely its turn's
-      // proxy fences waiting for the copy).
-      if constexpr (!DET) ahead.fetch_next(p);
+    QTile& next = slots[resolved_n % S::kSlots];
+    if (ahead.v < ahead.vend) {
+      // Not through the cache with the deterministic dQ: 6% slower with it at D=128 (h200-s17/det-ab.txt; likely
+      // its turns' proxy fences waiting for the copy).
+      const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
+      int4* dst = reinterpret_cast<int4*>(&next);
+      dst[0] = src[0], dst[1] = src[1];
+      dst[2] = make_int4(hk * group + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
+      ahead.next();
+    } else {
+      next.tile = -1;  // the end of the walk
+      ++ahead.v;
     }
-    TASP_BWD_SPLIT(8);
+    TASP_BWD_SPLIT(8, resolved_n);
+    ++resolved_n;
+  };
+  int loaded = 0;  // tiles whose copies are issued (-1 once the end has been)
+  auto load_next = [&] {
+    if (loaded < 0) return;
+    TASP_BWD_SPLIT_START();
+    const int st = loaded % STAGES;
+    const QTile& n = slots[loaded % S::kSlots];
+    const int2 tq = *reinterpret_cast<const int2*>(&n.tile);  // tile, qrow
+    const int qrow = tq.y, h = n.h;
     sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
-    TASP_BWD_SPLIT(9);
-    slots[st] = next;
-    if (!more) {
+    TASP_BWD_SPLIT(9, loaded);
+    if (tq.x < 0) {
       sm90::mbar_arrive(qd_full(st));
-      ended = true;
+      loaded = -1;
       return;
     }
-    const int qrow = next.qrow, h = next.h;
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
     if constexpr (qd_blocks_per_copy(D, DET) == 2) {  // both column blocks in one copy each (a 5-d tensor map)
       sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
@@ -324,11 +304,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
                           cb * 64, h, qrow, b);
       }
     }
-    TASP_BWD_SPLIT(10);
-    ahead.next();
+    TASP_BWD_SPLIT(10, loaded);
     ++loaded;
   };
   if (threadIdx.x == 0) {
+    if constexpr (!DET) ahead.fetch(p, ahead.v);
+    resolve(), resolve();
     const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
     sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
@@ -435,7 +416,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     // The mask is read only for a tile that needs it: the item read in every tile (the flag only chose whether
     // its band was used) sat before every softmax and cost 7-10%.
     if (c.mask) {
-      const TileMask m = slots[c.st].m;  // the slot is rewritten only after release(c)
+      const TileMask m = slots[c.slot].m;  // rewritten only two tiles later (see kSlots)
       to_p([&](int col, int key) { return key < m.first(col) || key > m.last(col); });
     } else {
       to_p([](int, int) { return false; });
@@ -515,10 +496,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   int t = 0;
   for (;; ++t) {
     sm90::mbar_wait(qd_full(t % STAGES), (t / STAGES) & 1);
-    const QTile c = slots[t % STAGES];  // thread 0 walked ahead and left the tile in its stage's slot
+    const QTile c = slots[t % S::kSlots];  // thread 0 walked ahead and left it there
     if (c.tile < 0) break;
     TASP_BWD_MARK(0);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {  // tile t + 1's copies
       TASP_BWD_T0_START();
       load_next();
       TASP_BWD_T0_END();
@@ -544,6 +525,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::wgmma_wait<0>();
     release(c);
     TASP_BWD_MARK(6);
+    if (threadIdx.x == 0) resolve();  // tile t + 2
     prev = c;
   }
   reduce_staged();  // the block staged in the last iteration

@@ -1,7 +1,8 @@
 // The backward's host planning (kernels/bwd_plan.hpp) on the CPU, against brute force over the definition of
-// what a row sees: every (query tile, key tile) pair with a visible key is walked by exactly the CTA of that key
-// tile, the CTAs start with the longest walks, the dQ scratch's tiles are numbered in item order, and the
-// deterministic turns count each dQ tile's visits in launch order.
+// what a row sees: every (query tile, key tile) pair with a visible key is visited by exactly the CTA of that key
+// tile and no other pair is, each visit is masked exactly when some key is hidden and its mask is the definition's,
+// the CTAs start with the longest walks, the dQ scratch's tiles are numbered in item order, and the deterministic
+// turns count each dQ tile's visits in launch order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,37 +65,58 @@ Built build(const Problem& pr) {
   return b;
 }
 
-TEST(BwdPlan, WalksEveryVisiblePairLongestFirst) {
+// The scratch's tiles in item order: tile -> (item, first row).
+std::vector<std::pair<int, int>> dq_tiles(const Problem& pr, int bm) {
+  std::vector<std::pair<int, int>> tiles;
+  for (size_t i = 0; i < pr.items.size(); ++i)
+    for (int r = 0; r < pr.items[i].q_len; r += bm) tiles.push_back({int(i), r});
+  return tiles;
+}
+
+TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 300; ++trial) {
     const Problem pr = random_problem(rng);
     const Built in = build(pr);
     for (int bm : {80, 128}) {
-      const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, bm, trial % 2 == 0);
-      // The scratch's tiles in item order.
-      int tiles = 0;
-      std::map<std::pair<int, int>, int> tile_of;  // (item, first row) -> dQ tile
-      for (size_t i = 0; i < pr.items.size(); ++i)
-        for (int r = 0; r < pr.items[i].q_len; r += bm) tile_of[{int(i), r}] = tiles++;
-      ASSERT_EQ(plan.dq_tiles, tiles);
-      // What each CTA walks: (item, first row) of the entries it visits.
+      const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, bm, trial % 2 == 0, trial % 3 == 0);
+      const auto tiles = dq_tiles(pr, bm);
+      ASSERT_EQ(plan.dq_tiles, int(tiles.size()));
+      // What each CTA walks, (item, first row) of each visit, each visit's mask checked against the definition.
       std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> walked;  // (piece, j0) -> visits
       std::vector<long long> counts;
+      int next_visit = 0;
       for (const bwd::Tile& t : plan.tiles) {
-        const KvPiece& kp = in.pieces[t.piece];
-        const long long k0 = kp.pos0 + t.j0, k1 = kp.pos0 + std::min(kp.len, t.j0 + bwd::kKeyTile) - 1;
+        ASSERT_EQ(t.vbegin, next_visit) << "the walks one after another in launch order";
+        next_visit += t.vcount;
+        const PieceSpec& ps = pr.pieces[t.piece];
+        const int keys = std::min(ps.len - t.j0, bwd::kKeyTile);
         ASSERT_TRUE(walked.find({t.piece, t.j0}) == walked.end()) << "two CTAs for one key tile";
-        auto& v = walked[{t.piece, t.j0}];
-        for (int e = t.qbegin; e < t.qbegin + t.qcount; ++e) {
-          const bwd::QEntry& q = plan.qlist[e];
-          const int r = q.qrow - pr.items[q.item].q_row0;
-          ASSERT_EQ(q.tile, (tile_of[{q.item, r}])) << "trial " << trial;
-          ASSERT_EQ(q.rows, std::min(bm, pr.items[q.item].q_len - r));
-          if (bwd::visits(q, k0, k1)) v.push_back({q.item, r});
+        auto& w = walked[{t.piece, t.j0}];
+        for (int e = t.vbegin; e < t.vbegin + t.vcount; ++e) {
+          const bwd::Visit& v = plan.visits.at(e);
+          ASSERT_TRUE(v.tile >= 0 && v.tile < plan.dq_tiles);
+          const auto [item, r] = tiles[v.tile];
+          const ItemSpec& it = pr.items[item];
+          ASSERT_EQ(v.qrow, it.q_row0 + r);
+          ASSERT_EQ(v.rows, std::min(bm, it.q_len - r));
+          bool any = false, all = keys == bwd::kKeyTile;
+          for (int rr = 0; rr < v.rows; ++rr)
+            for (int j = 0; j < keys; ++j) {
+              const bool s = sees(it, it.q_pos0 + r + rr, ps.pos0 + t.j0 + j);
+              any |= s, all &= s;
+              if (v.mask) {
+                ASSERT_EQ(s, j >= v.m.first(rr) && j <= v.m.last(rr)) << "trial " << trial << " row " << rr << " key " << j;
+              }
+            }
+          ASSERT_TRUE(any) << "trial " << trial << ": a visit that sees no key";
+          ASSERT_EQ(v.mask, !all) << "trial " << trial << ": masked exactly when some key is hidden";
+          w.push_back({item, r});
         }
-        ASSERT_GT(v.size(), 0u) << "a CTA with nothing to walk";
-        counts.push_back((long long)v.size());
+        ASSERT_GT(w.size(), 0u) << "a CTA with nothing to walk";
+        counts.push_back((long long)w.size());
       }
+      ASSERT_EQ(next_visit, int(plan.visits.size()));
       ASSERT_TRUE(std::is_sorted(counts.rbegin(), counts.rend())) << "trial " << trial << ": not longest first";
       // Brute force: every (item, query tile, piece, key tile) with a visible key is walked by that key tile's CTA.
       for (size_t i = 0; i < pr.items.size(); ++i) {
@@ -120,20 +142,35 @@ TEST(BwdPlan, TurnsCountEachDqTilesVisitsInLaunchOrder) {
   std::mt19937 rng(9);
   for (int trial = 0; trial < 200; ++trial) {
     const Built in = build(random_problem(rng));
-    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, true);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, true, trial % 2 == 0);
     std::vector<int> next(plan.dq_tiles, 0);
-    size_t seen = 0;
+    for (const bwd::Tile& t : plan.tiles)
+      for (int e = t.vbegin; e < t.vbegin + t.vcount; ++e) {
+        const bwd::Visit& v = plan.visits[e];
+        ASSERT_EQ(v.turn, next[v.tile]++) << "trial " << trial;
+      }
+    for (const bwd::Visit& v : bwd::make_plan(in.items, in.pieces, 80, false).visits) ASSERT_EQ(v.turn, 0);
+  }
+}
+
+// Staggered walks: on a full mask, key tile k of n starts k / n of the way into its walk; a walk with masked
+// visits (here the causal diagonal) keeps its order.
+TEST(BwdPlan, StaggersOnlyWalksWithoutMasks) {
+  for (bool causal : {false, true}) {
+    const Problem pr{{{1024, 0}}, {ItemSpec{0, 1024, 0, {0}, causal}}};
+    const Built in = build(pr);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 128, false, true);
+    ASSERT_EQ(plan.tiles.size(), 8u);
     for (const bwd::Tile& t : plan.tiles) {
-      ASSERT_EQ(t.turn0, int(seen));
-      const KvPiece& kp = in.pieces[t.piece];
-      const long long k0 = kp.pos0 + t.j0, k1 = kp.pos0 + std::min(kp.len, t.j0 + bwd::kKeyTile) - 1;
-      for (int e = t.qbegin; e < t.qbegin + t.qcount; ++e, ++seen) {
-        const bwd::QEntry& q = plan.qlist[e];
-        ASSERT_EQ(plan.turns.at(seen), bwd::visits(q, k0, k1) ? next[q.tile]++ : -1) << "trial " << trial;
+      const int k = t.j0 / bwd::kKeyTile;
+      ASSERT_EQ(t.vcount, causal ? 8 - k : 8);
+      EXPECT_EQ(plan.visits[t.vbegin].tile, k) << "causal " << causal;  // full: rotated by k; causal: the diagonal first
+      if (!causal) {
+        EXPECT_EQ(plan.visits[t.vbegin + t.vcount - 1].tile, (k + 7) % 8);
       }
     }
-    ASSERT_EQ(seen, plan.turns.size());
-    EXPECT_TRUE(bwd::make_plan(in.items, in.pieces, 80, false).turns.empty());
+    const bwd::Plan flat = bwd::make_plan(in.items, in.pieces, 128, false, false);
+    for (const bwd::Tile& t : flat.tiles) EXPECT_EQ(flat.visits[t.vbegin].tile, causal ? t.j0 / bwd::kKeyTile : 0);
   }
 }
 

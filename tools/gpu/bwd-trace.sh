@@ -5,6 +5,7 @@
 #   VARIANTS="name:-DFLAG=1 name2:-DFLAG=0": each flag set built plain and traced, traced, and A/B'd against the
 #   plain build (tools/gpu/ab.sh, ROUNDS=2 rounds).
 #   BASE_PATCH=file (git diff BASE -- kernels/ > file): the base built too (tools/gpu/build-base.sh) and A/B'd.
+#   AB_ENV="VAR=1|VAR=2": environment variants of the plain build in the A/B too.
 #   TESTS=1: the plain build's backward GPU tests run first (a variant that breaks them is not timed in vain).
 # Everything goes to $OUT/trace.tar.gz (the device tool returns few files), the summaries also to stdout.
 # Usage: tools/gpu/bwd-trace.sh
@@ -44,5 +45,6 @@ done
 spec=""
 for v in ${VARIANTS:-}; do spec+="${spec:+|}BIN=build-${v%%:*}/tools/tasp"; done
 [ -n "${BASE_PATCH:-}" ] && spec+="${spec:+|}BIN=build-base/tools/tasp"
+[ -n "${AB_ENV:-}" ] && spec+="${spec:+|}$AB_ENV"
 [ -n "$spec" ] && OUT="$OUT" AB_TAG=trace tools/gpu/ab.sh bwd "${ROUNDS:-2}" "$spec" "${shapes[@]}" | tee "$OUT/ab-summary.txt"
 tar -czf "$RES/trace.tar.gz" -C "$OUT" .

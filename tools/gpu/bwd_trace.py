@@ -5,8 +5,9 @@ Usage: bwd_trace.py TRACE.bin [more.bin ...]
 Each file: int64 [128 CTAs][2 warpgroups][256 tiles][12 events], clock64 at: 0 the tile's Q/dO in, 1 after front()
 (S^T, dP^T issued, LSE/D filled, the staged dQ reduced), 2 after middle() (softmax, dS, dV issued), 3 past the
 other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "ready" arrived, 5 dQ staged,
-6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (walking on, issuing the
-next tile's copies), 8-10 its parts by the tile they load: resolving it, waiting for its stage, issuing the copies.
+6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (issuing the next tile's
+copies; until session 17 also walking to it), 8-10 its parts by the tile they are for: resolving it (since session
+18 at the end of the tile two before), waiting for its stage, that and issuing the copies.
 Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
 the other's, in tile periods).
 """
