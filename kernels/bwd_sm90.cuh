@@ -62,6 +62,7 @@ namespace tasp::kernels::bwd {
 struct alignas(16) QTile : Visit {
   int h, st, slot;
 };
+static_assert(sizeof(QTile) == 48, "a QTile is the visit's two 16-byte halves and a third with h, st, slot");
 
 struct Params {
   const float* lse;
