@@ -8,10 +8,16 @@
 #   bench of the variant taking turns with the default (tools/gpu/ab.sh, two rounds). Several variants:
 #   separated by '|' (AB="V=1|V=2").
 #   QUICK=1: no memcheck, no PyTorch, no cuda-backend runs (A/B of kernel variants only).
+#   BASE_PATCH=file: see below.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/device.txt"
+# BASE_PATCH=file (git diff BASE -- kernels/ > file): the base built beside (tools/gpu/build-base.sh), for
+# AB="BIN=build-base/tools/tasp".
+[ -n "${BASE_PATCH:-}" ] && { OUT="$OUT/base" tools/gpu/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 & }
 tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
+wait
+[ -n "${BASE_PATCH:-}" ] && echo "build base: $(tail -1 "$OUT/build-base.txt")"
 grep -A2 "Compiling entry.*bwd" "$OUT/build.log" | grep -E "registers|spill" | head -4
 T=build-gpu/tools/tasp
 timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests.log" 2>&1
