@@ -19,6 +19,7 @@
 #include "kernels/bwd_plan.hpp"
 #include "kernels/bwd_sm90.cuh"
 #include "kernels/cuda_check.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/tensor_map.hpp"
 #include "kernels/upload.hpp"
 
@@ -82,8 +83,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   // Staggered walks measured +2.1-2.7% at D=128, S=16k, full mask, level at D=64 and 0-1.3% slower on causal walks
   // (h200-s18/), hence only walks without masks; not with the deterministic dQ, whose turns would then wait on
   // CTAs behind. TASP_BWD_STAGGER=0/1 overrides (A/B runs).
-  const char* st = std::getenv("TASP_BWD_STAGGER");
-  const bool stagger = st && *st ? std::string(st) != "0" : !b.deterministic;
+  const int forced = env_int("TASP_BWD_STAGGER", -1);
+  const bool stagger = forced < 0 ? !b.deterministic : forced != 0;
   const bwd::Plan plan = bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger);
   if (plan.tiles.empty()) return;
   if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");

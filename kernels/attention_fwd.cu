@@ -16,6 +16,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/band.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/fwd_mma.cuh"
 #include "kernels/fwd_sm90.cuh"
 #include "kernels/tensor_map.hpp"
@@ -26,15 +27,6 @@ namespace {
 
 using fwd::Params;
 using fwd::Tile;
-
-// Integer knob from the environment (kernel path experiments); `dflt` when unset or not a number.
-int env_int(const char* name, int dflt) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return dflt;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  return *end ? dflt : int(v);
-}
 
 // The head dims a pass has kernels for, listed once: membership, the list as text, and the call of
 // f(std::integral_constant<int, D>{}) that picks the kernels' template.

@@ -41,22 +41,20 @@ void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long ro
   static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap size");
   const CUtensorMapDataType type = bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-  CUresult r;
-  if (col_blocks > 1) {  // [B][blocks][rows][heads][64]: the column blocks as a dimension of their own
-    const cuuint64_t dims[5] = {64, cuuint64_t(heads), cuuint64_t(rows), cuuint64_t(D / 64), cuuint64_t(B)};
-    const cuuint64_t strides[4] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, 128, cuuint64_t(batch_stride) * 2};
-    const cuuint32_t box[5] = {64, 1, cuuint32_t(box_rows), cuuint32_t(col_blocks), 1};
-    r = encode_fn()(static_cast<CUtensorMap*>(dst), type, 5, const_cast<void*>(base), dims, strides, box, elem_strides,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  } else {
-    const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(rows), cuuint64_t(B)};
-    const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, cuuint64_t(batch_stride) * 2};
-    const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
-    r = encode_fn()(static_cast<CUtensorMap*>(dst), type, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  // [B][rows][heads][D] in boxes of 64 columns; with col_blocks > 1, [B][D / 64 blocks][rows][heads][64]: the
+  // column blocks a dimension of their own, 128 bytes apart, col_blocks of them a box.
+  const int rank = col_blocks > 1 ? 5 : 4;
+  cuuint64_t dims[5] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(rows), cuuint64_t(B), 0};
+  cuuint64_t strides[4] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, cuuint64_t(batch_stride) * 2, 0};
+  cuuint32_t box[5] = {64, 1, cuuint32_t(box_rows), 1, 0};
+  if (rank == 5) {
+    dims[0] = 64, dims[3] = cuuint64_t(D / 64), dims[4] = cuuint64_t(B);
+    strides[3] = strides[2], strides[2] = 128;
+    box[3] = cuuint32_t(col_blocks), box[4] = 1;
   }
+  const CUresult r = encode_fn()(static_cast<CUtensorMap*>(dst), type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("attention: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ") for a [" +
                              std::to_string(B) + ", " + std::to_string(rows) + ", " + std::to_string(heads) + ", " +
