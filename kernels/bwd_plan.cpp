@@ -14,14 +14,19 @@ struct QEntry {
   int item, qrow, rows, tile;
 };
 
+// Whether entry q's rows, against keys [j0, j0 + kKeyTile) of piece kp, need a mask: some key hidden from some
+// row, or past the piece's end.
+bool needs_mask(const QEntry& q, const KvPiece& kp, int j0) {
+  const long long k0 = kp.pos0 + j0;
+  return kp.len - j0 < kKeyTile || !(q.all_lo <= k0 && k0 + kKeyTile - 1 <= q.all_hi);
+}
+
 // The visit of entry q by the CTA of keys [j0, j0 + kKeyTile) of piece kp.
 Visit visit(const QEntry& q, const KvPiece& kp, int j0) {
-  const long long k0 = kp.pos0 + j0;
-  const int keys = std::min(kp.len - j0, kKeyTile);
   Visit v{};
   v.tile = q.tile, v.qrow = q.qrow, v.rows = short(q.rows);
-  v.mask = keys < kKeyTile || !(q.all_lo <= k0 && k0 + kKeyTile - 1 <= q.all_hi);
-  if (v.mask) v.m = TileMask(q.band, k0, keys);
+  v.mask = needs_mask(q, kp, j0);
+  if (v.mask) v.m = TileMask(q.band, kp.pos0 + j0, std::min(kp.len - j0, kKeyTile));
   return v;
 }
 
@@ -78,7 +83,7 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
         spans.push_back({from, to});
         w.tile.vcount += to - from;
         // all_lo and all_hi rise with the rows, so a span's unmasked visits are consecutive: its ends tell.
-        w.masked = w.masked || visit(entries[from], kp, j0).mask || visit(entries[to - 1], kp, j0).mask;
+        w.masked = w.masked || needs_mask(entries[from], kp, j0) || needs_mask(entries[to - 1], kp, j0);
       }
       w.spans_end = int(spans.size());
       if (w.tile.vcount > 0) walks.push_back(w);
