@@ -12,6 +12,7 @@
 // [B, q_rows, H, D]; lse fp32 [B, H, q_rows], natural log. GQA/MQA: query head h reads KV head
 // h / (H / Hkv).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,11 +53,19 @@ struct AttentionBatch {
   std::vector<KvPiece> pieces;
 };
 
-// Device memory for the work list; reused across launches, grown when needed.
+namespace bwd {
+struct PlanCache;
+}
+// Device memory for the work list; reused across launches, grown when needed. The backward also keeps its
+// plans here between launches (bwd_plan_cache.hpp).
 struct Workspace {
   void* device = nullptr;
   size_t bytes = 0;
   std::vector<unsigned char> host;
+  std::unique_ptr<bwd::PlanCache> bwd_plans;
+  Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
 };
 

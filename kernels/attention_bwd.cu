@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/band.hpp"
 #include "kernels/bwd_plan.hpp"
+#include "kernels/bwd_plan_cache.hpp"
 #include "kernels/bwd_sm90.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/env_knob.hpp"
@@ -85,7 +87,12 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   // CTAs behind. TASP_BWD_STAGGER=0/1 overrides (A/B runs).
   const int forced = env_int("TASP_BWD_STAGGER", -1);
   const bool stagger = forced < 0 ? !b.deterministic : forced != 0;
-  const bwd::Plan plan = bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (!ws.bwd_plans) ws.bwd_plans = std::make_unique<bwd::PlanCache>();
+  const bwd::CachedPlan& cached =
+      bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, b.deterministic, stagger),
+                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger); }, s);
+  const bwd::Plan& plan = cached.plan;
   if (plan.tiles.empty()) return;
   if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");
 
@@ -106,11 +113,10 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
 
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_grads = append(ws.host, b.grads);
-  const size_t at_tiles = append(ws.host, plan.tiles), at_visits = append(ws.host, plan.visits, 16);
+  const size_t at_tiles = append(ws.host, plan.tiles);
   const size_t at_maps = append(ws.host, maps, 64);
   // Deterministic dQ: a zeroed counter per (batch, head, scratch tile, warpgroup).
   const size_t at_sems = append(ws.host, std::vector<int>(b.deterministic ? size_t(b.B) * b.H * plan.dq_tiles * 2 : 0, 0));
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   bwd::Params p;
   p.lse = b.lse, p.dsum = b.dsum, p.dq_accum = b.dq_accum, p.dq_tiles = plan.dq_tiles;
@@ -118,7 +124,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
   p.grads = reinterpret_cast<const GradPiece*>(base + at_grads);
   p.tiles = reinterpret_cast<const bwd::Tile*>(base + at_tiles);
-  p.visits = reinterpret_cast<const bwd::Visit*>(base + at_visits);
+  p.visits = cached.visits;
   p.dq_sems = reinterpret_cast<int*>(base + at_sems);
   p.tmaps = base + at_maps;
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;

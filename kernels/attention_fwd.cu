@@ -111,10 +111,6 @@ std::vector<unsigned char> tensor_maps(const AttentionBatch& b, const Path& path
 
 }  // namespace
 
-Workspace::~Workspace() {
-  if (device) cudaFree(device);
-}
-
 bool head_dim_supported(int D, bool backward) { return backward ? BwdHeadDims::has(D) : FwdHeadDims::has(D); }
 
 std::string head_dims_text(bool backward) { return backward ? BwdHeadDims::text() : FwdHeadDims::text(); }

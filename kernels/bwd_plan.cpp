@@ -117,4 +117,15 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
   return plan;
 }
 
+std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
+                                bool stagger) {
+  std::vector<long long> key{bm, deterministic, stagger, (long long)items.size(), (long long)pieces.size()};
+  key.reserve(key.size() + 10 * items.size() + 2 * pieces.size());
+  for (const WorkItem& it : items)
+    key.insert(key.end(), {it.q_row0, it.q_len, it.q_pos0, it.piece_begin, it.piece_count, it.causal, it.k_begin, it.k_end,
+                           it.window_left, it.window_right});
+  for (const KvPiece& kp : pieces) key.insert(key.end(), {kp.len, kp.pos0});
+  return key;
+}
+
 }  // namespace tasp::kernels::bwd

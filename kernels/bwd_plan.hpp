@@ -44,4 +44,10 @@ struct Plan {
 Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
                bool stagger = false);
 
+// Everything make_plan's result depends on (the items' rows, positions, pieces and masks, the pieces' lengths and
+// positions, bm and the flags; not the buffers' addresses), as one value: equal keys, equal plans. A training step
+// repeats its launches' work lists every iteration, so the launch keeps plans by key (bwd_plan_cache.hpp).
+std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
+                                bool stagger);
+
 }  // namespace tasp::kernels::bwd

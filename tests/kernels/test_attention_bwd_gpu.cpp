@@ -200,6 +200,9 @@ struct BwdCase {
 
   void run_and_check() {
     Workspace ws;
+    run_and_check(ws);
+  }
+  void run_and_check(Workspace& ws) {
     run(ws);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     // The row sums against the fp32 out the kernel read.
@@ -441,6 +444,32 @@ TEST(AttentionBwdGpu, DeterministicMatchesTheReference) {
       bc.batch.deterministic = true;
       bc.run_and_check();
     }
+  }
+}
+
+// One workspace across launches whose work lists differ and repeat, as the executor's steps do: each launch
+// gets its own plan back from the workspace's cache (a stale one fails the reference), also past the cache's
+// size, where the oldest plans are dropped and built again.
+TEST(AttentionBwdGpu, OneWorkspaceAcrossLaunches) {
+  NEED_HOPPER();
+  Workspace ws;
+  auto causal_at = [](int D, long long pos0) {
+    Case c;
+    c.B = 1, c.H = 2, c.Hkv = 1, c.D = D, c.q_rows = 90;
+    c.pieces = {{150, 0}};
+    c.items = {{0, 90, pos0, {0}, true}};
+    return c;
+  };
+  int i = 0;
+  for (int D : {128, 64})
+    for (long long pos0 : {100, 0, 100, 30, 0}) {
+      SCOPED_TRACE("D=" + std::to_string(D) + " pos0 " + std::to_string(pos0));
+      BwdCase(causal_at(D, pos0), 91 + i++).run_and_check(ws);
+    }
+  for (int n = 0; n < 20; ++n) BwdCase(causal_at(128, 3 * n), 97 + n).run(ws);  // more plans than the cache keeps
+  for (long long pos0 : {3, 57, 100}) {
+    SCOPED_TRACE("after many plans, pos0 " + std::to_string(pos0));
+    BwdCase(causal_at(128, pos0), 131 + pos0).run_and_check(ws);
   }
 }
 

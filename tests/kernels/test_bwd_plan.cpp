@@ -174,5 +174,68 @@ TEST(BwdPlan, StaggersOnlyWalksWithoutMasks) {
   }
 }
 
+bool same_plan(const bwd::Plan& a, const bwd::Plan& b) {
+  auto same_visit = [](const bwd::Visit& x, const bwd::Visit& y) {
+    return x.tile == y.tile && x.qrow == y.qrow && x.turn == y.turn && x.rows == y.rows && x.mask == y.mask &&
+           (!x.mask || (x.m.lo == y.m.lo && x.m.hi == y.m.hi && x.m.dl == y.m.dl && x.m.dh == y.m.dh));
+  };
+  auto same_tile = [](const bwd::Tile& x, const bwd::Tile& y) {
+    return x.piece == y.piece && x.j0 == y.j0 && x.vbegin == y.vbegin && x.vcount == y.vcount;
+  };
+  return a.dq_tiles == b.dq_tiles && std::equal(a.visits.begin(), a.visits.end(), b.visits.begin(), b.visits.end(), same_visit) &&
+         std::equal(a.tiles.begin(), a.tiles.end(), b.tiles.begin(), b.tiles.end(), same_tile);
+}
+
+// The plan cache's key (plan_key): a change of the work list that changes the plan changes the key, and what
+// the plan does not depend on (buffers, strides, accumulate) leaves it alone, so that a launch never gets another
+// list's plan back and a training step's launches find theirs again.
+TEST(BwdPlan, KeyChangesExactlyWithWhatThePlanDependsOn) {
+  std::mt19937 rng(21);
+  using Mut = void (*)(Built&, std::mt19937&);
+  const std::vector<std::pair<const char*, Mut>> changes = {
+      {"q_row0", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].q_row0 += 1 + int(r() % 80); }},
+      {"q_len", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].q_len += 1 + int(r() % 100); }},
+      {"q_pos0", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].q_pos0 += 1 + int(r() % 200); }},
+      {"piece_count", [](Built& b, std::mt19937& r) { auto& it = b.items[r() % b.items.size()]; it.piece_count = std::max(1, it.piece_count - 1); }},
+      {"causal", [](Built& b, std::mt19937& r) { auto& it = b.items[r() % b.items.size()]; it.causal = !it.causal; }},
+      {"document", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].k_begin += 1 + int(r() % 300); }},
+      {"document end", [](Built& b, std::mt19937& r) { auto& it = b.items[r() % b.items.size()]; it.k_end = it.q_pos0 + int(r() % 300); }},
+      {"window left", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].window_left = int(r() % 100); }},
+      {"window right", [](Built& b, std::mt19937& r) { b.items[r() % b.items.size()].window_right = int(r() % 100); }},
+      {"piece len", [](Built& b, std::mt19937& r) { b.pieces[r() % b.pieces.size()].len += 1 + int(r() % 200); }},
+      {"piece pos0", [](Built& b, std::mt19937& r) { b.pieces[r() % b.pieces.size()].pos0 += 1 + int(r() % 200); }},
+  };
+  const std::vector<std::pair<const char*, Mut>> same = {
+      {"buffers", [](Built& b, std::mt19937& r) { for (auto& p : b.pieces) p.k = p.v = reinterpret_cast<void*>(16 * (1 + r() % 1000)); }},
+      {"strides", [](Built& b, std::mt19937& r) { b.pieces[r() % b.pieces.size()].batch_stride = 8 * (1 + r() % 1000); }},
+      {"accumulate", [](Built& b, std::mt19937& r) { auto& it = b.items[r() % b.items.size()]; it.accumulate = !it.accumulate; }},
+  };
+  int changed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Built in = build(random_problem(rng));
+    const bool det = trial % 2, stagger = trial % 3 == 0;
+    const auto key = bwd::plan_key(in.items, in.pieces, 80, det, stagger);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, det, stagger);
+    ASSERT_EQ(key, bwd::plan_key(in.items, in.pieces, 80, det, stagger));
+    for (const auto& [what, mutate] : changes) {
+      Built m = in;
+      mutate(m, rng);
+      if (same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, det, stagger))) continue;
+      ++changed;
+      ASSERT_NE(key, bwd::plan_key(m.items, m.pieces, 80, det, stagger)) << what << ", trial " << trial << ": another plan, same key";
+    }
+    for (const auto& [what, mutate] : same) {
+      Built m = in;
+      mutate(m, rng);
+      ASSERT_TRUE(same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, det, stagger))) << what;
+      ASSERT_EQ(key, bwd::plan_key(m.items, m.pieces, 80, det, stagger)) << what << ": the plan does not depend on it";
+    }
+    for (int bm : {64, 128}) EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, bm, det, stagger));
+    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, !det, stagger));
+    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, det, !stagger));
+  }
+  EXPECT_GT(changed, 1000) << "the changes should mostly change the plan";
+}
+
 }  // namespace
 }  // namespace tasp::kernels::testing

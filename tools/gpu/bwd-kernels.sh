@@ -24,7 +24,7 @@ timeout 300 build-gpu/tests/tasp_kernel_tests > "$OUT/tests.log" 2>&1
 echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E "Failure|error|FAILED  \]|what\(\)|Expected|Which|relative" "$OUT/tests.log" | head -30
 [ "${QUICK:-0}" = 1 ] || timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
-  --gtest_filter='AttentionBwdGpu.OneToken*:AttentionBwdGpu.CausalWith*:AttentionBwdGpu.PiecesAnd*:AttentionBwdGpu.DeterministicMatches*' > "$OUT/memcheck.log" 2>&1
+  --gtest_filter='AttentionBwdGpu.OneToken*:AttentionBwdGpu.OneWorkspace*:AttentionBwdGpu.CausalWith*:AttentionBwdGpu.PiecesAnd*:AttentionBwdGpu.DeterministicMatches*' > "$OUT/memcheck.log" 2>&1
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
 shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
         --shape B=2,S=16384,H=16,D=64,causal "$@")

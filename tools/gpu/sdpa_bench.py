@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--tasp-json", help="write the --tasp command's rows (all rounds) as JSON here")
     ap.add_argument("--rounds", type=int, default=1, help="times over the whole list of shapes")
     ap.add_argument("--heat-ms", type=float, default=300, help="each kernel kept busy this long before it is timed")
+    ap.add_argument("--backends", default="cudnn,fa2", help="SDPA backends to time, comma-separated (cudnn, fa2)")
     a = ap.parse_args()
     rows, tasp_rows = [], []
     print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
@@ -125,6 +126,8 @@ def main():
         if a.tasp and rnd % 2 == 0:
             run_tasp()
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+            if name not in a.backends.split(","):
+                continue
             try:
                 fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes, a.heat_ms)
             except Exception as e:  # a backend that refuses the shape

@@ -1,0 +1,52 @@
+#include "kernels/bwd_plan_cache.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "kernels/cuda_check.hpp"
+
+namespace tasp::kernels::bwd {
+
+PlanCache::~PlanCache() {
+  // Stream-ordered frees on the legacy stream: after the launches that read them.
+  for (CachedPlan& e : entries)
+    if (e.visits) cudaFreeAsync(e.visits, nullptr);
+}
+
+const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build, cudaStream_t s) {
+  ++cache.clock;
+  for (CachedPlan& e : cache.entries)
+    if (e.key == key) {
+      e.used = cache.clock;
+      return e;
+    }
+  Plan plan = build();
+  const size_t need = plan.visits.size() * sizeof(Visit);
+  auto held = [&] {
+    size_t n = 0;
+    for (const CachedPlan& e : cache.entries) n += e.bytes;
+    return n;
+  };
+  // Room: the least recently used plans go (their buffers after the launches queued on s that read them).
+  while (!cache.entries.empty() && (cache.entries.size() >= PlanCache::kMaxPlans || held() + need > PlanCache::kMaxBytes)) {
+    auto lru = std::min_element(cache.entries.begin(), cache.entries.end(),
+                                [](const CachedPlan& a, const CachedPlan& b) { return a.used < b.used; });
+    if (lru->visits) TASP_CUDA(cudaFreeAsync(lru->visits, s));
+    cache.entries.erase(lru);
+  }
+  CachedPlan e;
+  e.key = std::move(key);
+  e.plan = std::move(plan);
+  e.bytes = need;
+  e.used = cache.clock;
+  if (need) {
+    TASP_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&e.visits), need, s));
+    TASP_CUDA(cudaMemcpyAsync(e.visits, e.plan.visits.data(), need, cudaMemcpyHostToDevice, s));
+  }
+  // The device copy is what launches read; the host's (already staged by the copy) would only hold memory.
+  std::vector<Visit>().swap(e.plan.visits);
+  cache.entries.push_back(std::move(e));
+  return cache.entries.back();
+}
+
+}  // namespace tasp::kernels::bwd
