@@ -46,7 +46,7 @@ python3 tools/gpu/compare_kernels.py "$OUT/tasp.json" "$OUT/sdpa.json" --md "$OU
 for r in 1 2; do
   for v in default deterministic; do
     flag=(); [ $v = deterministic ] && flag=(--deterministic)
-    timeout 300 $T bench kernel --pass bwd --heat-ms 300 "${flag[@]}" --json "$OUT/det-$v-$r.json" "${shapes[@]}" > /dev/null 2>&1
+    timeout 300 $T bench kernel --pass bwd --heat-ms 2000 "${flag[@]}" --json "$OUT/det-$v-$r.json" "${shapes[@]}" > /dev/null 2>&1
   done
 done
 python3 - "$OUT" <<'PY' | tee "$OUT/deterministic.md"

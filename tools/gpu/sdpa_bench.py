@@ -6,13 +6,15 @@ Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
 GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
 Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--pass fwd] [--json out.json]
-                     [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2] [--heat-ms 300]
+                     [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2] [--heat-ms 2000]
 With --tasp, that command runs on each shape beside SDPA (shape by shape, round by round; first in even rounds,
 last in odd ones), so that both kernels are timed at the same GPU warmth: a whole list of shapes run by one and
 then by the other put the same shape minutes apart, and a cold H200 clocks higher than one that has run for a
 minute. Every kernel is also kept busy --heat-ms before it is timed (tasp gets the same flag): `tasp bench kernel`
 starts a process after a second of idle GPU, and timed cold it measured up to 13% above the same kernel timed hot
-(docs/measurements/kernels.md, session 15).
+(docs/measurements/kernels.md, session 15). 300 ms was not enough: the power limiter (700 W on an H200) settles
+over about a second, so a kernel timed 300 ms after another one read what the other left behind (tasp's D=128
+causal backward 478 TFLOP/s after its forward, 518 alone, 515 after either with 2 s; kernels-bwd.md, session 19).
 """
 import argparse
 import json
@@ -101,7 +103,7 @@ def main():
     ap.add_argument("--tasp", help="a `tasp bench kernel` command line to run on each shape just before SDPA")
     ap.add_argument("--tasp-json", help="write the --tasp command's rows (all rounds) as JSON here")
     ap.add_argument("--rounds", type=int, default=1, help="times over the whole list of shapes")
-    ap.add_argument("--heat-ms", type=float, default=300, help="each kernel kept busy this long before it is timed")
+    ap.add_argument("--heat-ms", type=float, default=2000, help="each kernel kept busy this long before it is timed")
     ap.add_argument("--backends", default="cudnn,fa2", help="SDPA backends to time, comma-separated (cudnn, fa2)")
     a = ap.parse_args()
     rows, tasp_rows = [], []
