@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kernel rates of this build for the simulator's compute profile (tasp calibrate --fit): cold (a short burst)
-# and hot (each kernel after --heat-ms of the same work, alone and with forward and backward taking turns).
+# and hot (each kernel after 2 s of the same work, alone and with forward and backward taking turns: the power
+# limiter settles over about a second, sdpa_bench.py).
 # D=128 (B=1, H=32) and D=64 (B=2, H=16) forward and backward, S = 2k..32k; the forward-only head dims 80, 96
 # (B=1, H=32) and 256 (B=1, H=16), S = 2k..16k. Writes R/kernel-{cold,hot-fwd,hot-bwd,hot-mix}.csv, the merged
 # R/kernel.csv and the tables in R/kernel.txt.
@@ -23,7 +24,7 @@ done
 for m in "" ,causal; do hot_fwd+=(--shape B=1,S=16k,H=32,D=80$m --shape B=1,S=16k,H=32,D=96$m --shape B=1,S=16k,H=16,D=256$m); done
 timeout 200 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-cold.csv" "${both[@]}" > "$R/kernel.txt" 2>&1
 timeout 100 $T bench kernel --pass fwd --iters 10 --warmup 2 --csv "$R/kernel-cold-fwd.csv" "${fwd_only[@]}" >> "$R/kernel.txt" 2>&1
-timeout 100 $T bench kernel --pass fwd --iters 10 --warmup 2 --heat-ms 1500 --csv "$R/kernel-hot-fwd.csv" "${hot[@]}" "${hot_fwd[@]}" >> "$R/kernel.txt" 2>&1
-timeout 100 $T bench kernel --pass bwd --iters 10 --warmup 2 --heat-ms 600 --csv "$R/kernel-hot-bwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 150 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 1500 --mix --csv "$R/kernel-hot-mix.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
+timeout 100 $T bench kernel --pass fwd --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-hot-fwd.csv" "${hot[@]}" "${hot_fwd[@]}" >> "$R/kernel.txt" 2>&1
+timeout 100 $T bench kernel --pass bwd --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-hot-bwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
+timeout 150 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 2000 --mix --csv "$R/kernel-hot-mix.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
 { cat "$R/kernel-cold.csv"; for f in cold-fwd hot-fwd hot-bwd hot-mix; do tail -n +2 "$R/kernel-$f.csv"; done; } > "$R/kernel.csv"
