@@ -2,14 +2,16 @@
 # Issue 13's side-by-side run on one Hopper GPU (the device tool): build, the kernel tests with and without
 # the forward's intra-warpgroup overlap, memcheck of the small cases, then `tasp bench kernel` (forward) beside
 # PyTorch SDPA (cuDNN, FA2) on the same shapes in the same run, shape by shape, with the ratios (compare_kernels.py).
-# Usage: tools/gpu/fwd-kernels.sh [quick] [extra --shape args...]
+# Usage: tools/gpu/fwd-kernels.sh [quick|bench] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
+#   bench: the side-by-side only, with the build-gpu/ already there (after another script's build).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-quick=0
+quick=0 bench=0
 [ "${1:-}" = quick ] && quick=1 && shift
+[ "${1:-}" = bench ] && quick=1 bench=1 && shift
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
-tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
+[ $bench = 1 ] || tools/gpu/build.sh tasp tasp_kernel_tests || exit 1
 grep -A2 "Compiling entry.*fwd_sm90" "$OUT/build.log" | grep -E "spill" | sort | uniq -c
 grep -c "C75[0-9][0-9]" "$OUT/build.log" | sed 's/^/ptxas performance warnings: /'
 T=build-gpu/tools/tasp
@@ -18,7 +20,7 @@ tests() {  # $1: TASP_FWD_OVERLAP
   echo "tests (overlap=$1): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-overlap$1.log" | tr '\n' ' ')"
   grep -E "Failure|FAILED  \]|what\(\)|relative" "$OUT/tests-overlap$1.log" | head -20
 }
-tests 1
+[ $bench = 1 ] || tests 1
 if [ $quick = 0 ]; then
   tests 0
   timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
