@@ -8,9 +8,10 @@
 namespace tasp::kernels::bwd {
 
 PlanCache::~PlanCache() {
-  // Stream-ordered frees on the legacy stream: after the launches that read them.
+  // cudaFree waits for the launches that may still read them, on whichever device is current (a workspace may
+  // die on another thread than the one that launched with it).
   for (CachedPlan& e : entries)
-    if (e.visits) cudaFreeAsync(e.visits, nullptr);
+    if (e.visits) cudaFree(e.visits);
 }
 
 const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build, cudaStream_t s) {

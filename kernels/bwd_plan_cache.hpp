@@ -22,8 +22,9 @@ struct CachedPlan {
 
 // Up to kMaxPlans plans and kMaxBytes of device visits (8 ring steps of S=1M over 8 GPUs at D=128 hold 432 MB;
 // past the limits the least recently used plan makes room, and a step's plan is built again as without a cache).
-// Buffers are allocated and freed in stream order on the launch's stream, so replacing one never waits for
-// the device.
+// Buffers are allocated, filled and freed in stream order on the launch's stream, so replacing one never waits
+// for the device; like the workspace's own buffer, that assumes a workspace's launches share one stream (the
+// executor's compute stream of its GPU).
 struct PlanCache {
   static constexpr size_t kMaxPlans = 16, kMaxBytes = size_t(256) << 20;
   std::vector<CachedPlan> entries;
