@@ -43,11 +43,11 @@ checks)
   done
   ;;
 kernel)
-  echo "== kernels on one GPU: full causal, window 4096, $DOCS8 packed, each document alone (median of $ITERS, heated 300 ms)"
+  echo "== kernels on one GPU: full causal, window 4096, $DOCS8 packed, each document alone (median of $ITERS, heated 2 s)"
   shapes=(--shape B=1,S=131072,H=32,D=128,causal --shape B=1,S=131072,H=32,D=128,causal,window=4096
           --shape B=1,S=131072,H=32,D=128,causal,docs=$DOCS8)
   for d in ${DOCS8//+/ }; do shapes+=(--shape B=1,S=$d,H=32,D=128,causal); done
-  CUDA_VISIBLE_DEVICES=0 $T bench kernel "${shapes[@]}" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 300 \
+  CUDA_VISIBLE_DEVICES=0 $T bench kernel "${shapes[@]}" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms 2000 \
     --json "$OUT/kernel.json" | tee "$OUT/kernel.txt"
   python3 - "$OUT/kernel.json" <<'PY'
 import json, sys
