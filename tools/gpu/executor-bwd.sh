@@ -8,7 +8,9 @@
 #     that both are timed at the same GPU warmth; tasp's best scheme against the baseline's best, per configuration;
 #  4. the baseline's gradients checked against one-GPU autograd;
 #  5. tasp report over the runs. Everything goes to $OUT (packed into results.tar.gz).
-# Usage: tools/gpu/executor-bwd.sh [ITERS]
+# Usage: tools/gpu/executor-bwd.sh [ITERS] [HEAT_MS]
+#   HEAT_MS (2000): tasp and the baseline alike run untimed this long before each configuration is timed (the power
+#   limiter settles over about a second: docs/measurements/kernels-bwd.md, session 19).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/tasp-out}
@@ -16,6 +18,7 @@ R="$OUT/r"
 mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0
 ITERS=${1:-5}
+HEAT=${2:-2000}
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi -L | tee "$R/device.txt"
 OUT="$R" tools/gpu/build.sh tasp || exit 1
@@ -54,9 +57,9 @@ for w in "${CFGS[@]}"; do
   for s in ring zigzag allgather hamilton; do
     case $w in *causal*) ;; *) [ "$s" = zigzag ] && continue ;; esac
     tag="$s-${w//[,=]/_}"
-    m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "$ITERS" --warmup 2 --timeline "$R/tl-$tag.json" 2>&1 |
+    m=$($T run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" --timeline "$R/tl-$tag.json" 2>&1 |
         tee -a "$R/runs.log" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
-    f=$($T run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd --iters "$ITERS" --warmup 2 2>&1 |
+    f=$($T run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" 2>&1 |
         tee -a "$R/runs.log" | grep -oE "median [0-9.]+ us" | grep -oE "[0-9.]+")
     p=$($T simulate -t $TOPO -s $s -w "$w" --pass fwd+bwd --profile "$R/profile.yaml" --json "$R/sim.json" -q \
         --timeline "$R/sim-$tag.json" 2>/dev/null &&
@@ -64,7 +67,7 @@ for w in "${CFGS[@]}"; do
     echo "\"$w\",$s,$(python3 -c "print(${m:-0}/1e3)"),$(python3 -c "print(${p:-0}/1e3)"),$N,fwd+bwd,$(python3 -c "print(${f:-0}/1e3)")" |
       tee -a "$R/runs.csv"
   done
-  timeout 300 python3 tools/gpu/torch_ring.py -w "$w" --iters "$ITERS" --csv "$R/tr.csv" 2>&1 | tee -a "$R/torch-ring.txt"
+  timeout 300 python3 tools/gpu/torch_ring.py -w "$w" --iters "$ITERS" --heat-ms "$HEAT" --csv "$R/tr.csv" 2>&1 | tee -a "$R/torch-ring.txt"
   tail -n +2 "$R/tr.csv" >> "$R/torch-ring.csv"
 done
 python3 - "$R/runs.csv" "$R/torch-ring.csv" <<'EOF' | tee "$R/best-vs-ring.txt"

@@ -14,6 +14,7 @@ Usage: torch_ring.py -w B=1,S=16384,H=32,D=128[,causal] [-w ...] [--kernel cudnn
        [--iters 5] [--check] [--csv out.csv]   (ranks = the visible GPUs)
 """
 import argparse
+import math
 import os
 import sys
 
@@ -204,6 +205,27 @@ def unshard(parts, n, causal):
     return torch.cat(chunks, 2)
 
 
+def heat(fn, heat_ms):
+    """Runs fn for at least heat_ms before it is timed, as `tasp run --heat-ms` does: the power limiter settles over
+    about a second, and a run timed sooner reads what ran before it (docs/measurements/kernels-bwd.md, session 19).
+    Every rank runs the same number of calls (the slowest rank's count), so that their collectives pair up."""
+    if heat_ms <= 0:
+        return
+    dist.barrier()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    calls = torch.tensor([math.ceil(heat_ms / max(a.elapsed_time(b), 1e-3))], device="cuda")
+    dist.all_reduce(calls, op=dist.ReduceOp.MAX)
+    for i in range(int(calls.item())):
+        fn()
+        if i % 8 == 7:
+            torch.cuda.synchronize()  # the host stays a few calls ahead at most
+    torch.cuda.synchronize()
+
+
 def worker(rank, n, args, port, q_out):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.cuda.set_device(rank)
@@ -237,6 +259,7 @@ def worker(rank, n, args, port, q_out):
                 for name, fn in (("fwd_ms", fwd), ("fwd_bwd_ms", fwd_bwd)):
                     for _ in range(args.warmup):
                         fn()
+                    heat(fn, args.heat_ms)
                     times = []
                     for _ in range(args.iters):
                         dist.barrier()
@@ -287,6 +310,7 @@ def main():
     ap.add_argument("--algo", default="ring", help="ring (zigzag ring when causal) and/or ulysses, comma-separated")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--heat-ms", type=float, default=0, help="untimed calls for at least this long before each is timed")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--csv")
     a = ap.parse_args()
