@@ -43,6 +43,8 @@
 // the stage is not yet free (mbarrier test_wait; 3-4% slower); L1 prefetches of the next tile's LSE, D and entry
 // (4-12% slower). Session 18 (h200-s18/): the walk by a thread of warpgroup 1 (3-6% slower: the warpgroups fell
 // into step); the next-but-one tile's copies issued at the end of a tile (1-5% slower: a whole tile apart).
+// Session 19 (h200-s19/3-early-do/): dO's stage freed once dV has read it, with its own empty barrier, and the
+// next-but-one tile's dO copied mid-tile, Q still at the tile's start (3.4% slower at D=128, 1.6% at D=64).
 #include <cstddef>
 #include <cstdint>
 
