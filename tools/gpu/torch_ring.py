@@ -205,6 +205,16 @@ def unshard(parts, n, causal):
     return torch.cat(chunks, 2)
 
 
+def timed(fn):
+    """fn() once on this rank, in ms (CUDA events)."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
 def heat(fn, heat_ms):
     """Runs fn for at least heat_ms before it is timed, as `tasp run --heat-ms` does: the power limiter settles over
     about a second, and a run timed sooner reads what ran before it (docs/measurements/kernels-bwd.md, session 19).
@@ -212,12 +222,7 @@ def heat(fn, heat_ms):
     if heat_ms <= 0:
         return
     dist.barrier()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
-    calls = torch.tensor([math.ceil(heat_ms / max(a.elapsed_time(b), 1e-3))], device="cuda")
+    calls = torch.tensor([math.ceil(heat_ms / max(timed(fn), 1e-3))], device="cuda")
     dist.all_reduce(calls, op=dist.ReduceOp.MAX)
     for i in range(int(calls.item())):
         fn()
@@ -263,12 +268,7 @@ def worker(rank, n, args, port, q_out):
                     times = []
                     for _ in range(args.iters):
                         dist.barrier()
-                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        a.record()
-                        fn()
-                        b.record()
-                        b.synchronize()
-                        t = torch.tensor([a.elapsed_time(b)], device="cuda")
+                        t = torch.tensor([timed(fn)], device="cuda")
                         dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank
                         times.append(t.item())
                     times.sort()
