@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/env_knob.hpp"
 #include "kernels/tensor_map.hpp"
+#include "kernels/trace_dump.hpp"
 #include "kernels/upload.hpp"
 
 namespace tasp::kernels {
@@ -32,28 +32,6 @@ bool backward_supported() {
   if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
   return prop.major == 9;
 }
-
-#ifdef TASP_BWD_TRACE
-// Diagnostics build only: the kernel's phase clocks (bwd_sm90.cuh) of the last launch into $TASP_BWD_TRACE_FILE.
-namespace {
-void* trace_buffer() {
-  void* a = nullptr;
-  TASP_CUDA(cudaGetSymbolAddress(&a, bwd::g_bwd_trace));
-  return a;
-}
-void dump_trace(cudaStream_t s) {
-  const char* path = std::getenv("TASP_BWD_TRACE_FILE");
-  if (!path) return;
-  std::vector<long long> h(sizeof(bwd::g_bwd_trace) / sizeof(long long));
-  TASP_CUDA(cudaStreamSynchronize(s));
-  TASP_CUDA(cudaMemcpyFromSymbol(h.data(), bwd::g_bwd_trace, sizeof(bwd::g_bwd_trace)));
-  if (FILE* f = std::fopen(path, "wb")) {
-    std::fwrite(h.data(), sizeof(long long), h.size(), f);
-    std::fclose(f);
-  }
-}
-}  // namespace
-#endif
 
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention backward: " + m); };
@@ -141,12 +119,12 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     }
   };
 #ifdef TASP_BWD_TRACE
-  TASP_CUDA(cudaMemsetAsync(trace_buffer(), 0, sizeof(bwd::g_bwd_trace), s));
+  clear_trace(bwd::g_bwd_trace, s);
 #endif
   if (b.deterministic) launch(std::true_type{});
   else launch(std::false_type{});
 #ifdef TASP_BWD_TRACE
-  dump_trace(s);
+  dump_trace(bwd::g_bwd_trace, "TASP_BWD_TRACE_FILE", s);
 #endif
 }
 

@@ -20,6 +20,7 @@
 #include "kernels/fwd_mma.cuh"
 #include "kernels/fwd_sm90.cuh"
 #include "kernels/tensor_map.hpp"
+#include "kernels/trace_dump.hpp"
 #include "kernels/upload.hpp"
 
 namespace tasp::kernels {
@@ -161,7 +162,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
         const KvPiece& kp = b.pieces[pc];
         keys += std::max(0LL, std::min(khi + 1, kp.pos0 + kp.len) - std::max(klo, kp.pos0));
       }
-      tiles.push_back({int(i), r});
+      tiles.push_back({int(i), r, it.piece_count > 0 ? it.piece_begin : -1});
       work.push_back(keys);
     }
   }
@@ -188,10 +189,16 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());
+#ifdef TASP_FWD_TRACE
+  clear_trace(fwd::g_fwd_trace, s);
+#endif
   FwdHeadDims::dispatch(b.D, [&](auto d) {
     if (b.dtype == DType::BF16) launch_path<__nv_bfloat16, d()>(path, p, n, b.B, s);
     else launch_path<__half, d()>(path, p, n, b.B, s);
   });
+#ifdef TASP_FWD_TRACE
+  dump_trace(fwd::g_fwd_trace, "TASP_FWD_TRACE_FILE", s);
+#endif
 }
 
 }  // namespace tasp::kernels

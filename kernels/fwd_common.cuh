@@ -18,8 +18,10 @@
 
 namespace tasp::kernels::fwd {
 
+// A CTA's query tile: its item, first row in it, and the item's first KV piece (-1: none), so that the producer
+// reads the item and the piece together rather than one after the other.
 struct Tile {
-  int item, row0;
+  int item, row0, piece;
 };
 
 struct Params {
@@ -129,6 +131,9 @@ struct KvWalk {
   __device__ __forceinline__ KvWalk(const Params& p, const WorkItem& it) : pc(it.piece_begin), pend(it.piece_begin + it.piece_count), j0(0), kp{} {
     if (pc < pend) kp = p.pieces[pc];
   }
+  // With the item's first piece already read (Tile::piece).
+  __device__ __forceinline__ KvWalk(const WorkItem& it, const KvPiece& first)
+      : pc(it.piece_begin), pend(it.piece_begin + it.piece_count), j0(0), kp(first) {}
   // Moves to the first tile of BN keys at or after the current one that the CTA's rows see; false at the end.
   template <int BN>
   __device__ __forceinline__ bool settle(const Params& p, const TileSpan& ts) {

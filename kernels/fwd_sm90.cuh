@@ -12,7 +12,11 @@
 // What was measured and dropped (docs/measurements/kernels.md): cp.async loads by all threads with a CTA
 // barrier per tile (345 TFLOP/s at D=128); a producer warp instead of a warpgroup (ptxas then kept every
 // thread at the entry budget). setmaxnreg took effect once the kernel had a producer warpgroup, a
-// shuffle-uniform branch around it and no wgmma behind a branch inside the loop.
+// shuffle-uniform branch around it and no wgmma behind a branch inside the loop. Session 20 (h200-s20), for the
+// short tasks' end: the rows through shared memory, a warp storing whole rows (epilogue 3.5% shorter, level end to
+// end), the rows in bf16 instead of fp32 (half the bytes, level), and Q of the CTA a wave later prefetched into L2
+// (its start 270 cycles sooner, 1.4% slower): with no stores at all B=8 S=2048 causal ran 9.5% faster, but neither
+// the stores' pattern nor their bytes is what that costs.
 #include <algorithm>
 #include <cstdint>
 
@@ -39,6 +43,35 @@ struct alignas(16) KvRec {
   int flags;   // kMask: some row does not see some key of the tile; kMore: another tile of the task follows
 };
 constexpr int kMask = 1, kMore = 2;
+
+#ifdef TASP_FWD_TRACE
+// Diagnostics only (tools/gpu/fwd-trace.sh, a build with -DTASP_FWD_TRACE): per CTA (linear block index, the first
+// kTraceCtas), clock64 at its phases: 0 entry, 1 SM, 2 the producer's task resolved, 3 its last copy issued,
+// 4 + wg Q in, 6 + wg tile 0's scores in, 8 + wg the last P V done, 10 + wg the rows stored, 12 tiles walked;
+// 13 and 14 %globaltimer (ns) at entry and at warpgroup 0's rows stored, to line the SMs up.
+constexpr int kTraceCtas = 16384, kTraceEvents = 16;
+__device__ long long g_fwd_trace[kTraceCtas * kTraceEvents];
+__device__ __forceinline__ long long trace_smid() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+__device__ __forceinline__ long long trace_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return (long long)t;
+}
+__device__ __forceinline__ int trace_cta() { return int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)); }
+#define TASP_FWD_RECORD(ev, value) \
+  if (trace_cta() < kTraceCtas) g_fwd_trace[trace_cta() * kTraceEvents + (ev)] = (value)
+#define TASP_FWD_MARK(ev) TASP_FWD_RECORD(ev, clock64())
+#define TASP_FWD_MARK_WG(ev) \
+  if (threadIdx.x % 128 == 0) TASP_FWD_RECORD((ev) + cw, clock64())
+#else
+#define TASP_FWD_RECORD(ev, value)
+#define TASP_FWD_MARK(ev)
+#define TASP_FWD_MARK_WG(ev)
+#endif
 
 // D=64: 3 consumer warpgroups, other head dims 2, plus a producer warpgroup. The registers go to the consumers
 // through setmaxnreg: the producer keeps 24 (32 with three consumers), each consumer gets 240 with two and 160
@@ -119,6 +152,9 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   auto v_empty = [&](int st) { return bars + 8 * (1 + 3 * STAGES + st); };
 
   if (threadIdx.x == 0) {
+    TASP_FWD_MARK(0);
+    TASP_FWD_RECORD(1, trace_smid());
+    TASP_FWD_RECORD(13, trace_ns());
     sm90::mbar_init(q_full, 1);
     for (int st = 0; st < STAGES; ++st) {
       sm90::mbar_init(k_full(st), 1);
@@ -136,25 +172,29 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
     sm90::regs_dealloc<S::kProducerRegs>();
     if (threadIdx.x != S::kConsumers) return;
     const unsigned char* maps = p.tmaps;
-    sm90::fence_tensormap(maps);
-    int t = 0, fenced = -1;  // K/V tiles loaded so far
     const CtaTask task = cta_task(p);
     const int b = blockIdx.z;
     const Tile tile = p.tiles[task.tile];
     const WorkItem it = p.items[tile.item];
+    const KvPiece first = tile.piece >= 0 ? p.pieces[tile.piece] : KvPiece{};
+    sm90::fence_tensormap(maps);
+    // Q's copy first (it needs only the item's first row); the task's record, written after it, is q_full's arrival.
+    sm90::mbar_expect_tx(q_full, S::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < DP / 64; ++cb)
+      sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
+    int t = 0, fenced = -1;  // K/V tiles loaded so far
     const int rows = min(kBlockM, it.q_len - tile.row0);
     const long long qpos_lo = it.q_pos0 + tile.row0;
     const Band band(it);
     const TileSpan span(band, qpos_lo, qpos_lo + rows - 1);
     const RowsBand rows_band(band, qpos_lo);
-    KvWalk walk(p, it);
+    KvWalk walk(it, first);
     bool have = walk.settle<kBlockN>(p, span);
     rec.to = RowsOut{b, task.h, it.q_row0 + tile.row0, rows, it.accumulate};
     rec.tiles = have;
-    sm90::mbar_arrive_tx(q_full, S::kQBytes);
-#pragma unroll
-    for (int cb = 0; cb < DP / 64; ++cb)
-      sm90::tma_load_4d(smem_addr(sQ + cb * kBlockM * 64), maps, q_full, cb * 64, task.h, it.q_row0 + tile.row0, b);
+    TASP_FWD_MARK(2);
+    sm90::mbar_arrive(q_full);
     while (have) {
       const int pc = walk.pc, j0 = walk.j0;
       const TileMask tm(rows_band, walk.kp.pos0 + j0, min(kBlockN, walk.kp.len - j0));
@@ -179,6 +219,8 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
         sm90::tma_load_4d(smem_addr(sV + st * kBlockN * DP + cb * kBlockN * 64), vm, v_full(st), cb * 64, task.hk, j0, b);
       ++t;
     }
+    TASP_FWD_MARK(3);
+    TASP_FWD_RECORD(12, t);
     return;
   }
   sm90::regs_alloc<S::kConsumerRegs>();
@@ -192,6 +234,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
   if (cw == WG - 1) sm90::bar_arrive(1, kTurnThreads);
   int t = 0;  // K/V tiles consumed so far, as the producer counts them
   sm90::mbar_wait(q_full, 0);
+  TASP_FWD_MARK_WG(4);
   float o[D / 2], s[kBlockN / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -229,6 +272,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
     if (have) {
       {  // tile 0
         const KvRec k = scores(t % STAGES, (t / STAGES) & 1);
+        TASP_FWD_MARK_WG(6);
         have = k.flags & kMore;
         softmax(k);  // O is still zero: no rescale
         to_p();
@@ -261,6 +305,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       sm90::wgmma_wait<0>();
       fence_regs<D / 2>(o);
       sm90::mbar_arrive(v_empty(pst));
+      TASP_FWD_MARK_WG(8);
     }
   } else {
     for (; have; ++t) {
@@ -277,7 +322,12 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN>::kThreads, 1) attention_fwd_s
       sm90::mbar_arrive(v_empty(st));
     }
   }
+#ifdef TASP_FWD_NOSTORE
+  if (!(o[0] == o[0]))  // diagnostics: what the rows' stores cost (never true on finite inputs)
+#endif
   store_rows<D>(p, rec.to, row0, o, m, l, lane);
+  TASP_FWD_MARK_WG(10);
+  if (threadIdx.x == 0) TASP_FWD_RECORD(14, trace_ns());
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
 

@@ -18,6 +18,10 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// Announces `bytes` of transactions without arriving: the phase then also waits for a later mbar_arrive.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t ok;
   asm volatile(
@@ -116,6 +120,7 @@ __device__ __forceinline__ void mbar_init(uint32_t, int) {}
 __device__ __forceinline__ void fence_mbar_init() {}
 __device__ __forceinline__ void mbar_arrive(uint32_t) {}
 __device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void fence_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
