@@ -4,7 +4,8 @@
 # then one table per shape with every run's TFLOP/s and each variant's median ratio to the default.
 # Usage: tools/gpu/ab.sh PASS ROUNDS 'VAR=a|VAR=b OTHER=c|BIN=build-base/tools/tasp' --shape ... [more bench args]
 #   PASS: fwd, bwd or fwd+bwd. Needs build-gpu/tools/tasp; a variant's BIN=path runs another build (a source
-#   change against its base: tools/gpu/build-base.sh). Every kernel is heated $HEAT_MS (2000) ms before it is timed
+#   change against its base: tools/gpu/build-base.sh), its --words are bench options (e.g. --out=final).
+#   Every kernel is heated $HEAT_MS (2000) ms before it is timed
 #   (the power limiter settles over about a second: sdpa_bench.py).
 #   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab").
 set -uo pipefail
@@ -19,9 +20,9 @@ IFS='|' read -ra variants <<< "$spec"
 for ((r = 1; r <= rounds; ++r)); do
   for v in "" "${variants[@]}"; do
     name=${v:-default}
-    bin=$T envs=()
-    for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; *) envs+=("$w") ;; esac; done
-    env "${envs[@]}" timeout 300 $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-2000}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$@" > /dev/null 2>&1 ||
+    bin=$T envs=() args=()
+    for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; --*) args+=("$w") ;; *) envs+=("$w") ;; esac; done
+    env "${envs[@]}" timeout 300 $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-2000}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "${args[@]}" "$@" > /dev/null 2>&1 ||
       echo "[$name] round $r failed" >> "$raw"
     python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$name" >> "$raw" <<'EOF'
 import json, sys

@@ -5,6 +5,7 @@
 # Usage: tools/gpu/fwd-kernels.sh [quick|bench] [extra --shape args...]
 #   quick: tests of the default path only, no memcheck, no overlap-off bench.
 #   bench: the side-by-side only, with the build-gpu/ already there (after another script's build).
+#   TASP_ARGS: more `tasp bench kernel` options for the side-by-side (e.g. "--out final": rows in bf16, as SDPA's).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 quick=0 bench=0
@@ -35,7 +36,7 @@ shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal
         --shape B=1,S=16384,H=16,D=256 --shape B=1,S=16384,H=16,D=256,causal
         --shape B=1,S=16384,H=32,D=80,causal --shape B=1,S=16384,H=32,D=96,causal "$@")
 # tasp and SDPA shape by shape (sdpa_bench.py --tasp), ROUNDS times over the list: the same GPU warmth for both.
-TASP_FWD_OVERLAP=1 timeout 600 python3 tools/gpu/sdpa_bench.py --pass fwd --rounds "${ROUNDS:-2}" --tasp "$T bench kernel" \
+TASP_FWD_OVERLAP=1 timeout 600 python3 tools/gpu/sdpa_bench.py --pass fwd --rounds "${ROUNDS:-2}" --tasp "$T bench kernel ${TASP_ARGS:-}" \
   --tasp-json "$OUT/tasp.json" --json "$OUT/sdpa.json" "${shapes[@]}" 2>&1 | tee "$OUT/bench-sdpa.txt"
 [ $quick = 0 ] && TASP_FWD_OVERLAP=0 timeout 300 $T bench kernel --json "$OUT/tasp-no-overlap.json" "${shapes[@]}" 2>&1 |
   tee "$OUT/bench-tasp-no-overlap.txt"
