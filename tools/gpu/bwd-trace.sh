@@ -11,20 +11,8 @@
 # Usage: tools/gpu/bwd-trace.sh
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-RES=$OUT
-OUT=$(mktemp -d)
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv > "$OUT/device.txt"
-builds=("gpu:" "trace:-DTASP_BWD_TRACE")
-for v in ${VARIANTS:-}; do builds+=("${v%%:*}:${v#*:}" "${v%%:*}-trace:${v#*:} -DTASP_BWD_TRACE"); done
-for b in "${builds[@]}"; do
-  name=${b%%:*} flags=${b#*:}
-  mkdir -p "$OUT/build-$name"
-  targets=(tasp); [ "$name" = gpu ] && [ "${TESTS:-0}" = 1 ] && targets+=(tasp_kernel_tests)
-  (CUDA_FLAGS="$flags" BUILD_DIR="build-$name" OUT="$OUT/build-$name" tools/gpu/build.sh "${targets[@]}" > "$OUT/build-$name/status.txt" 2>&1;
-   echo "build $name [$flags]: $(tail -1 "$OUT/build-$name/status.txt")") &
-done
-[ -n "${BASE_PATCH:-}" ] && (OUT="$OUT/build-base" tools/gpu/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1; echo "build base: $(tail -1 "$OUT/build-base.txt")") &
-wait
+source tools/gpu/trace-builds.sh
+trace_builds -DTASP_BWD_TRACE
 if [ "${TESTS:-0}" = 1 ]; then
   timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests.log" 2>&1
   echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
@@ -42,9 +30,7 @@ for b in "${builds[@]}"; do
     python3 tools/gpu/bwd_trace.py "$OUT/$name-${names[$i]}.bin" | tee -a "$OUT/trace-summary.txt"
   done
 done
-spec=""
-for v in ${VARIANTS:-}; do spec+="${spec:+|}BIN=build-${v%%:*}/tools/tasp"; done
-[ -n "${BASE_PATCH:-}" ] && spec+="${spec:+|}BIN=build-base/tools/tasp"
+spec=$(ab_variants)
 [ -n "${AB_ENV:-}" ] && spec+="${spec:+|}$AB_ENV"
 [ -n "$spec" ] && OUT="$OUT" AB_TAG=trace tools/gpu/ab.sh bwd "${ROUNDS:-2}" "$spec" "${shapes[@]}" | tee "$OUT/ab-summary.txt"
 tar -czf "$RES/trace.tar.gz" -C "$OUT" .

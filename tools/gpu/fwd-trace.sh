@@ -15,20 +15,8 @@
 # Usage: tools/gpu/fwd-trace.sh
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-RES=$OUT
-OUT=$(mktemp -d)
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv > "$OUT/device.txt"
-builds=("gpu:" "trace:-DTASP_FWD_TRACE")
-for v in ${VARIANTS:-}; do builds+=("${v%%:*}:${v#*:}" "${v%%:*}-trace:${v#*:} -DTASP_FWD_TRACE"); done
-for b in "${builds[@]}"; do
-  name=${b%%:*} flags=${b#*:}
-  mkdir -p "$OUT/build-$name"
-  targets=(tasp); [ "$name" = gpu ] && [ "${TESTS:-0}" = 1 ] && targets+=(tasp_kernel_tests)
-  (CUDA_FLAGS="$flags" BUILD_DIR="build-$name" OUT="$OUT/build-$name" tools/gpu/build.sh "${targets[@]}" > "$OUT/build-$name/status.txt" 2>&1;
-   echo "build $name [$flags]: $(tail -1 "$OUT/build-$name/status.txt")") &
-done
-[ -n "${BASE_PATCH:-}" ] && (OUT="$OUT/build-base" tools/gpu/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1; echo "build base: $(tail -1 "$OUT/build-base.txt")") &
-wait
+source tools/gpu/trace-builds.sh
+trace_builds -DTASP_FWD_TRACE
 if [ "${TESTS:-0}" = 1 ]; then
   for path in sm90 mma; do
     TASP_ATTN_PATH=$path timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionGpu*' > "$OUT/tests-$path.log" 2>&1
@@ -57,9 +45,7 @@ for b in "${builds[@]}"; do
     done
   done
 done
-spec=""
-for v in ${VARIANTS:-}; do spec+="${spec:+|}BIN=build-${v%%:*}/tools/tasp"; done
-[ -n "${BASE_PATCH:-}" ] && spec+="${spec:+|}BIN=build-base/tools/tasp"
+spec=$(ab_variants)
 ab_shapes=()
 for s in "${shapes[@]}" B=2,S=16384,H=16,D=64,causal B=1,S=12000,H=32,D=128,causal B=1,S=16384,H=32,D=80,causal; do ab_shapes+=(--shape "$s"); done
 [ -n "$spec" ] && OUT="$OUT" AB_TAG=trace tools/gpu/ab.sh fwd "${ROUNDS:-2}" "$spec" "${ab_shapes[@]}" | tee "$OUT/ab-summary.txt"
