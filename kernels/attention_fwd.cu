@@ -52,9 +52,14 @@ using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).
 // TASP_FWD_OVERLAP=0/1 turns the Hopper kernel's intra-warpgroup overlap off or on (default: on; D=256 always);
 // TASP_FWD_BN=128 or 192 fixes the key tile at D=80..128 (otherwise chosen by the walk's length, pick_block_n).
+// TASP_FWD_TMA_STORE=0 stores every row from registers (otherwise a CTA's full tiles that do not fold go out
+// through shared memory and TMA where the kernel has room for them: fwd_sm90.cuh). TASP_FWD_PERSIST=0 launches a
+// CTA per task where the persistent grid would run (128-key tiles at D=80..128).
 struct Path {
   bool sm90;
   bool overlap;
+  bool tma_store = env_int("TASP_FWD_TMA_STORE", 1) != 0;
+  bool persist = env_int("TASP_FWD_PERSIST", 1) != 0;
   int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
@@ -88,24 +93,26 @@ int pick_block_n(int D, const Path& path, const std::vector<long long>& work) {
 template <typename T, int D>
 void launch_path(const Path& path, const Params& p, int tiles, int B, cudaStream_t s) {
   // D=256 always overlaps: without it ptxas spills and serialises the wgmma (measured at half the rate).
-  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.block_n, s);
+  if (path.sm90 && (path.overlap || D > 128)) return fwd::launch_sm90<T, D, true>(p, tiles, B, path.block_n, path.persist, s);
   if constexpr (D <= 128)
-    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.block_n, s);
+    if (path.sm90) return fwd::launch_sm90<T, D, false>(p, tiles, B, path.block_n, false, s);
   if constexpr (D == 64 || D == 128) fwd::launch_mma<T, D>(p, tiles, B, s);
 }
 
-// Tensor maps of the Hopper path: [0] Q in boxes of the CTA's rows, then K and V of every piece
-// in boxes of the key tile (empty pieces get a zero map: the walk never visits them).
+// Tensor maps of the Hopper path: [0] Q in boxes of the CTA's rows, [1] the fp32 output in boxes of a warpgroup's
+// rows, then K and V of every piece in boxes of the key tile (empty pieces get a zero map: the walk never visits
+// them). The backward's maps have the same places ([1] dO there).
 std::vector<unsigned char> tensor_maps(const AttentionBatch& b, const Path& path) {
   const bool bf16 = b.dtype == DType::BF16;
-  std::vector<unsigned char> maps((1 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
+  std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
   encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, (long long)b.q_rows * b.H * b.D, path.block_m);
+  encode_bshd_f32_map(maps.data() + kTensorMapBytes, b.out, b.B, b.q_rows, b.H, b.D, 64);
   for (size_t i = 0; i < b.pieces.size(); ++i) {
     const KvPiece& kp = b.pieces[i];
     if (kp.len == 0) continue;
     const long long bs = kp.batch_stride ? kp.batch_stride : (long long)kp.len * b.Hkv * b.D;
-    encode_bshd_map(maps.data() + (1 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
-    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
+    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
+    encode_bshd_map(maps.data() + (3 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, path.block_n);
   }
   return maps;
 }
@@ -178,6 +185,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   ws.host.clear();
   const size_t at_items = append(ws.host, b.items), at_pieces = append(ws.host, b.pieces), at_tiles = append(ws.host, sorted);
   const size_t at_maps = path.sm90 ? append(ws.host, tensor_maps(b, path), 64) : 0;
+  const size_t at_tickets = append(ws.host, std::vector<int>{0});  // the persistent grid's counter, 0 at every launch
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   unsigned char* base = upload(ws, s);
   Params p;
@@ -186,9 +194,14 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.pieces = reinterpret_cast<const KvPiece*>(base + at_pieces);
   p.tiles = reinterpret_cast<const Tile*>(base + at_tiles);
   p.tmaps = base + at_maps;
+  p.tma_store = path.tma_store;
+  p.tickets = reinterpret_cast<int*>(base + at_tickets);
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
   const int n = int(sorted.size());
+  const dim3 grid = fwd::cta_grid(p, n, b.B);
+  if ((long long)grid.x * grid.y * grid.z > 0x7fffffffLL) bad("too many tasks");
+  p.tasks = int((long long)grid.x * grid.y * grid.z), p.task_x = int(grid.x);
 #ifdef TASP_FWD_TRACE
   clear_trace(fwd::g_fwd_trace, s);
 #endif

@@ -33,8 +33,13 @@ struct Params {
   const Tile* tiles;
   int q_rows, H, Hkv;
   float scale_log2;
-  // TMA tensor maps (128 bytes each, Hopper path only): [0] Q, [1 + 2i] K and [2 + 2i] V of piece i.
+  // TMA tensor maps (128 bytes each, Hopper path only): [0] Q, [1] out, [2 + 2i] K and [3 + 2i] V of piece i.
   const unsigned char* tmaps;
+  bool tma_store;  // the Hopper kernel may store rows that do not fold through TMA
+  // The persistent grid's tasks (cta_grid's CTAs): their number, cta_grid's x, and the counter (0 at launch) that
+  // hands out those after the first gridDim.x.
+  int tasks, task_x;
+  int* tickets;
 };
 
 // A CTA's tile and heads. The query heads that share a K/V head are adjacent in launch order
@@ -49,6 +54,11 @@ __device__ __forceinline__ CtaTask cta_task(const Params& p, int x, int y) {
 }
 __device__ __forceinline__ CtaTask cta_task(const Params& p) { return cta_task(p, int(blockIdx.x), int(blockIdx.y)); }
 inline dim3 cta_grid(const Params& p, int tiles, int B) { return dim3(tiles * (p.H / p.Hkv), p.Hkv, B); }
+// Task `ticket` of the persistent grid: the CTA of that linear index in cta_grid (x fastest), and its batch.
+__device__ __forceinline__ CtaTask ticket_task(const Params& p, int ticket, int& b) {
+  b = ticket / (p.task_x * p.Hkv);
+  return cta_task(p, ticket % p.task_x, (ticket / p.task_x) % p.Hkv);
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

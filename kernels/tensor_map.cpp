@@ -34,13 +34,27 @@ EncodeFn encode_fn() {
   return fn;
 }
 
+// A tiled map with the 128-byte swizzle; `what` names the tensor in the error.
+void encode(void* dst, CUtensorMapDataType type, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+            const cuuint32_t* box, const std::string& what) {
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap size");
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode_fn()(static_cast<CUtensorMap*>(dst), type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("attention: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ") for " + what);
+}
+
+std::string shape_text(int B, long long rows, int heads, int D) {
+  return "a [" + std::to_string(B) + ", " + std::to_string(rows) + ", " + std::to_string(heads) + ", " + std::to_string(D) + "] tensor";
+}
+
 }  // namespace
 
 void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long rows, int heads, int D,
                      long long batch_stride, int box_rows, int col_blocks) {
-  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap size");
   const CUtensorMapDataType type = bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   // [B][rows][heads][D] in boxes of 64 columns; with col_blocks > 1, [B][D / 64 blocks][rows][heads][64]: the
   // column blocks a dimension of their own, 128 bytes apart, col_blocks of them a box.
   const int rank = col_blocks > 1 ? 5 : 4;
@@ -52,13 +66,14 @@ void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long ro
     strides[3] = strides[2], strides[2] = 128;
     box[3] = cuuint32_t(col_blocks), box[4] = 1;
   }
-  const CUresult r = encode_fn()(static_cast<CUtensorMap*>(dst), type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error("attention: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ") for a [" +
-                             std::to_string(B) + ", " + std::to_string(rows) + ", " + std::to_string(heads) + ", " +
-                             std::to_string(D) + "] tensor");
+  encode(dst, type, rank, base, dims, strides, box, shape_text(B, rows, heads, D));
+}
+
+void encode_bshd_f32_map(void* dst, const float* base, int B, long long rows, int heads, int D, int box_rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(rows), cuuint64_t(B)};
+  const cuuint64_t strides[3] = {cuuint64_t(D) * 4, cuuint64_t(heads) * D * 4, cuuint64_t(rows) * heads * D * 4};
+  const cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
+  encode(dst, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, strides, box, "the fp32 output, " + shape_text(B, rows, heads, D));
 }
 
 }  // namespace tasp::kernels

@@ -15,4 +15,8 @@ constexpr size_t kTensorMapBytes = 128;
 void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long rows, int heads, int D,
                      long long batch_stride, int box_rows, int col_blocks = 1);
 
+// The tensor map of a dense row-major [B, rows, heads, D] fp32 tensor written in boxes of 32 columns (128 bytes,
+// the 128-byte swizzle) x `box_rows` rows of one head; writes past the tensor's ends are dropped.
+void encode_bshd_f32_map(void* dst, const float* base, int B, long long rows, int heads, int D, int box_rows);
+
 }  // namespace tasp::kernels

@@ -1,6 +1,6 @@
 #pragma once
 // Hopper (sm_90a) asynchronous-copy primitives for the warp-specialised forward: mbarriers, TMA tile loads
-// from a tensor map, and named barriers between warpgroups.
+// from a tensor map and stores into one, and named barriers between warpgroups.
 #include <cstdint>
 
 namespace tasp::kernels::sm90 {
@@ -72,6 +72,14 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const void* map, uint3
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
       : "memory");
 }
+// One box of shared memory into a 4-d tensor map's tensor (coordinates innermost first; what falls past the
+// tensor's ends is not written); completes in this thread's bulk group. Writes to `src` must be fenced to the
+// async proxy first.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(c2), "r"(c3), "r"(src)
+               : "memory");
+}
 
 // Adds `bytes` (a multiple of 16) of fp32 from shared to global memory in the async proxy (16-byte aligned
 // both); completes in this thread's bulk group. Writes to `src` must be fenced to the async proxy first.
@@ -131,6 +139,7 @@ template <int N>
 __device__ __forceinline__ void regs_dealloc() {}
 template <int N>
 __device__ __forceinline__ void regs_alloc() {}
+__device__ __forceinline__ void tma_store_4d(const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bulk_reduce_add_f32(float*, uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bulk_commit() {}
 __device__ __forceinline__ void bulk_wait_read() {}
