@@ -1,6 +1,7 @@
 #pragma once
-// Hopper forward (sm_90a), warp-specialised. A CTA owns 64 * WG query rows of one (batch, head) of one item:
-// WG consumer warpgroups of 64 rows each, plus one producer warp. One producer lane streams Q and the K/V
+// Hopper forward (sm_90a), warp-specialised. A task is 64 * WG query rows of one (batch, head) of one item; a CTA
+// runs one task, or on short walks (the persistent grid) one after another until none are left. A CTA has
+// WG consumer warpgroups of 64 rows each, plus a producer warpgroup. One producer lane streams Q and the K/V
 // tiles of the item's walk into a STAGES-deep ring of shared-memory buffers with TMA (the tensor maps give
 // the 128-byte swizzle and zero-fill ragged tails) and signals "full" mbarriers; consumers wait on those and
 // release buffers through "empty" ones, never on a CTA-wide barrier. Consumers take turns issuing
