@@ -20,6 +20,26 @@ using namespace tasp::kernels::testing;
 
 namespace {
 
+// Sets an environment variable for its scope and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name), had_(std::getenv(name) != nullptr) {
+    if (had_) old_ = std::getenv(name);
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_;
+  std::string old_;
+};
+
 struct DeviceCase {
   const Case& c;
   std::vector<double> q;
@@ -148,21 +168,21 @@ struct DeviceCase {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     check(ro, rl, tol());
   }
-  // both_widths: under TASP_FWD_BN=128 and then 192, the key tiles the Hopper path picks between at D=80..128
-  // by the walk's length, whichever these small cases would get (setenv: not from several threads at once).
-  void run_and_check(bool both_widths = true) {
+  // variants: the Hopper path's grids these small cases would not all get by themselves: 128-key tiles on the
+  // persistent grid, 128-key tiles one task a CTA, 192-key tiles (the path picks by the walk's length at D=80..128;
+  // setenv: not from several threads at once).
+  void run_and_check(bool variants = true) {
     std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
     for (const auto& it : c.items) reference(it, it.pieces, ro, rl);
-    if (!both_widths) return run_once(ro, rl);
-    const char* was = std::getenv("TASP_FWD_BN");
-    const std::string keep = was ? was : "";
-    for (const char* bn : {"128", "192"}) {
-      SCOPED_TRACE(std::string("TASP_FWD_BN=") + bn);
-      setenv("TASP_FWD_BN", bn, 1);
+    if (!variants) return run_once(ro, rl);
+    struct Grid {
+      const char *bn, *persist;
+    };
+    for (const Grid g : {Grid{"128", "1"}, Grid{"128", "0"}, Grid{"192", "1"}}) {
+      SCOPED_TRACE(std::string("TASP_FWD_BN=") + g.bn + " TASP_FWD_PERSIST=" + g.persist);
+      const ScopedEnv bn("TASP_FWD_BN", g.bn), persist("TASP_FWD_PERSIST", g.persist);
       run_once(ro, rl);
     }
-    if (was) setenv("TASP_FWD_BN", keep.c_str(), 1);
-    else unsetenv("TASP_FWD_BN");
   }
 };
 
