@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On one Hopper GPU: where the forward kernel's time goes, CTA by CTA. Builds the kernel with its phase clocks
 # (-DTASP_FWD_TRACE, tools/gpu/fwd_trace.py reads them) beside the plain build, runs the forward on the short and
-# long causal shapes and D=128 full, and prints each CTA's phases and how the SMs' time splits (start, walk, end,
-# gaps, tail).
+# long causal shapes and D=128 full, and prints each task's phases and how the SMs' time splits (start, walk, end,
+# gaps, tail) and warpgroup 0's (waiting between tasks, tile 0, walk, end). The short shapes run on the persistent
+# grid; TRACE_ENV=TASP_FWD_PERSIST=0 traces them one task a CTA too.
 #   VARIANTS="name:-DFLAG name2:-DFLAG2": each flag set built plain and traced, traced, and A/B'd against the plain
 #   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the epilogue's stores left out: the
 #   most a faster epilogue could gain).
