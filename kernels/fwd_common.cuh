@@ -242,18 +242,22 @@ struct RowsOut {
   bool accumulate;
 };
 
+constexpr float kLn2 = 0.6931471805599453f;  // the epilogues' LSE: log2 units to natural log
+// A row's softmax sum from the quad of threads that share the row (every lane of the warp calls it).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
 // Epilogue for the thread's two rows r0 and r0 + 8 (of the CTA's tile): normalise O, fold into the running
 // (out, lse) when the item accumulates, store. Rows at or past `rows` belong to no query and are skipped.
 template <int D>
 __device__ __forceinline__ void store_rows(const Params& p, const RowsOut& to, int r0, const float* o, const float (&m)[2],
                                            const float (&l)[2], int lane) {
-  constexpr float kLn2 = 0.6931471805599453f;
   const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float sum = l[hf];
-    sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const float sum = quad_sum(l[hf]);
     const int r = r0 + 8 * hf;
     if (r >= to.rows) continue;  // the whole quad shares the row, so it skips together
     const long long row = (long long)to.b * p.q_rows + to.qrow + r;

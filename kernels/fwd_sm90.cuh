@@ -155,7 +155,6 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
 template <int D, int BLOCK_M, bool PERSIST>
 __device__ __forceinline__ void store_rows_tma(const Params& p, const RowsOut& to, int cw, int r0, const float* o, const float (&m)[2],
                                                const float (&l)[2], int lane, uint32_t so) {
-  constexpr float kLn2 = 0.6931471805599453f;
   const int t4 = lane % 4;
   if constexpr (PERSIST) {
     if (threadIdx.x % 128 == 0) sm90::bulk_wait_read();
@@ -163,9 +162,7 @@ __device__ __forceinline__ void store_rows_tma(const Params& p, const RowsOut& t
   }
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float sum = l[hf];
-    sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const float sum = quad_sum(l[hf]);
     const int r = r0 + 8 * hf;
     const float w = sum > 0.f ? 1.f / sum : 0.f;
     if (t4 == 0 && r < to.rows)
