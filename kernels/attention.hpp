@@ -57,10 +57,11 @@ namespace bwd {
 struct PlanCache;
 }
 // Device memory for the work list; reused across launches, grown when needed. The backward also keeps its
-// plans here between launches (bwd_plan_cache.hpp).
+// plans here between launches (bwd_plan_cache.hpp). Its end waits for the launches queued with it on its device.
 struct Workspace {
   void* device = nullptr;
   size_t bytes = 0;
+  int device_id = -1;  // the device of `device` (and of the plans' visits), where its launches run
   std::vector<unsigned char> host;
   std::unique_ptr<bwd::PlanCache> bwd_plans;
   Workspace();

@@ -8,8 +8,8 @@
 namespace tasp::kernels::bwd {
 
 PlanCache::~PlanCache() {
-  // cudaFree waits for the launches that may still read them, on whichever device is current (a workspace may
-  // die on another thread than the one that launched with it).
+  // The workspace's end has waited for the launches that read them (~Workspace): cudaFree of stream-ordered
+  // memory does not.
   for (CachedPlan& e : entries)
     if (e.visits) cudaFree(e.visits);
 }

@@ -27,7 +27,11 @@ inline bool misaligned(const void* p, size_t a = 16) { return reinterpret_cast<u
 // Copies ws.host to the device workspace (grown when needed) on `s`; returns its device base.
 inline unsigned char* upload(Workspace& ws, cudaStream_t s) {
   if (ws.bytes < ws.host.size()) {
-    if (ws.device) TASP_CUDA(cudaFree(ws.device));
+    if (ws.device) {  // launches queued on s may still read the old list
+      TASP_CUDA(cudaStreamSynchronize(s));
+      TASP_CUDA(cudaFree(ws.device));
+    }
+    TASP_CUDA(cudaGetDevice(&ws.device_id));
     ws.bytes = std::max(ws.host.size(), size_t(1) << 16);
     TASP_CUDA(cudaMalloc(&ws.device, ws.bytes));
   }

@@ -9,8 +9,19 @@ namespace tasp::kernels {
 Workspace::Workspace() = default;
 
 Workspace::~Workspace() {
-  bwd_plans.reset();
-  if (device) cudaFree(device);
+  // Launches queued with this workspace may still be reading its list and the plans' visits. cudaFree of memory
+  // from cudaMallocAsync (the visits) does not wait for them: a backward still running when its workspace died
+  // read freed visits (an illegal address in `tasp bench kernel --mix`, session 22). A workspace may die on
+  // another thread, with another device current.
+  if (device_id >= 0) {
+    int current = -1;
+    cudaGetDevice(&current);
+    if (current != device_id) cudaSetDevice(device_id);
+    cudaDeviceSynchronize();
+    bwd_plans.reset();
+    cudaFree(device);
+    if (current >= 0 && current != device_id) cudaSetDevice(current);
+  }
 }
 
 }  // namespace tasp::kernels

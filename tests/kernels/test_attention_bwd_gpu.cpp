@@ -473,6 +473,30 @@ TEST(AttentionBwdGpu, OneWorkspaceAcrossLaunches) {
   }
 }
 
+// A workspace that dies while its launches are still queued waits for them: its plans' visits (stream-ordered
+// memory, which cudaFree does not wait for) must outlive the backward that reads them. Session 22: a backward
+// left running by `tasp bench kernel --mix` read freed visits (an illegal address at the next allocation).
+TEST(AttentionBwdGpu, WorkspaceEndsAfterItsLaunches) {
+  NEED_HOPPER();
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 2, c.D = 128, c.q_rows = 512;
+  c.pieces = {{512, 0}};
+  c.items = {{0, 512, 0, {0}, true}};
+  BwdCase bc(c, 211);
+  const size_t slow_bytes = size_t(1) << 30;
+  void* slow = bc.alloc<char>(slow_bytes);
+  {
+    Workspace ws;
+    cudaMemsetAsync(slow, 1, slow_bytes, nullptr);  // keeps the backward queued while its workspace dies
+    bc.run(ws);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> rq;
+  std::vector<std::vector<double>> rk, rv;
+  bc.backward(rq, rk, rv);
+  bc.check(rq, rk, rv);
+}
+
 TEST(AttentionBwdGpu, RejectsBadBatches) {
   AttentionBackwardBatch b;
   Workspace ws;
