@@ -289,6 +289,18 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN, PERSIST>::kThreads, 1) attent
         const uint32_t ph = (t / STAGES) & 1;
         sm90::mbar_wait(k_empty(st), ph ^ 1);  // a fresh barrier counts its "previous" phase as complete
         slots[st] = KvRec{tm, mask | (have ? kMore : 0)};
+#ifdef TASP_FWD_NOLOAD
+        // Diagnostics (what the K/V copies cost in power and time; wrong results): copied into the first stages only,
+        // later tiles reuse what the stage holds. One H200, D=128 S=16k full: 10% faster, the clock 1815 MHz instead
+        // of 1665-1695 at the same 700 W (docs/measurements/kernels.md, session 22).
+        if (t >= STAGES) {
+          sm90::mbar_arrive(k_full(st));
+          sm90::mbar_wait(v_empty(st), ph ^ 1);
+          sm90::mbar_arrive(v_full(st));
+          ++t;
+          continue;
+        }
+#endif
         sm90::mbar_arrive_tx(k_full(st), S::kTileBytes);
 #pragma unroll
         for (int cb = 0; cb < DP / 64; ++cb)

@@ -7,7 +7,8 @@
 #   change against its base: tools/gpu/build-base.sh), its --words are bench options (e.g. --out=final).
 #   Every kernel is heated $HEAT_MS (2000) ms before it is timed
 #   (the power limiter settles over about a second: sdpa_bench.py).
-#   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab").
+#   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab"). CLOCKS=1: each run under clock-probe.sh (the SM clock and
+#   board power it settled to, in $OUT/ab-<tag>-clocks.txt): a variant faster for less power per flop shows a higher clock.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 pass=$1 rounds=$2 spec=$3
@@ -22,7 +23,9 @@ for ((r = 1; r <= rounds; ++r)); do
     name=${v:-default}
     bin=$T envs=() args=()
     for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; --*) args+=("$w") ;; *) envs+=("$w") ;; esac; done
-    env "${envs[@]}" timeout 300 $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-2000}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "${args[@]}" "$@" > /dev/null 2>&1 ||
+    probe=()
+    [ "${CLOCKS:-0}" = 1 ] && probe=(tools/gpu/clock-probe.sh "$tag-$r-${name//[^A-Za-z0-9_]/_}")
+    CLOCK_LOG="$OUT/ab-$tag-clocks.txt" env "${envs[@]}" timeout 300 "${probe[@]}" $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-2000}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "${args[@]}" "$@" > /dev/null 2>&1 ||
       echo "[$name] round $r failed" >> "$raw"
     python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$name" >> "$raw" <<'EOF'
 import json, sys
