@@ -17,7 +17,10 @@
 // short tasks' end: the rows through shared memory, a warp storing whole rows (epilogue 3.5% shorter, level end to
 // end), the rows in bf16 instead of fp32 (half the bytes, level), and Q of the CTA a wave later prefetched into L2
 // (its start 270 cycles sooner, 1.4% slower): with no stores at all B=8 S=2048 causal ran 9.5% faster, but neither
-// the stores' pattern nor their bytes is what that costs.
+// the stores' pattern nor their bytes is what that costs. Session 22 (h200-s22): the kernel runs against the 700 W
+// power limit (1650-1695 MHz at D=128), and without its K/V copies it ran 10% faster at a 9% higher clock; clusters
+// of 2 or 4 CTAs sharing each K/V tile through TMA multicast raised the clock 4-9% but stalled on one another's
+// releases (two stages): level to 14% slower on the H200 (3% faster on the H100). The patch is in h200-s22/.
 #include <algorithm>
 #include <cstdint>
 
