@@ -3,9 +3,11 @@
 #   comm: the shared NCCL step table (docs/measurements/h200-nccl-steps.csv, from tools/measurements-to-csv.sh);
 #   kernels: tasp's own kernels on an H200, cold, hot and mixed: first the rates of the build nearest the fit set's
 #            (docs/measurements/h200-tasp-kernel.csv, session 15), with which the executor's figures below are fitted,
-#            then the compute alone refitted from the current kernels' rates (h200-tasp-kernel-current.csv,
-#            tools/gpu/kernel-profile.sh), the executor's figures kept: fitted in one step from rates newer than
-#            the fit set's timelines, NCCL's share of the SMs would absorb the kernels' speed-up;
+#            then the compute alone refitted from the current kernels' rates (h200-tasp-kernel-current.csv: the
+#            sweeps h200-kernels-s19 and -s22 of tools/gpu/kernel-profile.sh together, kernels whose long walks are
+#            the same, on two H200s: fitted alone, their D=128 forward asymptotes differ by 3%), the executor's
+#            figures kept: fitted in one step from rates newer than the fit set's timelines, NCCL's share of the SMs
+#            would absorb the kernels' speed-up;
 #   executor: the newest fit set's timelines on 2x H200 (docs/measurements/h200x2-model/fit-*/, from
 #            tools/gpu/fit-set.sh with the kernels of the same build: older sets timed older kernels, and the
 #            share of the SMs lost to NCCL would absorb their difference to the new rates);
