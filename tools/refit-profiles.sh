@@ -3,9 +3,9 @@
 #   comm: the shared NCCL step table (docs/measurements/h200-nccl-steps.csv, from tools/measurements-to-csv.sh);
 #   kernels: tasp's own kernels on an H200, cold, hot and mixed: first the rates of the build nearest the fit set's
 #            (docs/measurements/h200-tasp-kernel.csv, session 15), with which the executor's figures below are fitted,
-#            then the compute alone refitted from the current kernels' rates (h200-tasp-kernel-current.csv: the
-#            sweeps h200-kernels-s19 and -s22 of tools/gpu/kernel-profile.sh together, kernels whose long walks are
-#            the same, on two H200s: fitted alone, their D=128 forward asymptotes differ by 3%), the executor's
+#            then the compute alone refitted from the current kernels' rates (CURRENT: the sweeps h200-kernels-s19
+#            and -s22 of tools/gpu/kernel-profile.sh together, kernels whose long walks are the same, on two H200s:
+#            fitted alone, their D=128 forward asymptotes differ by 3%), the executor's
 #            figures kept: fitted in one step from rates newer than the fit set's timelines, NCCL's share of the SMs
 #            would absorb the kernels' speed-up;
 #   executor: the newest fit set's timelines on 2x H200 (docs/measurements/h200x2-model/fit-*/, from
@@ -20,12 +20,13 @@ T=${1:-build/tools/tasp}
 M=docs/measurements
 FITSET=$(ls -d $M/h200x2-model/fit-*/ | sort | tail -1)
 fit=(--fit $M/h200-nccl-steps.csv $M/h200-tasp-kernel.csv --timeline "$FITSET"fit-*.json -q)
+CURRENT=($M/h200-kernels-s19/kernel.csv $M/h200-kernels-s22/kernel.csv)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
 h200() {  # topology, description
   $T calibrate "${fit[@]}" -t "$1" --name "$1" -o "$tmp/$1.yaml"
-  $T calibrate --fit $M/h200-tasp-kernel-current.csv --base "$tmp/$1.yaml" -t "$1" --name "$1" -q \
+  $T calibrate --fit "${CURRENT[@]}" --base "$tmp/$1.yaml" -t "$1" --name "$1" -q \
     -o topologies/$1.profile.yaml --description "$2"
 }
 h200 h200-hgx-8 \
@@ -33,7 +34,7 @@ h200 h200-hgx-8 \
 compute from tasp's own Hopper kernels on H200s, forward and backward, cold, hot and with forward and backward taking \
 turns (sustained fractions); the executor's pass starts, step gaps, NCCL's share of the SMs and the dQ finish from \
 the timelines of the newest fit set on 2x H200 (docs/measurements/h200x2-model/fit-*) with the kernel rates of its \
-time; then the compute alone from the current kernels' rates (docs/measurements/h200-tasp-kernel-current.csv)."
+time; then the compute alone from the current kernels' rates (docs/measurements/h200-kernels-s19 and -s22)."
 h200 h200-hgx-4 \
   "H200 SXM. Not measured on 4 GPUs: the figures of the 8x H200 HGX fit (same NVLink/NVSwitch generation, same SM \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
