@@ -50,7 +50,7 @@ planner::Workload kernel_workload(const KernelSample& k);
 BlockWork kernel_work(const KernelSample& k) { return whole_block(kernel_workload(k), k.lq, k.lk, k.causal); }
 planner::Workload kernel_workload(const KernelSample& k) {
   planner::Workload w;
-  w.B = k.B, w.H = k.H, w.Hkv = k.H, w.D = k.D, w.causal = k.causal;
+  w.B = k.B, w.H = k.H, w.Hkv = k.kv_heads(), w.D = k.D, w.causal = k.causal;
   return w;
 }
 double kernel_fill(const ComputeProfile& cp, const KernelSample& k) {
@@ -93,10 +93,11 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
 
   // Kernels: t = launch + x / peak + x * (1/Lq + 1/Lk) * half_len / peak, x = FLOPs / fill, per head dim and mask.
   // Peaks, launch and size curves from the cold samples (all of them where none is cold).
-  const bool any_cold = std::any_of(s.kernel.begin(), s.kernel.end(), [](const KernelSample& k) { return !k.hot(); });
+  // MHA rows only: GQA rows give their own curves at the end.
+  const bool any_cold = std::any_of(s.kernel.begin(), s.kernel.end(), [](const KernelSample& k) { return !k.hot() && !k.grouped(); });
   std::map<std::pair<int, bool>, std::vector<KernelSample>> groups, bwd_groups;
   for (const auto& k : s.kernel)
-    if (!k.hot() || !any_cold) (k.backward ? bwd_groups : groups)[{k.D, k.causal}].push_back(k);
+    if (!k.grouped() && (!k.hot() || !any_cold)) (k.backward ? bwd_groups : groups)[{k.D, k.causal}].push_back(k);
   std::vector<double> launches;
   std::map<int, ComputeRate> rates;
   for (const auto& r : p.compute.rates) rates[r.head_dim] = r;
@@ -191,7 +192,8 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
   if (any_cold) {
     std::map<std::tuple<int, bool, bool>, std::vector<double>> ratios;  // (D, backward, mix)
     for (const auto& k : s.kernel)
-      if (k.hot() && k.us > fixed_us(k)) ratios[{k.D, k.backward, k.mix}].push_back((cold_us(k) - fixed_us(k)) / (k.us - fixed_us(k)));
+      if (k.hot() && !k.grouped() && k.us > fixed_us(k))
+        ratios[{k.D, k.backward, k.mix}].push_back((cold_us(k) - fixed_us(k)) / (k.us - fixed_us(k)));
     for (auto& [key, v] : ratios)
       for (auto& r : p.compute.rates) {
         const auto [d, bwd, mix] = key;
@@ -200,6 +202,33 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
         f = std::clamp(median(v), 0.05, 1.0);
       }
   }
+
+  // GQA: each grouped row against the MHA rows of its shape, clock and file (their median), kernel time less the
+  // fixed parts and times the launch's wave fill (which the model already has: the backward's CTAs follow the K/V
+  // heads); per head dim, pass and group the median of those ratios. Paired in one file, so that two GPUs' rates
+  // (a few % apart) do not pass for a GQA cost.
+  std::map<std::tuple<int, bool, int>, std::vector<double>> gqa;  // (D, backward, group)
+  for (const auto& k : s.kernel) {
+    if (!k.grouped() || k.us <= fixed_us(k)) continue;
+    std::vector<double> mha;
+    for (const auto& m : s.kernel)
+      if (!m.grouped() && m.source == k.source && m.backward == k.backward && m.B == k.B && m.H == k.H && m.D == k.D &&
+          m.lq == k.lq && m.lk == k.lk && m.causal == k.causal && m.heat_ms == k.heat_ms && m.mix == k.mix && m.us > fixed_us(m))
+        mha.push_back((m.us - fixed_us(m)) * kernel_fill(p.compute, m));
+    if (!mha.empty())
+      gqa[{k.D, k.backward, k.H / k.kv_heads()}].push_back(median(mha) / ((k.us - fixed_us(k)) * kernel_fill(p.compute, k)));
+  }
+  for (auto& r : p.compute.rates)
+    for (bool bwd : {false, true}) {
+      Curve c;
+      for (const auto& [key, v] : gqa) {
+        const auto [d, b, group] = key;
+        if (d == r.head_dim && b == bwd) c.points.push_back({double(group), std::clamp(median(v), 0.05, 2.0)});
+      }
+      if (c.empty()) continue;
+      c.points.insert(c.points.begin(), {1.0, 1.0});
+      (bwd ? r.bwd_gqa : r.gqa) = c;
+    }
 
   if (checks) {
     const Profile hot = p.at_clock(Clock::Sustained), hot_mix = p.at_clock(Clock::Sustained, true);
@@ -211,7 +240,9 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     }
     for (const auto& k : s.kernel) {
       std::ostringstream what;
-      what << "attention B=" << k.B << " H=" << k.H << " Lq=" << k.lq << " Lk=" << k.lk << " D=" << k.D
+      what << "attention B=" << k.B << " H=" << k.H;
+      if (k.grouped()) what << " Hkv=" << k.kv_heads();
+      what << " Lq=" << k.lq << " Lk=" << k.lk << " D=" << k.D
            << (k.causal ? " causal" : "");
       if (k.backward) what << " backward";
       if (k.hot()) what << (k.mix ? " hot mix" : " hot");

@@ -18,6 +18,8 @@ struct CommSample {
 };
 struct KernelSample {
   int B = 1, H = 1, D = 128;
+  int Hkv = 0;     // key/value heads (0: H); fewer: grouped-query attention
+  int source = 0;  // which measurement file (GQA rows are compared with MHA rows of the same file only)
   double lq = 0, lk = 0;
   bool causal = false;
   bool backward = false;  // the backward launch (row sums + kernel) rather than the forward
@@ -25,6 +27,8 @@ struct KernelSample {
   double heat_ms = 0;  // the GPU was kept busy this long before the timing (> 0: a sustained-clock sample)
   bool mix = false;    // ... with the forward and backward taking turns
   bool hot() const { return heat_ms > 0; }
+  int kv_heads() const { return Hkv > 0 ? Hkv : H; }
+  bool grouped() const { return kv_heads() < H; }
 };
 struct Samples {
   std::vector<CommSample> comm;
@@ -41,7 +45,9 @@ struct FitCheck {
 // Fits latency, per-peer latency, per-flow and per-rank rate curves (per communicator size) and the
 // kernel rate (peak per head dim and mask, launch, half length) from the cold samples; backward samples give
 // the backward peaks (with the forward's launch and size curves); hot samples (heat_ms > 0) give the
-// sustained fraction per head dim and pass; fields without samples keep `base`'s.
+// sustained fraction per head dim and pass; fields without samples keep `base`'s. All of these from MHA rows;
+// a GQA row (Hkv < H) is set beside the MHA rows of the same shape, clock and file, and the medians of their
+// ratios per head dim, pass and group give the rate's GQA curves.
 // `net` (the machine's topology) replays every sample for the checks.
 Profile fit_profile(const Samples& s, const Profile& base, const Network& net, std::vector<FitCheck>* checks);
 
@@ -62,7 +68,8 @@ double fit_comm_compute_share(const std::vector<std::pair<planner::Timeline, pla
                               double base);
 
 // CSV with a header naming its columns: kind,ranks,bytes,ms for communication rows;
-// kind=attention|attention_bwd,B,H,Lq,Lk,D,causal,ms[,heat_ms] for kernel rows ('S' may stand for Lq = Lk). Column order is free,
+// kind=attention|attention_bwd,B,H,Lq,Lk,D,causal,ms[,heat_ms][,mix][,Hkv] for kernel rows ('S' may stand for Lq = Lk; Hkv
+// defaults to H and must divide it). Column order is free,
 // '#' starts a comment line. Throws planner::InputError naming file, line and column.
 Samples read_samples_csv(const std::string& text, const std::string& name_for_errors);
 

@@ -75,6 +75,10 @@ Samples read_samples_csv(const std::string& text, const std::string& file) {
       KernelSample k;
       k.backward = kind == "attention_bwd";
       k.B = int(number("B", true)), k.H = int(number("H", true)), k.D = int(number("D", true));
+      if (col.count("Hkv") && !cells[col["Hkv"]].empty()) {
+        k.Hkv = int(number("Hkv", true));
+        if (k.H % k.Hkv != 0) fail("Hkv", "must divide H (" + std::to_string(k.H) + "), got " + std::to_string(k.Hkv));
+      }
       if (col.count("S") && !cells[col["S"]].empty()) k.lq = k.lk = number("S", true);
       else k.lq = number("Lq", true), k.lk = number("Lk", true);
       const std::string c = col.count("causal") ? cells[col["causal"]] : "";

@@ -112,7 +112,7 @@ double math_us(const ComputeProfile& cp, const planner::Workload& w, const Block
 double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward) {
   const double tiles = backward ? (sum.key_tiles > 0 ? sum.key_tiles : std::ceil(sum.lk / kBackwardKeyTile))
                                 : std::ceil(sum.lq / cp.tile_rows(w.D));
-  const double ctas = double(w.B) * (backward ? w.Hkv : w.H) * std::max(1.0, tiles);
+  const double ctas = double(w.B) * w.H * std::max(1.0, tiles);
   return ctas / (std::ceil(ctas / cp.sms) * cp.sms);
 }
 
@@ -132,8 +132,8 @@ double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, 
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first) {
   if (sum.flops() <= 0) return 0;
   const BwdRate br = cp.bwd_rate(w.D);
-  return backward_fixed_us(cp, w, sum.lq, first) +
-         math_us(cp, w, sum, br.full_tflops, br.causal_tflops, br.full_half_len, br.causal_half_len, kBackwardFlopsFactor, true);
+  return backward_fixed_us(cp, w, sum.lq, first) + math_us(cp, w, sum, br.full_tflops, br.causal_tflops, br.full_half_len, br.causal_half_len,
+                                                           kBackwardFlopsFactor / cp.gqa_fraction(w.D, w.H, w.Hkv, true), true);
 }
 
 double backward_alone_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum) {
@@ -147,7 +147,8 @@ double accumulate_us(const ComputeProfile& cp, double bytes) {
 double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge) {
   if (sum.flops() <= 0) return 0;
   const ComputeRate& r = cp.rate(w.D);
-  const double m = math_us(cp, w, sum, r.full_tflops, r.causal_tflops, cp.full_half_len(w.D), cp.causal_half_len(w.D), 1.0, false);
+  const double m = math_us(cp, w, sum, r.full_tflops, r.causal_tflops, cp.full_half_len(w.D), cp.causal_half_len(w.D),
+                           1 / cp.gqa_fraction(w.D, w.H, w.Hkv, false), false);
   // The merge into the running fp32 out/LSE is fused into the kernel's epilogue: it reads the running
   // values and writes them back, hidden under the math unless the block is too small to cover it.
   const double merge_us = merge ? 2.0 * w.B * w.H * sum.lq * (w.D + 1) * 4.0 / (cp.hbm_gbps * 1e3) : 0;

@@ -32,7 +32,8 @@ BlockWork whole_block(const planner::Workload& w, double lq, double lk, bool cau
 constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backward kernel
 
 // The occupancy of a launch's last wave (1: whole waves): the forward runs B * H * ceil(lq / tile_m) CTAs,
-// the backward B * Hkv * key_tiles (with GQA few, so a short last wave weighs).
+// the backward B * H * key_tiles (a CTA per query head, GQA too; the deterministic dQ's CTAs walk a whole group,
+// which the simulator does not model).
 double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward);
 
 // `mask`: the workload's (planner::make_mask), when the caller keeps one; made here otherwise.

@@ -48,6 +48,12 @@ int ComputeProfile::tile_rows(int head_dim) const {
   return t > 0 ? t : tile_m;
 }
 
+double ComputeProfile::gqa_fraction(int head_dim, int H, int Hkv, bool backward) const {
+  if (Hkv <= 0 || H <= Hkv || rates.empty()) return 1;
+  const Curve& c = backward ? rate(head_dim).bwd_gqa : rate(head_dim).gqa;
+  return c.empty() ? 1 : c.at(double(H) / Hkv);
+}
+
 const CommProfile& Profile::comm_for(int ranks) const {
   if (comm.empty()) throw std::logic_error("profile has no comm figures");
   const CommProfile* best = nullptr;

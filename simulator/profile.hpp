@@ -41,6 +41,11 @@ struct ComputeRate {
   // power limit: the forward kernel draws more power per second than the backward and loses more clock.
   // Alone (a pass after pass of one kind) and mixed (forward and backward taking turns, as in training).
   double sustained = 1, bwd_sustained = 1, mix_sustained = 1, bwd_mix_sustained = 1;
+  // Grouped-query attention: the fraction of the rate above (MHA of the same H) a kernel keeps when H / Hkv query
+  // heads share a K/V head, against the group size (from 1: 1), linear in log2 between measured groups and flat
+  // beyond; empty: 1. The backward's dK/dV sum over the group and its dQ scratch spans the group's heads, and
+  // at groups of 8 it loses 10-20% on an H200 (docs/measurements/model-validation.md).
+  Curve gqa, bwd_gqa;
 };
 
 // The backward rate a profile gives for a head dim, and whether it was measured or estimated.
@@ -69,6 +74,8 @@ struct ComputeProfile {
   double full_half_len(int head_dim) const;    // the rate's, else half_len
   double causal_half_len(int head_dim) const;
   int tile_rows(int head_dim) const;  // the rate's tile_m if it has one, else tile_m
+  // The rate's GQA fraction for H / Hkv query heads per K/V head (1 without a group or a curve).
+  double gqa_fraction(int head_dim, int H, int Hkv, bool backward) const;
 };
 
 // What tasp's executor adds around the kernels and NCCL steps, fitted from its own timelines (`tasp

@@ -16,16 +16,30 @@ double positive(const YamlCtx& cx, const YAML::Node& n, const std::string& field
   return v;
 }
 
-Curve curve(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+// A list of [x, y] pairs, x increasing; `x_name` and `y_name` name them in errors.
+Curve curve(const YamlCtx& cx, const YAML::Node& n, const std::string& field, const std::string& x_name = "bytes",
+            const std::string& y_name = "GB/s") {
+  const std::string pair = "[" + x_name + ", " + y_name + "]";
   if (!n.IsDefined()) cx.fail(n, field, "missing");
-  if (!n.IsSequence() || n.size() == 0) cx.fail(n, field, "expected a list of [bytes, GB/s] pairs");
+  if (!n.IsSequence() || n.size() == 0) cx.fail(n, field, "expected a list of " + pair + " pairs");
   Curve c;
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string f = field + "[" + std::to_string(i) + "]";
-    if (!n[i].IsSequence() || n[i].size() != 2) cx.fail(n[i], f, "expected [bytes, GB/s]");
+    if (!n[i].IsSequence() || n[i].size() != 2) cx.fail(n[i], f, "expected " + pair);
     double x = positive(cx, n[i][0], f + "[0]"), y = positive(cx, n[i][1], f + "[1]");
-    if (!c.points.empty() && x <= c.points.back().first) cx.fail(n[i], f, "bytes must increase along the list");
+    if (!c.points.empty() && x <= c.points.back().first) cx.fail(n[i], f, x_name + " must increase along the list");
     c.points.push_back({x, y});
+  }
+  return c;
+}
+
+// A rate's GQA curve: [query heads per K/V head, fraction of the MHA rate] from a group of 1.
+Curve gqa_curve(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+  Curve c = curve(cx, n, field, "group", "fraction");
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    if (c.points[i].first < 1) cx.fail(n[i][0], f + "[0]", "a group is >= 1 query heads per K/V head");
+    if (c.points[i].second > 2) cx.fail(n[i][1], f + "[1]", "must be in (0, 2]: a fraction of the MHA rate");
   }
   return c;
 }
@@ -90,7 +104,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     const std::string f = "compute.rates[" + std::to_string(i) + "]";
     cx.only_keys(rates[i], f, {"head_dim", "full_tflops", "causal_tflops", "full_half_len", "causal_half_len", "tile_m",
                                "bwd_full_tflops", "bwd_causal_tflops", "bwd_full_half_len", "bwd_causal_half_len",
-                               "sustained", "bwd_sustained", "mix_sustained", "bwd_mix_sustained"});
+                               "sustained", "bwd_sustained", "mix_sustained", "bwd_mix_sustained", "gqa", "bwd_gqa"});
     ComputeRate r;
     if (!rates[i]["head_dim"]) cx.fail(rates[i], f + ".head_dim", "missing");
     r.head_dim = int(cx.integer(rates[i]["head_dim"], f + ".head_dim"));
@@ -119,6 +133,8 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
         *field = positive(cx, rates[i][key], f + "." + key);
         if (*field > 1) cx.fail(rates[i][key], f + "." + key, "must be in (0, 1]: a fraction of the rate");
       }
+    for (auto [key, field] : {std::pair{"gqa", &r.gqa}, std::pair{"bwd_gqa", &r.bwd_gqa}})
+      if (rates[i][key]) *field = gqa_curve(cx, rates[i][key], f + "." + key);
     cp.rates.push_back(r);
   }
   if (const YAML::Node e = root["executor"]; e.IsDefined()) {
@@ -133,6 +149,12 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     if (e["step_gap_us"]) p.executor.step_gap_us = positive(cx, e["step_gap_us"], "executor.step_gap_us", true);
   }
   return p;
+}
+
+void write_points(std::ostream& o, const Curve& c) {
+  o << "[";
+  for (size_t i = 0; i < c.points.size(); ++i) o << (i ? ", " : "") << "[" << c.points[i].first << ", " << c.points[i].second << "]";
+  o << "]";
 }
 
 void write_curve(std::ostream& o, const char* key, const Curve& c) {
@@ -181,6 +203,8 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
     if (r.bwd_sustained != 1) o << ", bwd_sustained: " << r.bwd_sustained;
     if (r.mix_sustained != 1) o << ", mix_sustained: " << r.mix_sustained;
     if (r.bwd_mix_sustained != 1) o << ", bwd_mix_sustained: " << r.bwd_mix_sustained;
+    if (!r.gqa.empty()) o << ", gqa: ", write_points(o, r.gqa);
+    if (!r.bwd_gqa.empty()) o << ", bwd_gqa: ", write_points(o, r.bwd_gqa);
     o << "}\n";
   }
   const auto& e = p.executor;

@@ -442,6 +442,57 @@ TEST(Calibrate, SustainedFractionsAndExecutorTermsFromMeasurements) {
   EXPECT_NEAR(e.step_gap_us, 4, 1e-9);
 }
 
+TEST(Calibrate, GqaCurvesFromRowsBesideTheirMhaShapes) {
+  // A kernel whose backward keeps 95% of its MHA rate at groups of 4 and 80% at 8, and whose forward gains 4% at 4;
+  // a second file has MHA rows only, 5% faster (another GPU): it must not pass for a GQA cost.
+  auto net = simulator::build_network(star(2, 450));
+  simulator::Profile truth = simple_profile(5, 100, 100, 1);
+  truth.compute.launch_us = 5, truth.compute.half_len = 80, truth.compute.sms = 132, truth.compute.tile_m = 128;
+  truth.compute.rates = {{128, 600, 560}};
+  auto& tr = truth.compute.rates[0];
+  tr.bwd_full_tflops = 420, tr.bwd_causal_tflops = 390, tr.sustained = 0.9, tr.bwd_sustained = 0.95;
+  tr.bwd_gqa.points = {{1, 1}, {4, 0.95}, {8, 0.8}};
+  tr.gqa.points = {{1, 1}, {4, 1.04}};
+  simulator::Profile other = truth;
+  for (auto& r : other.compute.rates)
+    r.full_tflops *= 1.05, r.causal_tflops *= 1.05, r.bwd_full_tflops *= 1.05, r.bwd_causal_tflops *= 1.05;
+  simulator::Samples s;
+  for (int source : {0, 1})
+    for (int S : {2048, 4096, 8192, 16384})
+      for (int hkv : {32, 8, 4})
+        for (bool causal : {false, true})
+          for (bool bwd : {false, true})
+            for (double heat : {0.0, 500.0}) {
+              if (source == 1 && hkv != 32) continue;
+              simulator::KernelSample k;
+              k.B = 1, k.H = 32, k.Hkv = hkv, k.D = 128, k.lq = k.lk = S, k.causal = causal, k.backward = bwd, k.heat_ms = heat;
+              k.source = source;
+              planner::Workload w;
+              w.B = 1, w.H = 32, w.Hkv = hkv, w.D = 128, w.causal = causal;
+              const simulator::BlockWork b = simulator::whole_block(w, S, S, causal);
+              const simulator::Profile at = (source ? other : truth).at_clock(heat > 0 ? simulator::Clock::Sustained : simulator::Clock::Boost);
+              k.us = bwd ? simulator::backward_alone_us(at.compute, w, b) : simulator::compute_us(at.compute, w, b, false);
+              s.kernel.push_back(k);
+            }
+  simulator::Profile base = simple_profile(1, 1, 1, 1);
+  base.compute.sms = 132, base.compute.tile_m = 128;
+  std::vector<simulator::FitCheck> checks;
+  auto fit = simulator::fit_profile(s, base, net, &checks);
+  const auto& r = fit.compute.rate(128);
+  ASSERT_EQ(r.bwd_gqa.points.size(), 3u);
+  EXPECT_EQ(r.bwd_gqa.points[0], (std::pair<double, double>{1, 1}));
+  EXPECT_NEAR(r.bwd_gqa.at(4), 0.95, 2e-3);
+  EXPECT_NEAR(r.bwd_gqa.at(8), 0.8, 2e-3);
+  EXPECT_NEAR(r.gqa.at(4), 1.04, 2e-3);
+  EXPECT_NEAR(r.gqa.at(8), 1.04, 2e-3);  // the truth's curve is flat past its last point
+  EXPECT_NEAR(fit.compute.gqa_fraction(128, 32, 32, true), 1, 1e-12);
+  EXPECT_NEAR(fit.compute.gqa_fraction(128, 40, 8, true), 0.95 - 0.15 * (std::log2(5) - 2), 2e-3);  // between 4 and 8
+  // The MHA rows of both files fit the rates between the two GPUs'; every row is predicted within that spread.
+  EXPECT_GT(r.full_tflops, 600);
+  EXPECT_LT(r.full_tflops, 630);
+  for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.04) << ch.what;
+}
+
 TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   auto p = simulator::builtin_profile("h200-hgx-8");
   std::ostringstream o;
@@ -478,6 +529,13 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   EXPECT_NEAR(hot.compute.rate(hd).full_tflops, 0.9 * q.compute.rate(hd).full_tflops, 1e-9);
   EXPECT_NEAR(hot.compute.bwd_rate(hd).causal_tflops, 0.95 * 480, 1e-9);
   EXPECT_NEAR(cool.compute.rate(hd).full_tflops, q.compute.rate(hd).full_tflops, 1e-9);
+  // So do the GQA curves.
+  p.compute.rates.back().bwd_gqa.points = {{1, 1}, {4, 0.93}, {8, 0.81}};
+  std::ostringstream o4;
+  simulator::write_profile_yaml(o4, p);
+  q = simulator::profile_from_yaml_text(o4.str(), "rt4.yaml");
+  EXPECT_NEAR(q.compute.gqa_fraction(hd, 64, 8, true), 0.81, 1e-9);
+  EXPECT_NEAR(q.compute.gqa_fraction(hd, 64, 8, false), 1, 1e-12);
   struct Case { std::string text, expect; };
   const std::vector<Case> bad = {
       {"", "empty profile"},
@@ -500,6 +558,12 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
        "executor.step_gap_us"},
       {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1}]}\nexecutor: {gap: 2}\n",
        "gap"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, bwd_gqa: [[1, 1], [0.5, 0.9]]}]}\n",
+       "rates[0].bwd_gqa[1]"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, gqa: [[4, 3]]}]}\n",
+       "rates[0].gqa[0][1]"},
+      {"name: x\ncomm:\n  - {ranks: 8, latency_us: 1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 64, full_tflops: 1, gqa: 0.9}]}\n",
+       "[group, fraction]"},
       {"name: x\nbogus: 1\n", "bogus"},
       {"name: [x\n", "syntax"},
   };
@@ -544,6 +608,11 @@ TEST(ProfileYaml, Fuzz) {
 
 TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
   EXPECT_NO_THROW(simulator::read_samples_csv("kind,ranks,bytes,ms\nring,8,1048576,0.07\n", "a.csv"));
+  const auto gqa = simulator::read_samples_csv("kind,B,H,Hkv,S,D,causal,ms\nattention_bwd,1,32,8,1024,128,0,1\nattention,1,32,,1024,128,0,1\n", "a.csv");
+  ASSERT_EQ(gqa.kernel.size(), 2u);
+  EXPECT_EQ(gqa.kernel[0].kv_heads(), 8);
+  EXPECT_TRUE(gqa.kernel[0].grouped());
+  EXPECT_EQ(gqa.kernel[1].kv_heads(), 32);
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"kind,ranks,bytes,ms\nring,8,abc,0.07\n", "a.csv:2: bytes"},
       {"kind,ranks,bytes,ms\nring,8,1024\n", "a.csv:2: (row)"},
@@ -551,6 +620,7 @@ TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
       {"kind,ranks,bytes,ms\nwarp,8,1024,1\n", "a.csv:2: kind"},
       {"kind,ranks,bytes,ms\n", "no measurement rows"},
       {"kind,B,H,S,D,causal,ms\nattention,1,8,1024,128,maybe,1\n", "a.csv:2: causal"},
+      {"kind,B,H,Hkv,S,D,causal,ms\nattention,1,32,5,1024,128,0,1\n", "a.csv:2: Hkv: must divide H"},
   };
   for (const auto& [text, expect] : bad) {
     try {

@@ -263,11 +263,12 @@ void register_bench_kernel(CLI::App& bench) {
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
     if (!csv->empty())
       write_output(*csv, [&](std::ostream& o) {
-        o << "kind,B,H,S,D,causal,ms,heat_ms,mix\n";
+        o << "kind,B,H,Hkv,S,D,causal,ms,heat_ms,mix\n";
         for (const auto& r : rows)
-          if (r["pieces"] == 1 && r["Hkv"] == r["H"] && (r["mask"] == "causal" || r["mask"] == "none"))
-            o << (r["pass"] == "bwd" ? "attention_bwd," : "attention,") << r["B"] << "," << r["H"] << "," << r["S"] << "," << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0)
-              << "," << r["ms"].get<double>() << "," << tm->heat_ms << "," << (tm->mix ? 1 : 0) << "\n";
+          if (r["pieces"] == 1 && (r["mask"] == "causal" || r["mask"] == "none"))
+            o << (r["pass"] == "bwd" ? "attention_bwd," : "attention,") << r["B"] << "," << r["H"] << "," << r["Hkv"] << "," << r["S"] << ","
+              << r["D"] << "," << (r["causal"].get<bool>() ? 1 : 0) << "," << r["ms"].get<double>() << "," << tm->heat_ms << ","
+              << (tm->mix ? 1 : 0) << "\n";
       });
   });
 }

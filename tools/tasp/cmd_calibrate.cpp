@@ -69,8 +69,10 @@ void register_calibrate(CLI::App& app) {
         });
       files = "NCCL steps measured on " + std::to_string(n) + " GPUs";
     }
-    for (const auto& f : a->fit) {
-      const simulator::Samples one = simulator::read_samples_csv(planner::read_text_file(f, "measurement file"), f);
+    for (size_t i = 0; i < a->fit.size(); ++i) {
+      const std::string& f = a->fit[i];
+      simulator::Samples one = simulator::read_samples_csv(planner::read_text_file(f, "measurement file"), f);
+      for (auto& k : one.kernel) k.source = int(i);
       s.comm.insert(s.comm.end(), one.comm.begin(), one.comm.end());
       s.kernel.insert(s.kernel.end(), one.kernel.begin(), one.kernel.end());
       files += (files.empty() ? "" : " ") + f;
