@@ -54,12 +54,14 @@ using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 // TASP_FWD_BN=128 or 192 fixes the key tile at D=80..128 (otherwise chosen by the walk's length, pick_block_n).
 // TASP_FWD_TMA_STORE=0 stores every row from registers (otherwise a CTA's full tiles that do not fold go out
 // through shared memory and TMA where the kernel has room for them: fwd_sm90.cuh). TASP_FWD_PERSIST=0 launches a
-// CTA per task where the persistent grid would run (128-key tiles at D=80..128).
+// CTA per task where the persistent grid would run (128-key tiles at D=80..128). TASP_FWD_RESCALE_SLACK=k (0..8):
+// a row's running maximum moves only when a tile's passes it by more than k (log2 units; online_softmax).
 struct Path {
   bool sm90;
   bool overlap;
   bool tma_store = env_int("TASP_FWD_TMA_STORE", 1) != 0;
   bool persist = env_int("TASP_FWD_PERSIST", 1) != 0;
+  int rescale_slack = env_int("TASP_FWD_RESCALE_SLACK", 8);
   int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
@@ -198,6 +200,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.tickets = reinterpret_cast<int*>(base + at_tickets);
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
+  p.rescale_slack = float(std::clamp(path.rescale_slack, 0, 8));
   const int n = int(sorted.size());
   const dim3 grid = fwd::cta_grid(p, n, b.B);
   if ((long long)grid.x * grid.y * grid.z > 0x7fffffffLL) bad("too many tasks");

@@ -1,7 +1,9 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
 // walks the query tiles (80 rows at D=128, 128 at D=64) whose rows see some of its keys, of every item that
-// lists the piece, for each query head of the KV head's group: its visits, which the host resolved with their
+// lists the piece, for each of its query heads (Params::heads_per_cta of the KV head's group: one by default, the
+// group's CTAs then adding dK and dV with reductions; the whole group with the deterministic dQ): its visits,
+// which the host resolved with their
 // masks (bwd_plan.hpp). Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
 // dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute, and leaves each tile's QTile in a
 // slot two tiles ahead (consumers that walked too, each reading the list, measured 2-8% slower). There is no producer
@@ -24,8 +26,8 @@
 // order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous block (FA3's dQ accumulation;
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
 // that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
-// stay in registers across the walk and are added to the piece's fp32 accumulator at the end: a CTA is the
-// only writer of its keys, so their sums are ordered. dQ's sums are ordered only when asked (DET: the CTAs that
+// stay in registers across the walk and are added to the piece's fp32 accumulator at the end: where a CTA is the
+// only writer of its keys (MHA, or the whole group in one CTA) their sums are ordered. dQ's sums are ordered only when asked (DET: the CTAs that
 // add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid then runs the KV heads
 // fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
 //
@@ -80,6 +82,9 @@ struct Params {
   const unsigned char* tmaps;
   int* dq_sems;      // deterministic dQ: visits done per [B][H][dq_tiles][2 warpgroups], zero at launch
   int q_rows, H, Hkv;
+  // Query heads per CTA, a divisor of the group H / Hkv (the whole group with the deterministic dQ): the group's
+  // CTAs of one key tile then add their dK and dV into the piece's accumulator with reductions.
+  int heads_per_cta;
   float scale, scale_log2;
 };
 
@@ -245,7 +250,9 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
 
   const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
-  const int hk = DET ? blockIdx.x : blockIdx.y, b = blockIdx.z, group = p.H / p.Hkv;
+  // The CTA's K/V head and its share of the group's query heads (splits CTAs per key tile and K/V head).
+  const int splits = p.H / p.Hkv / p.heads_per_cta, y = DET ? blockIdx.x : blockIdx.y, hk = y / splits, b = blockIdx.z;
+  const int h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(kv_full, 1);
@@ -259,7 +266,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // t + 1 at the start, before the copies, held both warpgroups ~1,300 cycles a tile (h200-s17/trace); issuing
   // t + 2 at the end of tile t instead put the warpgroups a whole tile apart and was 1-5% slower (h200-s18/).
   const unsigned char* maps = p.tmaps;
-  QWalk ahead(tile, group, walk_cache);
+  QWalk ahead(tile, p.heads_per_cta, walk_cache);
   int resolved_n = 0;  // tiles resolved
   auto resolve = [&] {
     if (ahead.v > ahead.vend) return;  // the end resolved
@@ -271,7 +278,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
       int4* dst = reinterpret_cast<int4*>(&next);
       dst[0] = src[0], dst[1] = src[1];
-      dst[2] = make_int4(hk * group + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
+      dst[2] = make_int4(h0 + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
       ahead.next();
     } else {
       next.tile = -1;  // the end of the walk
@@ -552,19 +559,26 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     for (int c = 0; c < D / 8; ++c) {
       float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
       float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
-      float2 a = *k2, v = *v2;
-      a.x += p.scale * dk[4 * c + 2 * hf], a.y += p.scale * dk[4 * c + 2 * hf + 1];
-      v.x += dv[4 * c + 2 * hf], v.y += dv[4 * c + 2 * hf + 1];
-      *k2 = a, *v2 = v;
+      const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
+      const float2 v = make_float2(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
+      if (splits > 1) {  // the other CTAs of the group add into the same keys
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
+      } else {
+        float2 x = *k2, y2 = *v2;
+        x.x += a.x, x.y += a.y, y2.x += v.x, y2.y += v.y;
+        *k2 = x, *v2 = y2;
+      }
     }
   }
 }
 
+// kv_ctas: CTAs per key tile and batch (Hkv times the group's splits).
 template <typename T, int D, int BM, bool DET>
-void launch_sm90(const Params& p, int tiles, int Hkv, int B, cudaStream_t s) {
+void launch_sm90(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
   using S = Shape<D, BM>;
   allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, BM, DET>>(S::kSmem);
-  const dim3 grid = DET ? dim3(Hkv, tiles, B) : dim3(tiles, Hkv, B);
+  const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
   attention_bwd_sm90_kernel<T, D, BM, DET><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

@@ -33,6 +33,7 @@ struct Params {
   const Tile* tiles;
   int q_rows, H, Hkv;
   float scale_log2;
+  float rescale_slack;  // online_softmax's slack (log2 units)
   // TMA tensor maps (128 bytes each, Hopper path only): [0] Q, [1] out, [2 + 2i] K and [3 + 2i] V of piece i.
   const unsigned char* tmaps;
   bool tma_store;  // the Hopper kernel may store rows that do not fold through TMA
@@ -194,11 +195,14 @@ __device__ __forceinline__ void mask_rows(float* s, const TileMask& m, int r, in
   mask_cols<N>(s, lo, hi, t4);
 }
 
-// One online-softmax step (base 2) over N columns: turns scores into P against the new running maxima,
-// updates m and l, and returns in alpha the factors the old O must be scaled by. Returns whether any row
-// maximum of the warp grew (O needs rescaling only then, which after the first tiles is rare).
+// One online-softmax step (base 2) over N columns: turns scores into P against the running maxima, updates m and
+// l, and returns in alpha the factors the old O must be scaled by. A row's running maximum moves only when the
+// tile's passes it by more than `slack` (log2 units; FlashAttention-4's conditional rescale): P then stays
+// below 2^slack, and O needs rescaling only when some row of the warp moved (returned), which after the first
+// tiles is rare. With slack 0 the maximum follows every increase.
 template <int N>
-__device__ __forceinline__ bool online_softmax(float* s, float (&m)[2], float (&l)[2], float (&alpha)[2], float scale_log2) {
+__device__ __forceinline__ bool online_softmax(float* s, float (&m)[2], float (&l)[2], float (&alpha)[2], float scale_log2,
+                                               float slack) {
   bool grew = false;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -207,10 +211,12 @@ __device__ __forceinline__ bool online_softmax(float* s, float (&m)[2], float (&
     for (int c = 0; c < N / 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * hf], s[4 * c + 2 * hf + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-    const float m_new = fmaxf(m[hf], mx * scale_log2);
+    const float mx2 = mx * scale_log2;
+    const bool moves = mx2 > m[hf] + slack;  // a row's first visible key always moves it (m = -inf)
+    const float m_new = moves ? mx2 : m[hf];
     const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet
     alpha[hf] = exp2f(m[hf] - base);
-    grew |= m_new > m[hf];
+    grew |= moves;
     m[hf] = m_new;
     float sum = 0.f;
 #pragma unroll

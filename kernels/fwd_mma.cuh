@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) attention_fwd_mma_
       if (partial)
         mask_rows<kBlockN>(s[mt], TileMask(RowsBand(Band(p.items[tile.item]), qpos_lo), cur.kp.pos0 + cur.j0, min(kBlockN, cur.kp.len - cur.j0)),
                            (warp * MT + mt) * 16 + g, t4);
-      grew |= online_softmax<kBlockN>(s[mt], m[mt], l[mt], alpha[mt], p.scale_log2);
+      grew |= online_softmax<kBlockN>(s[mt], m[mt], l[mt], alpha[mt], p.scale_log2, p.rescale_slack);
     }
     if (grew)
 #pragma unroll

@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN, PERSIST>::kThreads, 1) attent
     // Scores of tile `k` (in s) to P (in pa); returns whether O must be rescaled by alpha.
     auto softmax = [&](const KvRec& k) {
       if (k.flags & kMask) mask_rows<kBlockN>(s, k.m, row0, t4);
-      return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2);
+      return online_softmax<kBlockN>(s, m, l, alpha, p.scale_log2, p.rescale_slack);
     };
     // The tile's record, taken before its K buffer (and with it the slot) is released; after the task's last
     // S = Q K^T, Q goes back to the producer too.

@@ -28,9 +28,30 @@ inline std::vector<int> fwd_head_dims() {
   return {64, 80, 96, 128, 256};
 }
 
+// Sets an environment variable for its scope and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name), had_(std::getenv(name) != nullptr) {
+    if (had_) old_ = std::getenv(name);
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_;
+  std::string old_;
+};
+
 struct Case {
   DType dtype = DType::BF16;
   int B = 1, H = 2, Hkv = 2, D = 128, q_rows = 0;
+  double scale = 0;  // of the scores; 0: 1 / sqrt(D)
   std::vector<PieceSpec> pieces;
   std::vector<ItemSpec> items;
 };

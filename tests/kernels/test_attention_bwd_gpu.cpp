@@ -374,25 +374,62 @@ TEST(AttentionBwdGpu, OneTokenEmptyItemsAndNoPieces) {
   BwdCase(c, 3).run_and_check();
 }
 
-// dK and dV do not depend on the order work finishes in: two runs give the same bits.
+// dK and dV do not depend on the order work finishes in: two runs give the same bits where one CTA sums each key
+// tile's (MHA by default; GQA with deterministic = true, a CTA walking the whole group); the default GQA backward's
+// CTAs of a group add theirs with reductions, the same within rounding.
 TEST(AttentionBwdGpu, DkDvAreDeterministic) {
   NEED_HOPPER();
-  Case c;
-  c.B = 1, c.H = 8, c.Hkv = 2, c.D = 128, c.q_rows = 1024;
-  c.pieces = {{512, 0}, {512, 512}};
-  c.items = {{0, 1024, 0, {0, 1}, true}};
-  BwdCase bc(c, 31);
-  Workspace ws;
-  std::vector<std::vector<float>> first;
-  for (int run = 0; run < 2; ++run) {
-    for (size_t p = 0; p < 2; ++p) cudaMemcpy(bc.d_dk[p], bc.dk0[p].data(), bc.dk0[p].size() * 4, cudaMemcpyHostToDevice);
-    bc.run(ws);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> gk(bc.dk0[0].size());
-    cudaMemcpy(gk.data(), bc.d_dk[0], gk.size() * 4, cudaMemcpyDeviceToHost);
-    if (run == 0) first.push_back(gk);
-    else EXPECT_EQ(first[0], gk);
+  struct Run {
+    int Hkv;
+    bool det;
+  };
+  std::vector<float> exact;  // GQA's deterministic dK
+  for (const Run r : {Run{8, false}, Run{2, true}, Run{2, false}}) {
+    SCOPED_TRACE("Hkv=" + std::to_string(r.Hkv) + (r.det ? " deterministic" : ""));
+    Case c;
+    c.B = 1, c.H = 8, c.Hkv = r.Hkv, c.D = 128, c.q_rows = 1024;
+    c.pieces = {{512, 0}, {512, 512}};
+    c.items = {{0, 1024, 0, {0, 1}, true}};
+    BwdCase bc(c, 31);
+    bc.batch.deterministic = r.det;
+    Workspace ws;
+    std::vector<std::vector<float>> first;
+    for (int run = 0; run < 2; ++run) {
+      for (size_t p = 0; p < 2; ++p) cudaMemcpy(bc.d_dk[p], bc.dk0[p].data(), bc.dk0[p].size() * 4, cudaMemcpyHostToDevice);
+      bc.run(ws);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> gk(bc.dk0[0].size());
+      cudaMemcpy(gk.data(), bc.d_dk[0], gk.size() * 4, cudaMemcpyDeviceToHost);
+      if (run == 0) first.push_back(gk);
+      else if (r.Hkv == 8 || r.det) EXPECT_EQ(first[0], gk);
+    }
+    if (r.det) exact = first[0];
+    if (r.Hkv == 2 && !r.det) {
+      double num = 0, den = 0;
+      for (size_t i = 0; i < exact.size(); ++i) {
+        const double a = first[0][i] - bc.dk0[0][i], b = exact[i] - bc.dk0[0][i];
+        num += (a - b) * (a - b), den += b * b;
+      }
+      EXPECT_GT(den, 0);
+      EXPECT_LE(std::sqrt(num / den), 1e-5) << "the group's reductions and one CTA's sums differ beyond rounding";
+    }
   }
+}
+
+// GQA 8 -> 2 (groups of 4) with 1, 2 and 4 query heads per CTA (TASP_BWD_HEADS_PER_CTA; 0: the whole group), a
+// causal walk across pieces and ragged tails: every split of the group adds the same dK and dV.
+TEST(AttentionBwdGpu, GqaHeadsPerCta) {
+  NEED_HOPPER();
+  for (const char* k : {"1", "2", "0"})
+    for (int D : {64, 128}) {
+      SCOPED_TRACE(std::string("TASP_BWD_HEADS_PER_CTA=") + k + " D=" + std::to_string(D));
+      const ScopedEnv env("TASP_BWD_HEADS_PER_CTA", k);
+      Case c;
+      c.B = 2, c.H = 8, c.Hkv = 2, c.D = D, c.q_rows = 530;
+      c.pieces = {{300, 0}, {157, 300}, {73, 457}};
+      c.items = {{0, 530, 0, {0, 1, 2}, true}};
+      BwdCase(c, 91 + D).run_and_check();
+    }
 }
 
 // deterministic = true: dQ is the same bits run after run, and within rounding of the default's dQ. 144 CTAs

@@ -20,26 +20,6 @@ using namespace tasp::kernels::testing;
 
 namespace {
 
-// Sets an environment variable for its scope and puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name), had_(std::getenv(name) != nullptr) {
-    if (had_) old_ = std::getenv(name);
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_;
-  std::string old_;
-};
-
 struct DeviceCase {
   const Case& c;
   std::vector<double> q;
@@ -61,7 +41,7 @@ struct DeviceCase {
       return d;
     };
     dq = upload(random_tensor(size_t(c.B) * c.q_rows * c.H * c.D, c.dtype, rng, q));
-    batch.dtype = c.dtype, batch.B = c.B, batch.H = c.H, batch.Hkv = c.Hkv, batch.D = c.D;
+    batch.dtype = c.dtype, batch.B = c.B, batch.H = c.H, batch.Hkv = c.Hkv, batch.D = c.D, batch.scale = float(c.scale);
     batch.q = dq, batch.q_rows = c.q_rows;
     k.resize(c.pieces.size()), v.resize(c.pieces.size());
     std::vector<KvPiece> pieces;
@@ -94,7 +74,7 @@ struct DeviceCase {
   // fp64 reference for one item and the given pieces: out [B][rows][H][D], lse [B][H][rows].
   void reference(const ItemSpec& it, const std::vector<int>& ps, std::vector<double>& out, std::vector<double>& lse) const {
     const int D = c.D, H = c.H, Hkv = c.Hkv;
-    const double scale = 1 / std::sqrt(double(D));
+    const double scale = c.scale > 0 ? double(float(c.scale)) : 1 / std::sqrt(double(D));
     for (int b = 0; b < c.B; ++b)
       for (int h = 0; h < H; ++h)
         for (int r = 0; r < it.q_len; ++r) {
@@ -240,6 +220,25 @@ TEST(AttentionGpu, LongCausalWalkAcrossPieces) {
   c.pieces = {{300, 0}, {257, 300}, {400, 557}};
   c.items = {{0, 520, 450, {0, 1, 2}, true}};
   check_every_head_dim(c, 13);
+}
+
+// Scores 20x sharper than 1/sqrt(D) gives (a row's maximum jumps by tens in log2 units from tile to tile): the
+// running maximum moves with every increase (slack 0) and only past the slack (8, P up to 256), both exact.
+TEST(AttentionGpu, SharpScoresMoveTheRunningMaximum) {
+  NEED_GPU();
+  Case c;
+  c.B = 1, c.H = 2, c.Hkv = 1, c.q_rows = 400;
+  c.pieces = {{300, 0}, {257, 300}};
+  c.items = {{0, 400, 157, {0, 1}, true}};
+  for (const char* slack : {"0", "8"}) {
+    SCOPED_TRACE(std::string("TASP_FWD_RESCALE_SLACK=") + slack);
+    const ScopedEnv env("TASP_FWD_RESCALE_SLACK", slack);
+    for (int D : fwd_head_dims()) {
+      c.D = D, c.scale = 20 / std::sqrt(double(D));
+      SCOPED_TRACE("D=" + std::to_string(D));
+      DeviceCase(c, 29 + D).run_and_check();
+    }
+  }
 }
 
 // More CTA tasks (tiles x heads x batches) than a Hopper has SMs, with causal tiles of every length.
