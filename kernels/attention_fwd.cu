@@ -61,7 +61,7 @@ struct Path {
   bool overlap;
   bool tma_store = env_int("TASP_FWD_TMA_STORE", 1) != 0;
   bool persist = env_int("TASP_FWD_PERSIST", 1) != 0;
-  int rescale_slack = env_int("TASP_FWD_RESCALE_SLACK", 8);
+  int rescale_slack = std::clamp(env_int("TASP_FWD_RESCALE_SLACK", 8), 0, 8);
   int block_m = 0, block_n = 0;  // the CTA's query rows and key tile
 };
 
@@ -200,7 +200,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   p.tickets = reinterpret_cast<int*>(base + at_tickets);
   p.q_rows = b.q_rows, p.H = b.H, p.Hkv = b.Hkv;
   p.scale_log2 = (b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D))) * 1.4426950408889634f;
-  p.rescale_slack = float(std::clamp(path.rescale_slack, 0, 8));
+  p.rescale_slack = float(path.rescale_slack);
   const int n = int(sorted.size());
   const dim3 grid = fwd::cta_grid(p, n, b.B);
   if ((long long)grid.x * grid.y * grid.z > 0x7fffffffLL) bad("too many tasks");

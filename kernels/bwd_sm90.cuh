@@ -1,14 +1,13 @@
 #pragma once
-// Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and
-// walks the query tiles (80 rows at D=128, 128 at D=64) whose rows see some of its keys, of every item that
-// lists the piece, for each of its query heads (Params::heads_per_cta of the KV head's group: one by default, the
-// group's CTAs then adding dK and dV with reductions; the whole group with the deterministic dQ): its visits,
-// which the host resolved with their
-// masks (bwd_plan.hpp). Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and
-// dO tiles with TMA into a STAGES-deep ring, one tile ahead of the compute, and leaves each tile's QTile in a
-// slot two tiles ahead (consumers that walked too, each reading the list, measured 2-8% slower). There is no producer
-// warp: a ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a
-// scheduler's 16384 / 96), where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight get 255.
+// Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and walks the
+// query tiles (80 rows at D=128, 128 at D=64) whose rows see some of its keys, of every item that lists the piece, for
+// each of its query heads (Params::heads_per_cta of the KV head's group: one by default, the group's CTAs then adding
+// dK and dV with reductions; the whole group with the deterministic dQ): its visits, which the host resolved with their
+// masks (bwd_plan.hpp). Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and dO
+// tiles with TMA into a STAGES-deep ring, one tile ahead of the compute, and leaves each tile's QTile in a slot two
+// tiles ahead (consumers that walked too, each reading the list, measured 2-8% slower). There is no producer warp: a
+// ninth warp would put three warps on one scheduler and cap every thread at 168 registers (a scheduler's 16384 / 96),
+// where the D=128 accumulators (dK, dV, S, dP: 192 a thread) spill; eight get 255.
 //
 // Per query tile a consumer warpgroup computes, keys as the M dimension ("swapped" products, so P^T and
 // dS^T stay in registers as the A operand of the next products):
@@ -27,9 +26,9 @@
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
 // that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: where a CTA is the
-// only writer of its keys (MHA, or the whole group in one CTA) their sums are ordered. dQ's sums are ordered only when asked (DET: the CTAs that
-// add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid then runs the KV heads
-// fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
+// only writer of its keys (MHA, or the whole group in one CTA) their sums are ordered. dQ's sums are ordered only
+// when asked (DET: the CTAs that add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid
+// then runs the KV heads fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
 //
 // Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
 // 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
@@ -565,9 +564,9 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
         asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
         asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
       } else {
-        float2 x = *k2, y2 = *v2;
-        x.x += a.x, x.y += a.y, y2.x += v.x, y2.y += v.y;
-        *k2 = x, *v2 = y2;
+        float2 ks = *k2, vs = *v2;
+        ks.x += a.x, ks.y += a.y, vs.x += v.x, vs.y += v.y;
+        *k2 = ks, *v2 = vs;
       }
     }
   }

@@ -151,17 +151,22 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   return p;
 }
 
-void write_points(std::ostream& o, const Curve& c) {
+// [[x, y], ...]; whole_x: x written as an integer (message bytes).
+void write_points(std::ostream& o, const Curve& c, bool whole_x = false) {
   o << "[";
-  for (size_t i = 0; i < c.points.size(); ++i) o << (i ? ", " : "") << "[" << c.points[i].first << ", " << c.points[i].second << "]";
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    o << (i ? ", " : "") << "[";
+    if (whole_x) o << std::llround(c.points[i].first);
+    else o << c.points[i].first;
+    o << ", " << c.points[i].second << "]";
+  }
   o << "]";
 }
 
 void write_curve(std::ostream& o, const char* key, const Curve& c) {
-  o << "    " << key << ": [";
-  for (size_t i = 0; i < c.points.size(); ++i)
-    o << (i ? ", " : "") << "[" << std::llround(c.points[i].first) << ", " << c.points[i].second << "]";
-  o << "]\n";
+  o << "    " << key << ": ";
+  write_points(o, c, true);
+  o << "\n";
 }
 
 }  // namespace
