@@ -3,17 +3,22 @@
 # each variant's variables, taking turns for ROUNDS rounds in one run (the order cancels the GPU's warm-up drift),
 # then one table per shape with every run's TFLOP/s and each variant's median ratio to the default.
 # Usage: tools/gpu/ab.sh PASS ROUNDS 'VAR=a|VAR=b OTHER=c|BIN=build-base/tools/tasp' --shape ... [more bench args]
-#   PASS: fwd, bwd or fwd+bwd. Needs build-gpu/tools/tasp; a variant's BIN=path runs another build (a source
-#   change against its base: tools/gpu/build-base.sh), its --words are bench options (e.g. --out=final).
+#   PASS: fwd, bwd or fwd+bwd. A variant's BIN=path runs another build, its --words are bench options (e.g.
+#   --deterministic). BASE_PATCH=file (git diff BASE -- kernels/ > file): the change's base is built too
+#   (lib/build-base.sh) and taken as one more variant, BIN=build-base/tools/tasp.
 #   Every kernel is heated $HEAT_MS (2000) ms before it is timed
-#   (the power limiter settles over about a second: sdpa_bench.py).
-#   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab"). CLOCKS=1: each run under clock-probe.sh (the SM clock and
+#   (the power limiter settles over about a second: lib/sdpa_bench.py).
+#   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab"). CLOCKS=1: each run under clocks.sh (the SM clock and
 #   board power it settled to, in $OUT/ab-<tag>-clocks.txt): a variant faster for less power per flop shows a higher clock.
 set -uo pipefail
-source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/lib/common.sh"
 pass=$1 rounds=$2 spec=$3
 shift 3
-T=build-gpu/tools/tasp
+[ -x "$T" ] || build tasp
+if [ -n "${BASE_PATCH:-}" ]; then
+  tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 || { tail -20 "$OUT/build-base.txt"; exit 1; }
+  spec+="|BIN=build-base/tools/tasp"
+fi
 tag=${AB_TAG:-ab}
 raw="$OUT/ab-$tag.txt"
 IFS='|' read -ra variants <<< "$spec"
@@ -24,7 +29,7 @@ for ((r = 1; r <= rounds; ++r)); do
     bin=$T envs=() args=()
     for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; --*) args+=("$w") ;; *) envs+=("$w") ;; esac; done
     probe=()
-    [ "${CLOCKS:-0}" = 1 ] && probe=(tools/gpu/clock-probe.sh "$tag-$r-${name//[^A-Za-z0-9_]/_}")
+    [ "${CLOCKS:-0}" = 1 ] && probe=(tools/gpu/clocks.sh "$tag-$r-${name//[^A-Za-z0-9_]/_}")
     CLOCK_LOG="$OUT/ab-$tag-clocks.txt" env "${envs[@]}" timeout 300 "${probe[@]}" $bin bench kernel --pass "$pass" --heat-ms "${HEAT_MS:-2000}" --json "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "${args[@]}" "$@" > /dev/null 2>&1 ||
       echo "[$name] round $r failed" >> "$raw"
     python3 - "$OUT/ab-$tag-$r-${name//[^A-Za-z0-9_]/_}.json" "$name" >> "$raw" <<'EOF'

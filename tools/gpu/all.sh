@@ -1,11 +1,31 @@
 #!/usr/bin/env bash
-# One device call: kernel tests, memcheck and timings (GPU 0), then the executor checks, calibration and
-# measured-vs-predicted runs on every GPU; everything packed into $OUT/results.tar.gz (the device tool
-# returns at most 8 files).
+# Every GPU entry point once, in one device call: check.sh, kernels.sh, compare.sh and model.sh validate (2+ GPUs),
+# then ab.sh, clocks.sh, trace.sh fwd and ncu.sh on one short shape. Each one's output goes to $OUT/NAME.log and
+# its files to $OUT/NAME/, all packed into $OUT/results.tar.gz (the device tool returns at most 8 files);
+# a summary (each step's exit status, time and last lines) to stdout and $OUT/summary.txt.
+# Usage: tools/gpu/all.sh [quick]    quick: each in its shortest form (about 10 minutes on 2x H100).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/tasp-out}
-mkdir -p "$OUT/r"
-OUT="$OUT/r" tools/gpu/kernels.sh 2>&1 | tail -25
-OUT="$OUT/r" tools/gpu/executor.sh "${1:-10}" 2>&1 | tail -60
-tar -czf "$OUT/results.tar.gz" -C "$OUT/r" . && rm -rf "$OUT/r"
+source "$(dirname "$0")/lib/common.sh"
+q=${1:-}
+R=$OUT
+step() {  # NAME COMMAND...
+  local name=$1 t0=$(date +%s) rc
+  shift
+  mkdir -p "$R/$name"
+  OUT="$R/$name" "$@" > "$R/$name.log" 2>&1
+  rc=$?
+  { echo "== $name (rc $rc, $(( $(date +%s) - t0 )) s): $*"; tail -${TAIL:-12} "$R/$name.log"; } | tee -a "$R/summary.txt"
+}
+shape=B=1,S=8192,H=16,D=128,causal
+step check tools/gpu/check.sh $q
+step kernels tools/gpu/kernels.sh ${q:-all}
+if [ "$N" -ge 2 ]; then
+  if [ -n "$q" ]; then step compare tools/gpu/compare.sh fwd+bwd 3 set:quick; else step compare tools/gpu/compare.sh; fi
+  step model tools/gpu/model.sh validate ${q:-3}
+fi
+step ab tools/gpu/ab.sh fwd 1 "TASP_FWD_RESCALE_SLACK=0" --shape $shape
+step clocks tools/gpu/clocks.sh fwd build-gpu/tools/tasp bench kernel --heat-ms 2000 --shape $shape
+[ -n "$q" ] && export TASP_TRACE_QUICK=1
+step trace tools/gpu/trace.sh fwd
+step ncu tools/gpu/ncu.sh attention_fwd --pass fwd --shape $shape
+tar -czf "$R/results.tar.gz" -C "$R" --exclude results.tar.gz . 2>/dev/null

@@ -119,7 +119,7 @@ void register_report(CLI::App& app) {
     double tie_margin = 0.02;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/executor.sh writes it)");
+  cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/compare.sh and model.sh write it)");
   cmd->add_option("--simulated", a->simulated, "A simulated tasp-timeline/1 (tasp simulate --timeline)");
   cmd->add_option("--measured", a->measured, "The measured tasp-timeline/1 of the same run (tasp run --timeline)");
   cmd->add_option("-t,--topology", a->topology, "Topology the runs were made on (for --runs; default: complete:N from the CSV's\n"

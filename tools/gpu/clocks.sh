@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The SM clock and board power while a command runs (nvidia-smi sampled every 50 ms): whether a kernel's rate is
 # bounded by the power limiter (clock below its maximum at the power limit) or by its own pipeline.
-# Usage: tools/gpu/clock-probe.sh NAME COMMAND...   writes $OUT/clock-NAME.csv and prints the medians of the
+# Usage: tools/gpu/clocks.sh NAME COMMAND...   writes $OUT/clock-NAME.csv and prints the medians of the
 # samples in the second half of the run (the limiter settles over about a second), also appended to $CLOCK_LOG if set.
 set -uo pipefail
-source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/lib/common.sh"
 name=$1
 shift
 f="$OUT/clock-$name.csv"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Kernel rates of this build for the simulator's compute profile (tasp calibrate --fit): cold (a short burst)
 # and hot (each kernel after 2 s of the same work, alone and with forward and backward taking turns: the power
-# limiter settles over about a second, sdpa_bench.py).
+# limiter settles over about a second, lib/sdpa_bench.py).
 # D=128 (B=1, H=32) and D=64 (B=2, H=16) forward and backward, S = 2k..32k; the forward-only head dims 80, 96
 # (B=1, H=32) and 256 (B=1, H=16), S = 2k..16k; GQA (D=128 H=32 over Hkv = 8 and 4, B=4 H=16 over 4 and 2 at
 # S=6k; D=64 B=2 H=16 over 4 and 2), forward and backward, cold and hot, each beside its MHA shape in the same
 # file (the fit's GQA curves are ratios to those). Writes R/kernel-{cold,hot-fwd,hot-bwd,hot-mix,gqa-cold,gqa-hot}.csv,
 # the merged R/kernel.csv and the tables in R/kernel.txt.
-# Usage: tools/gpu/kernel-profile.sh R   (needs build-gpu/tools/tasp)
+# Usage: tools/gpu/lib/kernel-profile.sh R   (needs build-gpu/tools/tasp)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 R=$1
 mkdir -p "$R"
 T=build-gpu/tools/tasp

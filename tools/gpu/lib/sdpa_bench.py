@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch SDPA (cuDNN and FlashAttention-2 backends) forward and backward on one GPU, on the shapes that
-`tasp bench kernel` takes, so both can be compared in the same run (tools/gpu/compare_kernels.py).
+`tasp bench kernel` takes, so both can be compared in the same run (lib/compare_kernels.py).
 
 Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count 4*B*H*S*S*D forward and
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
@@ -12,9 +12,9 @@ last in odd ones), so that both kernels are timed at the same GPU warmth: a whol
 then by the other put the same shape minutes apart, and a cold H200 clocks higher than one that has run for a
 minute. Every kernel is also kept busy --heat-ms before it is timed (tasp gets the same flag): `tasp bench kernel`
 starts a process after a second of idle GPU, and timed cold it measured up to 13% above the same kernel timed hot
-(docs/measurements/kernels.md, session 15). 300 ms was not enough: the power limiter (700 W on an H200) settles
-over about a second, so a kernel timed 300 ms after another one read what the other left behind (tasp's D=128
-causal backward 478 TFLOP/s after its forward, 518 alone, 515 after either with 2 s; kernels-bwd.md, session 19).
+(docs/measurements/kernels.md, "how the kernels are timed"). 300 ms was not enough: the power limiter (700 W on an
+H200) settles over about a second, so a kernel timed 300 ms after another one read what the other left behind
+(tasp's D=128 causal backward 478 TFLOP/s after its forward, 518 alone, 515 after either with 2 s).
 """
 import argparse
 import json

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Configure (sm_90) and build targets into build-gpu/ on a GPU machine; the log goes to $OUT/build.log.
-# Usage: tools/gpu/build.sh TARGET...
+# Configure (sm_90a) and build targets into build-gpu/ on a GPU machine; the log goes to $OUT/build.log.
+# Usage: tools/gpu/lib/build.sh TARGET...
 #   BUILD_DIR=dir (default build-gpu) and CUDA_FLAGS=... (e.g. -lineinfo for Nsight Compute) in the environment.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/tasp-out}
 mkdir -p "$OUT"
 B=${BUILD_DIR:-build-gpu}

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""The baseline a PyTorch user builds today: ring-flash-attention's ring (full masks) and zigzag ring (causal)
-algorithms, forward and backward, on PyTorch's own attention ops (cuDNN or FlashAttention-2 through
-torch.ops.aten._scaled_dot_product_{cudnn,flash}_attention[_backward]) on every local GPU, K/V exchanged with
-batch_isend_irecv overlapped with each block, dK/dV sums (fp32) travelling one hop behind K/V.
+"""The baselines a PyTorch user builds today, the three context-parallel families TransformerEngine offers, on
+PyTorch's own attention ops (cuDNN or FlashAttention-2 through torch.ops.aten._scaled_dot_product_{cudnn,flash}_
+attention[_backward]) on every local GPU, forward and backward:
+  ring       ring-flash-attention's ring (full masks) and zigzag ring (causal): K/V exchanged with batch_isend_irecv
+             overlapped with each block, dK/dV sums (fp32) travelling one hop behind K/V;
+  ulysses    DeepSpeed-Ulysses as yunchang/USP write it: all_to_all_single of Q, K, V to head shards (with the
+             reshapes around it), one attention over every token, the output back; the backward likewise (dO in;
+             dQ, dK, dV out); K/V heads fewer than the GPUs are replicated first (their dK/dV summed after);
+  allgather  llama3 / Megatron style: K/V all-gathered once (kept for the backward), this rank's queries (the zigzag
+             shard when causal) against them, dK/dV reduce-scattered in bf16.
+GQA (Hkv < H): K/V move with Hkv heads and are expanded to H just before each kernel (dK/dV summed back).
 
-Runs only on GPU machines with PyTorch (never a build dependency). Prints one line per workload and kernel:
-forward ms and forward+backward ms (median over iterations of the slowest rank), and with --check the
+Runs only on GPU machines with PyTorch (never a build dependency). Prints one line per workload, kernel and
+algorithm: forward ms and forward+backward ms (median over iterations of the slowest rank), and with --check the
 relative errors of out, dq, dk, dv against one-GPU autograd on the whole sequence.
-With --algo ulysses (or ring,ulysses): DeepSpeed-Ulysses as yunchang/USP write it, all_to_all_single of Q, K, V
-to head shards (with the reshapes around it), one attention over every token, the output back; the backward
-likewise (dO in; dQ, dK, dV out). MHA only (Hkv is ignored: K/V have H heads).
-Usage: torch_ring.py -w B=1,S=16384,H=32,D=128[,causal] [-w ...] [--kernel cudnn,fa2] [--algo ring,ulysses]
-       [--iters 5] [--check] [--csv out.csv]   (ranks = the visible GPUs)
+Usage: torch_ring.py -w B=1,S=16384,H=32,Hkv=8,D=128[,causal] [-w ...] [--kernel cudnn,fa2]
+       [--algo ring,ulysses,allgather] [--iters 5] [--check] [--csv out.csv]   (ranks = the visible GPUs)
 """
 import argparse
 import math
@@ -33,7 +37,18 @@ def parse(text):
             k, v = item.split("=")
             v = v.lower()
             s[k] = int(v[:-1]) * 1024 if v.endswith("k") else int(v)
+    s.setdefault("Hkv", s.get("H", 1))
     return s
+
+
+def expand(x, g):
+    """K/V of Hkv heads as the H = g * Hkv heads the kernels take (query head h reads K/V head h // g)."""
+    return x if g == 1 else x.repeat_interleave(g, dim=1)
+
+
+def fold(x, g):
+    """dK/dV of H heads summed back onto their Hkv K/V heads."""
+    return x if g == 1 else x.unflatten(1, (x.shape[1] // g, g)).sum(2)
 
 
 # ---- one block: (out, lse, aux) forward and (dq, dk, dv) backward on the chosen kernel; tensors [B, H, S, D]
@@ -90,7 +105,7 @@ class Ring:
 
 def forward(kernel, q, k, v, causal, rank, n):
     """Ring (full) or zigzag ring (causal; each rank holds chunks rank and 2n-1-rank, back to back)."""
-    half = q.shape[2] // 2
+    half, g = q.shape[2] // 2, q.shape[1] // k.shape[1]
     out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:3], -float("inf"), dtype=torch.float32, device=q.device)
     aux = []
@@ -99,13 +114,14 @@ def forward(kernel, q, k, v, causal, rank, n):
         if step + 1 < n:
             nk, nv = kv.start(k, v)
         if step == 0 or not causal:
-            bo, bl, a = block_fwd(kernel, q, k, v, causal)
+            bo, bl, a = block_fwd(kernel, q, expand(k, g), expand(v, g), causal)
             merge(out, lse, bo, bl)
         elif step <= rank:  # their first chunk precedes both of ours: all of our queries see it
-            bo, bl, a = block_fwd(kernel, q, k[:, :, :half].contiguous(), v[:, :, :half].contiguous(), False)
+            bo, bl, a = block_fwd(kernel, q, expand(k[:, :, :half], g).contiguous(), expand(v[:, :, :half], g).contiguous(),
+                                  False)
             merge(out, lse, bo, bl)
         else:  # both of their chunks precede our second one only
-            bo, bl, a = block_fwd(kernel, q[:, :, half:].contiguous(), k, v, False)
+            bo, bl, a = block_fwd(kernel, q[:, :, half:].contiguous(), expand(k, g), expand(v, g), False)
             o2, l2 = out[:, :, half:], lse[:, :, half:]
             merge(o2, l2, bo, bl)
         aux.append(a)
@@ -116,7 +132,7 @@ def forward(kernel, q, k, v, causal, rank, n):
 
 
 def backward(kernel, dout, q, k, v, out, lse, causal, aux, rank, n):
-    half = q.shape[2] // 2
+    half, g = q.shape[2] // 2, q.shape[1] // k.shape[1]
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk = dv = None
     kv, dkv = Ring(rank, n), Ring(rank, n)
@@ -124,17 +140,18 @@ def backward(kernel, dout, q, k, v, out, lse, causal, aux, rank, n):
         if step + 1 < n:
             nk, nv = kv.start(k, v)
         if step == 0 or not causal:
-            bq, bk, bv = block_bwd(kernel, dout, q, k, v, out, lse, causal and step == 0, aux[step])
+            bq, bk, bv = block_bwd(kernel, dout, q, expand(k, g), expand(v, g), out, lse, causal and step == 0, aux[step])
             dq.add_(bq)
             part = slice(None)
         elif step <= rank:
-            bq, bk, bv = block_bwd(kernel, dout, q, k[:, :, :half].contiguous(), v[:, :, :half].contiguous(), out, lse,
-                                   False, aux[step])
+            bq, bk, bv = block_bwd(kernel, dout, q, expand(k[:, :, :half], g).contiguous(),
+                                   expand(v[:, :, :half], g).contiguous(), out, lse, False, aux[step])
             dq.add_(bq)
             part = slice(0, half)
         else:
-            bq, bk, bv = block_bwd(kernel, dout[:, :, half:].contiguous(), q[:, :, half:].contiguous(), k, v,
-                                   out[:, :, half:].contiguous(), lse[:, :, half:].contiguous(), False, aux[step])
+            bq, bk, bv = block_bwd(kernel, dout[:, :, half:].contiguous(), q[:, :, half:].contiguous(), expand(k, g),
+                                   expand(v, g), out[:, :, half:].contiguous(), lse[:, :, half:].contiguous(), False,
+                                   aux[step])
             dq[:, :, half:].add_(bq)
             part = slice(None)
         if step == 0:
@@ -143,8 +160,8 @@ def backward(kernel, dout, q, k, v, out, lse, causal, aux, rank, n):
         else:
             dkv.wait()
             dk, dv = ndk, ndv  # the accumulators of the piece we hold now, one hop behind it
-        dk[:, :, part].add_(bk)
-        dv[:, :, part].add_(bv)
+        dk[:, :, part].add_(fold(bk, g))
+        dv[:, :, part].add_(fold(bv, g))
         if step + 1 < n:
             kv.wait()
             k, v = nk, nv
@@ -174,15 +191,75 @@ def a2a_tokens(x, n):
 
 
 def ulysses_forward(kernel, q, k, v, causal, n):
-    qh, kh, vh = (a2a_heads(x, n) for x in (q, k, v))
-    o, lse, aux = block_fwd(kernel, qh, kh, vh, causal)
-    return a2a_tokens(o, n), (qh, kh, vh, o, lse, aux)
+    r = max(1, n // k.shape[1])  # K/V heads fewer than the GPUs: each replicated r times, one per GPU
+    qh = a2a_heads(q, n)
+    kh, vh = (a2a_heads(expand(x, r), n) for x in (k, v))
+    g = qh.shape[1] // kh.shape[1]
+    o, lse, aux = block_fwd(kernel, qh, expand(kh, g), expand(vh, g), causal)
+    return a2a_tokens(o, n), (qh, kh, vh, o, lse, aux, r, g)
 
 
 def ulysses_backward(kernel, dout, saved, causal, n):
-    qh, kh, vh, o, lse, aux = saved
-    grads = block_bwd(kernel, a2a_heads(dout, n), qh, kh, vh, o, lse, causal, aux)
-    return tuple(a2a_tokens(g, n) for g in grads)
+    qh, kh, vh, o, lse, aux, r, g = saved
+    dq, dk, dv = block_bwd(kernel, a2a_heads(dout, n), qh, expand(kh, g), expand(vh, g), o, lse, causal, aux)
+    return a2a_tokens(dq, n), fold(a2a_tokens(fold(dk, g), n), r), fold(a2a_tokens(fold(dv, g), n), r)
+
+
+# ---- llama3 / Megatron-style all-gather: K/V gathered once, this rank's queries against the sequence, dK/dV
+# reduce-scattered (bf16, as the tensors are)
+
+def gather_blocks(S, rank, n, causal):
+    """(query rows of this shard, first key, last key, causal) blocks against the gathered sequence; under a causal
+    mask the shard is the zigzag pair of chunks and each chunk sees the keys before it (full) and its own (causal)."""
+    if not causal:
+        return [(slice(None), 0, S, False)]
+    c, blocks = S // (2 * n), []
+    for i, chunk in enumerate((rank, 2 * n - 1 - rank)):
+        rows = slice(i * c, (i + 1) * c)
+        if chunk:
+            blocks.append((rows, 0, chunk * c, False))
+        blocks.append((rows, chunk * c, (chunk + 1) * c, True))
+    return blocks
+
+
+def allgather_forward(kernel, q, k, v, causal, rank, n):
+    S, g = q.shape[2] * n, q.shape[1] // k.shape[1]
+    kv = []
+    for x in (k, v):
+        parts = torch.empty((n,) + tuple(x.shape), dtype=x.dtype, device=x.device)
+        dist.all_gather_into_tensor(parts, x.contiguous())
+        kv.append(expand(unshard(list(parts), n, causal), g))
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:3], -float("inf"), dtype=torch.float32, device=q.device)
+    aux = []
+    for rows, k0, k1, c in gather_blocks(S, rank, n, causal):
+        bo, bl, a = block_fwd(kernel, q[:, :, rows].contiguous(), kv[0][:, :, k0:k1].contiguous(),
+                              kv[1][:, :, k0:k1].contiguous(), c)
+        merge(out[:, :, rows], lse[:, :, rows], bo, bl)
+        aux.append(a)
+    return out.to(q.dtype), lse, (kv, aux, g)
+
+
+def allgather_backward(kernel, dout, q, out, lse, causal, saved, rank, n):
+    (kf, vf), aux, g = saved
+    S = q.shape[2] * n
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk, dv = torch.zeros(kf.shape, dtype=torch.float32, device=q.device), torch.zeros(vf.shape, dtype=torch.float32, device=q.device)
+    for (rows, k0, k1, c), a in zip(gather_blocks(S, rank, n, causal), aux):
+        bq, bk, bv = block_bwd(kernel, dout[:, :, rows].contiguous(), q[:, :, rows].contiguous(),
+                               kf[:, :, k0:k1].contiguous(), vf[:, :, k0:k1].contiguous(), out[:, :, rows].contiguous(),
+                               lse[:, :, rows].contiguous(), c, a)
+        dq[:, :, rows].add_(bq)
+        dk[:, :, k0:k1].add_(bk)
+        dv[:, :, k0:k1].add_(bv)
+    res = []
+    for x in (dk, dv):
+        x = fold(x, g).to(q.dtype)
+        send = torch.stack([shard(x, j, n, causal) for j in range(n)])
+        recv = torch.empty_like(send[0])
+        dist.reduce_scatter_tensor(recv, send)
+        res.append(recv)
+    return dq, res[0], res[1]
 
 
 def shard(x, rank, n, causal):
@@ -217,7 +294,7 @@ def timed(fn):
 
 def heat(fn, heat_ms):
     """Runs fn for at least heat_ms before it is timed, as `tasp run --heat-ms` does: the power limiter settles over
-    about a second, and a run timed sooner reads what ran before it (docs/measurements/kernels-bwd.md, session 19).
+    about a second, and a run timed sooner reads what ran before it (docs/measurements/kernels.md, how it is timed).
     Every rank runs the same number of calls (the slowest rank's count), so that their collectives pair up."""
     if heat_ms <= 0:
         return
@@ -238,20 +315,25 @@ def worker(rank, n, args, port, q_out):
     rows = []
     for text in args.workload:
         w = parse(text)
-        B, S, H, D, causal = w["B"], w["S"], w["H"], w["D"], w["causal"]
+        B, S, H, Hkv, D, causal = w["B"], w["S"], w["H"], w["Hkv"], w["D"], w["causal"]
         gen = torch.Generator(device="cuda").manual_seed(7)
-        full = [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)]
+        full = [torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (H, Hkv, Hkv, H)]
         for kernel, algo in ((kn, al) for al in args.algo.split(",") for kn in args.kernel.split(",")):
             uly = algo == "ulysses"
             q, k, v, do = (shard(x, rank, n, causal and not uly) for x in full)
-            res = {"workload": text, "kernel": kernel, "algo": algo if uly else "zigzag" if causal else "ring", "ranks": n}
+            name = algo if algo != "ring" else "zigzag" if causal else "ring"
+            res = {"workload": text, "kernel": kernel, "algo": name, "ranks": n}
             try:
-                if uly and H % n:
-                    raise ValueError(f"ulysses: H={H} does not split over {n} GPUs")
+                if algo not in ("ring", "ulysses", "allgather"):
+                    raise ValueError(f"--algo {algo}: expected ring, ulysses or allgather")
+                if uly and (H % n or (Hkv % n and n % Hkv)):
+                    raise ValueError(f"ulysses: H={H}, Hkv={Hkv} do not split over {n} GPUs")
 
                 def fwd():
                     if uly:
                         return ulysses_forward(kernel, q, k, v, causal, n)
+                    if algo == "allgather":
+                        return allgather_forward(kernel, q, k, v, causal, rank, n)
                     return forward(kernel, q, k, v, causal, rank, n)
 
                 def fwd_bwd():
@@ -259,6 +341,8 @@ def worker(rank, n, args, port, q_out):
                         o, saved = fwd()
                         return o, ulysses_backward(kernel, do, saved, causal, n)
                     o, l, aux = fwd()
+                    if algo == "allgather":
+                        return o, allgather_backward(kernel, do, q, o, l, causal, aux, rank, n)
                     return o, backward(kernel, do, q, k, v, o, l, causal, aux, rank, n)
 
                 for name, fn in (("fwd_ms", fwd), ("fwd_bwd_ms", fwd_bwd)):
@@ -282,7 +366,7 @@ def worker(rank, n, args, port, q_out):
                         got.append(unshard(parts, n, causal and not uly))
                     if rank == 0:
                         qf, kf, vf = (x.detach().clone().requires_grad_() for x in full[:3])
-                        ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
+                        ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, enable_gqa=Hkv != H)
                         ref.backward(full[3])
                         for name, x, r in zip(("out", "dq", "dk", "dv"), got, (ref, qf.grad, kf.grad, vf.grad)):
                             r = r.float()
@@ -307,7 +391,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-w", "--workload", action="append", required=True)
     ap.add_argument("--kernel", default="cudnn,fa2")
-    ap.add_argument("--algo", default="ring", help="ring (zigzag ring when causal) and/or ulysses, comma-separated")
+    ap.add_argument("--algo", default="ring", help="ring (zigzag ring when causal), ulysses, allgather; comma-separated")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--heat-ms", type=float, default=0, help="untimed calls for at least this long before each is timed")

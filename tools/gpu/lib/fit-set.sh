@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The fit set of the simulator's executor terms (the pass starts, step gaps, NCCL's share of the SMs, the dQ
 # finish): six runs through the cuda backend with their timelines, on N GPUs (the device tool; nvidia-h200-x2
-# and up). tools/refit-profiles.sh fits the shipped profiles to the newest set committed
-# (docs/measurements/h200x2-model/fit-*/); validate-model.sh runs it as its step 2.
-# Usage: tools/gpu/fit-set.sh DIR [ITERS] [HEAT_MS]   (needs build-gpu/tools/tasp; writes DIR/fit-*.json)
+# and up). tools/refit-profiles.sh fits the shipped profiles to the set committed
+# (docs/measurements/data/model/); tools/gpu/model.sh fit-set runs it.
+# Usage: tools/gpu/lib/fit-set.sh DIR [ITERS] [HEAT_MS]   (needs build-gpu/tools/tasp; writes DIR/fit-*.json)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 DIR=$1
 ITERS=${2:-5}

@@ -6,8 +6,8 @@ Each file: int64 [128 CTAs][2 warpgroups][256 tiles][12 events], clock64 at: 0 t
 (S^T, dP^T issued, LSE/D filled, the staged dQ reduced), 2 after middle() (softmax, dS, dV issued), 3 past the
 other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "ready" arrived, 5 dQ staged,
 6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (issuing the next tile's
-copies; until session 17 also walking to it), 8-10 its parts by the tile they are for: resolving it (since session
-18 at the end of the tile two before), waiting for its stage, that and issuing the copies.
+copies), 8-10 its parts by the tile they are for: resolving it (at the end of the tile two before), waiting for its
+stage, that and issuing the copies.
 Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
 the other's, in tile periods).
 """
@@ -22,7 +22,7 @@ def load(path):
     global EV
     data = open(path, "rb").read()
     n = len(data) // 8
-    EV = n // (CTAS * WG * TILES)  # 12 events a tile; traces before session 17's thread-0 parts have 8
+    EV = n // (CTAS * WG * TILES)  # 12 events a tile (older traces, without thread 0's parts, have 8)
     return struct.unpack(f"<{n}q", data)
 
 

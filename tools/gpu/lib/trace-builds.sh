@@ -1,4 +1,4 @@
-# Sourced by fwd-trace.sh and bwd-trace.sh (after env.sh): a scratch $OUT (the caller's, where the tarball goes, is
+# Sourced by trace.sh (after lib/common.sh): a scratch $OUT (the caller's, where the tarball goes, is
 # kept in $RES) with the device's name and clocks, and the builds a trace run compares.
 # trace_builds FLAG: builds, in parallel, the plain build (build-gpu; with TESTS=1 also the kernel tests), its twin
 #   with FLAG (build-trace), each of $VARIANTS ("name:-DFLAGS ...") plain and with FLAG (build-name, build-name-trace)
@@ -15,10 +15,10 @@ trace_builds() {
     name=${b%%:*} flags=${b#*:}
     mkdir -p "$OUT/build-$name"
     targets=(tasp); [ "$name" = gpu ] && [ "${TESTS:-0}" = 1 ] && targets+=(tasp_kernel_tests)
-    (CUDA_FLAGS="$flags" BUILD_DIR="build-$name" OUT="$OUT/build-$name" tools/gpu/build.sh "${targets[@]}" > "$OUT/build-$name/status.txt" 2>&1;
+    (CUDA_FLAGS="$flags" BUILD_DIR="build-$name" OUT="$OUT/build-$name" tools/gpu/lib/build.sh "${targets[@]}" > "$OUT/build-$name/status.txt" 2>&1;
      echo "build $name [$flags]: $(tail -1 "$OUT/build-$name/status.txt")") &
   done
-  [ -n "${BASE_PATCH:-}" ] && (OUT="$OUT/build-base" tools/gpu/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1; echo "build base: $(tail -1 "$OUT/build-base.txt")") &
+  [ -n "${BASE_PATCH:-}" ] && (OUT="$OUT/build-base" tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1; echo "build base: $(tail -1 "$OUT/build-base.txt")") &
   wait
 }
 ab_variants() {

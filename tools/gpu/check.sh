@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Is this build correct on this machine's GPUs? Build, the GPU unit tests (kernels on both forward paths,
+# executor), compute-sanitizer memcheck of the small kernel cases, and on 2+ GPUs every scheme's fwd+bwd through the
+# cuda backend against fp64 on the CPU (small shapes) or the whole problem on one GPU: GQA/MQA, lengths that do not
+# divide, packed documents and windows, head-parallel plans (usp from 4 GPUs), one process per GPU under mpirun.
+# Usage: tools/gpu/check.sh [quick]     quick: no memcheck, no mma.sync path, one shape per scheme.
+# Logs in $OUT (check.log: one line per run); exits 1 when anything failed.
+set -uo pipefail
+source "$(dirname "$0")/lib/common.sh"
+quick=0; [ "${1:-}" = quick ] && quick=1
+device_info
+build tasp tasp_kernel_tests tasp_executor_tests
+grep -E "spill stores [1-9]" -B2 "$OUT/build.log" | grep -E "Compiling entry" | sed 's/^/spills in: /' | head -5
+fail=0
+note() { echo "$*" | tee -a "$OUT/check.log"; case $* in *FAIL*|*rror*|*" 0 tests passed"*) fail=1 ;; esac; }
+# check LABEL TIMEOUT COMMAND...: one --check run; a run that prints no PASS (a crash, a timeout) counts as failed.
+check() {
+  local label=$1 secs=$2 r
+  shift 2
+  r=$(timeout "$secs" "$@" 2>&1 | grep -E "PASS|FAIL|rror" | head -2 | tr '\n' ' ')
+  case $r in *PASS*) ;; *) r="FAIL (no check printed) $r" ;; esac
+  note "$label: $r"
+}
+
+echo "== GPU unit tests"
+timeout 600 ctest --test-dir build-gpu -L gpu --timeout 300 > "$OUT/gpu-tests.log" 2>&1
+note "gpu tests: $(grep -E 'tests passed' "$OUT/gpu-tests.log")"
+grep -E "\*\*\*Failed|Timeout" "$OUT/gpu-tests.log" | head -10
+if [ $quick = 0 ]; then
+  TASP_ATTN_PATH=mma timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionGpu.*' > "$OUT/tests-mma.log" 2>&1
+  note "forward tests on the mma.sync path: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-mma.log" | tr '\n' ' ')"
+  timeout 600 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests \
+    --gtest_filter='*OneToken*:*CausalWith*:AttentionBwdGpu.PiecesAnd*:AttentionBwdGpu.DeterministicMatches*:*GqaHeadsPerCta*' \
+    > "$OUT/memcheck.log" 2>&1
+  note "memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | head -1)"
+fi
+[ "$N" -ge 2 ] || { echo "one GPU: no multi-GPU checks"; exit $fail; }
+
+echo "== every scheme fwd+bwd on $N GPUs ($TOPO) against fp64 (first shape) or the whole problem on one GPU"
+shapes=("B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128")
+[ $quick = 0 ] && shapes+=("B=1,S=$((N * 2 * 1000)),H=16,Hkv=$N,D=128" "B=1,S=$((N * 1000 + 2 * N)),H=8,Hkv=1,D=128")
+for shape in "${shapes[@]}"; do
+  for mask in "" ",causal"; do
+    w=$shape$mask
+    for s in $(schemes_for "$w"); do
+      args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
+      check "$s $w" 120 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+    done
+  done
+done
+echo "== masks: packed documents and windows"
+masked=("B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=8191,H=8,Hkv=2,D=64,causal,window=300")
+[ $quick = 0 ] && masked+=("B=1,S=8192,H=8,Hkv=1,D=64,window=500:40" "B=1,S=1200,H=2,D=64,causal,docs=500+1+699,window=100")
+for w in "${masked[@]}"; do
+  for s in $(schemes_for "$w"); do
+    [ $s = usp ] && continue
+    check "$s $w" 120 $T run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+  done
+done
+if command -v mpirun > /dev/null; then
+  echo "== one process per GPU (mpirun)"
+  w="B=1,S=$((N * 2 * 1680)),H=32,Hkv=8,D=128,causal"
+  for s in zigzag hamilton; do
+    check "mpirun $s $w" 180 mpirun --allow-run-as-root --oversubscribe -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda \
+      -t $TOPO -s $s -w "$w" --pass fwd+bwd --check --iters 3 --warmup 1
+  done
+fi
+if python3 -c "import torch" 2> /dev/null; then
+  echo "== the PyTorch baselines (lib/torch_ring.py) against one-GPU autograd"
+  timeout 300 python3 tools/gpu/lib/torch_ring.py -w "B=1,S=$((N * 2 * 512)),H=8,Hkv=2,D=128,causal" -w "B=2,S=$((N * 1024)),H=8,D=64" \
+    --kernel cudnn --algo ring,ulysses,allgather --iters 1 --warmup 1 --check > "$OUT/baselines.log" 2>&1
+  grep -E "fwd\+bwd|error" "$OUT/baselines.log" | while read -r line; do
+    ok=$(python3 -c "import re,sys; e=[float(x) for x in re.findall(r'(?:out|dq|dk|dv) ([0-9.e+-]+)', sys.argv[1])]; print('PASS' if len(e) == 4 and max(e) < 2e-2 else 'FAIL')" "$line")
+    note "baseline $line: $ok"
+  done
+fi
+echo "checks: $(grep -c ': PASS' "$OUT/check.log") runs PASS, $(grep -cE 'FAIL|rror' "$OUT/check.log") failed"
+exit $fail

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Is tasp faster than what I would use today on this machine? Every tasp scheme through the cuda backend, measured
+# (median of ITERS after heating HEAT_MS) and predicted by the simulator, and `--scheme auto`'s choice; right after
+# each configuration the PyTorch baselines on the same GPUs (lib/torch_ring.py: ring-flash-attention's ring or
+# zigzag ring, DeepSpeed-Ulysses and llama3-style all-gather on PyTorch's cuDNN kernels), so that both are timed at
+# the same GPU warmth; then tasp's best against the baselines' best per configuration, and `tasp report` over the runs.
+# Usage: tools/gpu/compare.sh [fwd|fwd+bwd] [ITERS] [WORKLOAD | set:NAME ...]
+#   default: fwd+bwd, 5, set:long on 2 GPUs and set:anchor on 4 or 8 (sets: long, exposed, anchor, masks, quick;
+#   tools/gpu/lib/common.sh lists them).
+#   FABRIC=nvlink|shm|socket: NCCL forced off NVLink (a slow fabric on any 2+ GPU host), for tasp and PyTorch alike.
+#   HEAT_MS (2000), KERNELS (cudnn; "cudnn,fa2" adds FlashAttention-2 baselines), BASELINES (ring,ulysses,allgather),
+#   PROFILE (the shipped profile of the GPU kind), SCHEMES (every scheme that applies).
+# Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report/ (tasp report).
+set -uo pipefail
+source "$(dirname "$0")/lib/common.sh"
+PASS=${1:-fwd+bwd}; ITERS=${2:-5}
+shift $(( $# < 2 ? $# : 2 ))
+HEAT=${HEAT_MS:-2000}
+[ "$N" -ge 2 ] || { echo "compare.sh needs 2 or more GPUs"; exit 2; }
+device_info
+build tasp
+if [ -z "${PROFILE:-}" ]; then
+  case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
+    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;; *) PROFILE=topologies/h200-hgx-8.profile.yaml ;;
+  esac
+fi
+cfgs=()
+[ $# -eq 0 ] && set -- set:$([ "$N" -ge 4 ] && echo anchor || echo long)
+for a in "$@"; do
+  case $a in set:*) cfgs+=($(workload_set "${a#set:}")) || exit 2 ;; *) cfgs+=("$a") ;; esac
+done
+echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto" > "$OUT/runs.csv"
+echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
+for w in "${cfgs[@]}"; do
+  auto=$($T plan -t $TOPO -s auto -w "$w" --pass $PASS --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)
+  for s in ${SCHEMES:-$(schemes_for "$w")}; do
+    args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
+    m=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
+        2>&1 | tee -a "$OUT/runs.log" | ms_of)
+    p=$(predict_ms -t $TOPO "${args[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
+    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-}" | tee -a "$OUT/runs.csv"
+  done
+  timeout 600 python3 tools/gpu/lib/torch_ring.py -w "$w" --kernel "${KERNELS:-cudnn}" --algo "${BASELINES:-ring,ulysses,allgather}" \
+    --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
+  [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
+done
+python3 - "$OUT/runs.csv" "$OUT/baseline.csv" "$PASS" <<'PY' | tee "$OUT/best.md"
+import csv, sys
+runs, base, pas = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2]))), sys.argv[3]
+col = "fwd_ms" if pas == "fwd" else "fwd_bwd_ms"
+print(f"| config ({pas}, ms) | tasp best | ms | auto | auto ms | baseline best | ms | tasp / baseline |")
+print("|---|---|---:|---|---:|---|---:|---:|")
+for c in dict.fromkeys(r["config"] for r in runs):
+    mine = [r for r in runs if r["config"] == c]
+    b = min(mine, key=lambda r: float(r["measured_ms"]))
+    a = next((r for r in mine if r["scheme"] == r["auto"]), None)
+    theirs = [r for r in base if r["config"] == c]
+    t = min(theirs, key=lambda r: float(r[col])) if theirs else None
+    tb = f"{t['algo']} ({t['kernel']}) | {float(t[col]):.3f} | {float(t[col]) / float(b['measured_ms']):.2f}x" if t else "- | - | -"
+    am = f"{a['scheme']} | {float(a['measured_ms']):.3f}" if a else f"{mine[0]['auto'] or '-'} | -"
+    print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {am} | {tb} |")
+PY
+$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
+head -4 "$OUT/report.txt"

@@ -1,0 +1,70 @@
+# Sourced by every GPU entry point first: the repository root as working directory, $OUT (logs; the device
+# tool sets it), NCCL without NVLink multicast (the lent machines' rule), and the helpers the entry points share.
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+OUT=${OUT:-/tmp/tasp-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+T=${TASP_BIN:-build-gpu/tools/tasp}
+N=$(nvidia-smi -L 2> /dev/null | wc -l)
+
+# The topology of this machine's GPUs: the shipped machine file where there is one, else a switch of N GPUs.
+case $N in 8) TOPO=${TOPO:-h200-hgx-8} ;; 4) TOPO=${TOPO:-h200-hgx-4} ;; *) TOPO=${TOPO:-complete:$N} ;; esac
+
+# The fabric NCCL is forced onto (FABRIC=nvlink|shm|socket): a slow fabric on any 2+ GPU host. shm: through host
+# memory; socket: TCP over loopback, about 1.7 GB/s on the lent 2x H100 (two nodes in miniature).
+case ${FABRIC:-nvlink} in
+  nvlink) ;;
+  shm) export NCCL_P2P_DISABLE=1 ;;
+  socket) export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 ;;
+  *) echo "FABRIC=$FABRIC: expected nvlink, shm or socket" >&2; exit 2 ;;
+esac
+
+# The device's name, clocks and power limit into $OUT/device.txt (and stdout).
+device_info() {
+  { nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv
+    echo "fabric: ${FABRIC:-nvlink}"; } | tee "$OUT/device.txt"
+}
+
+# build TARGET...: build-gpu/ for sm_90a (log in $OUT/build.log); exits the caller on failure.
+build() { tools/gpu/lib/build.sh "$@" || exit 1; }
+
+# ms_of "tasp run output": the median of the run's totals in milliseconds (0 when the run printed none).
+ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
+
+# predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
+predict_ms() {
+  local j
+  j=$(mktemp)
+  if $T simulate "$@" --json "$j" -q > /dev/null 2>&1; then
+    python3 -c "import json; print(round(json.load(open('$j'))['schemes'][0]['total_us'] / 1e3, 4))"
+  else
+    echo 0
+  fi
+  rm -f "$j"
+}
+
+# Named workload sets (set:NAME) for compare.sh and check.sh.
+workload_set() {
+  case $1 in
+    long) echo "B=1,H=32,D=128,S=16384 B=1,H=32,D=128,S=16384,causal B=1,H=32,D=128,S=65536 B=1,H=32,D=128,S=65536,causal B=1,H=8,D=64,S=131072,causal" ;;
+    exposed) echo "B=1,H=32,D=128,S=8192,causal B=4,H=24,D=128,S=8192,causal B=4,H=40,Hkv=8,D=128,S=16384,causal B=1,H=32,Hkv=8,D=128,S=65536,causal" ;;
+    anchor) local c s=""; for c in B=1,H=32,D=128,S=13440 B=1,H=32,D=128,S=26880 B=1,H=32,D=128,S=53760 B=1,H=32,D=128,S=107520 \
+                                B=4,H=8,D=128,S=13440 B=1,H=8,D=64,S=107520; do s+="$c $c,causal "; done; echo "$s" ;;
+    masks) echo "B=1,H=32,D=128,S=131072,causal,window=4096 B=1,H=32,D=128,S=131072,causal,docs=40000+8192+777+30000+16384+20000+5000+10719 B=1,H=32,Hkv=8,D=128,S=65536,causal,docs=16384+16384+16384+16384" ;;
+    quick) echo "B=1,H=32,D=128,S=16384,causal" ;;
+    *) echo "unknown workload set '$1' (long, exposed, anchor, masks, quick)" >&2; return 2 ;;
+  esac
+}
+
+# The schemes that apply to workload $1 on N GPUs (zigzag needs a causal mask; usp needs 4 GPUs).
+schemes_for() {
+  local s out=""
+  for s in ring zigzag allgather hamilton ulysses usp; do
+    case $s in
+      zigzag) case $1 in *causal*) ;; *) continue ;; esac ;;
+      usp) [ "$N" -ge 4 ] || continue ;;
+    esac
+    out+="$s "
+  done
+  echo "$out"
+}
