@@ -117,7 +117,7 @@ struct AttentionBackwardBatch {
   std::vector<GradPiece> grads;  // one per piece
   // dQ bit-identical from run to run: the CTAs that add into one dQ tile take turns in launch order (a counter
   // per tile) instead of adding as they finish, and the grid runs the KV heads fastest so that the CTAs sharing
-  // a tile run in different waves; costs are in docs/measurements/kernels-bwd.md.
+  // a tile run in different waves; costs are in docs/measurements/kernels.md.
   bool deterministic = false;
 };
 

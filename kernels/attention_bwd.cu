@@ -31,7 +31,7 @@ namespace {
 // Query heads per backward CTA (bwd::Params::heads_per_cta): one, so that a GQA launch runs the CTAs of an MHA one
 // of the same H (each reads its K/V tile, which the group's other CTAs then find in L2) and adds its dK and dV
 // with reductions. A CTA walking every head of the group, K/V loaded once, measured 5% slower than MHA at groups
-// of 4 and 10-25% at 8 on an H200 (docs/measurements/model-validation.md, session 22-23). The deterministic dQ
+// of 4 and 10-25% at 8 on an H200 (docs/measurements/kernels.md, backward under GQA). The deterministic dQ
 // keeps the whole group (dK and dV summed in one CTA, in order). TASP_BWD_HEADS_PER_CTA=k overrides (A/B runs;
 // 0, or k not dividing the group: the whole group).
 int heads_per_cta(int group, bool deterministic) {
@@ -77,7 +77,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       bad("grads[" + std::to_string(pc) + "]: dk, dv must be set, 8-byte aligned, batch_stride a non-negative even number");
   }
   // Staggered walks measured +2.1-2.7% at D=128, S=16k, full mask, level at D=64 and 0-1.3% slower on causal walks
-  // (h200-s18/), hence only walks without masks; not with the deterministic dQ, whose turns would then wait on
+  // (docs/measurements/kernels.md), hence only walks without masks; not with the deterministic dQ, whose turns would then wait on
   // CTAs behind. TASP_BWD_STAGGER=0/1 overrides (A/B runs).
   const int forced = env_int("TASP_BWD_STAGGER", -1);
   const bool stagger = forced < 0 ? !b.deterministic : forced != 0;

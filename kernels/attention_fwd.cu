@@ -80,7 +80,7 @@ Path choose_path(int D) {
 
 // Key tiles of 192 at D=80, 96, 128 (D=64's three consumers have 160 registers, too few for them) where the CTAs
 // walk long enough: on short walks the keys past the causal diagonal that a 192-key tile computes and masks cost
-// more than its wider products save. Measured on one H200 (h200-fwd-s15/persist-q2, 128 beside 192): B=8 S=2048
+// more than its wider products save. Measured on one H200 (docs/measurements/kernels.md: 128 beside 192): B=8 S=2048
 // causal (1088 keys a tile on average) +3%, B=4 S=4096 causal (2112) +1%, S=12000 causal (6000) level,
 // S=16384 causal (8256) -3%, full -3%.
 int pick_block_n(int D, const Path& path, const std::vector<long long>& work) {

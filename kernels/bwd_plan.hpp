@@ -14,8 +14,8 @@ namespace tasp::kernels::bwd {
 // dQ scratch's tile of its rows (the scratch numbers the items' tiles in order), its first row in q, its rows, and
 // with a deterministic dQ the CTA's turn at that scratch tile. Resolved here rather than by the kernel's walking
 // thread, which read each of the piece's query tiles, skipped those its keys do not see and built the mask: ~900
-// cycles of a 5,900-cycle tile on the thread whose warpgroup waits for it, wherever it was placed (h200-s17,
-// h200-s18). A visit is two 16-byte loads.
+// cycles of a 5,900-cycle tile on the thread whose warpgroup waits for it, wherever it was placed (traced tile by tile,
+// docs/measurements/kernels.md). A visit is two 16-byte loads.
 struct alignas(16) Visit {
   TileMask m;
   int tile, qrow;

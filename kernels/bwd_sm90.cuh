@@ -30,22 +30,21 @@
 // when asked (DET: the CTAs that add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid
 // then runs the KV heads fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
 //
-// Measured and dropped (docs/measurements/kernels-bwd.md): a producer warp (a ninth warp caps registers at
-// 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer warp,
-// setmaxnreg 24/240: 6-11% slower, though correct and spill-free); dQ by float2 atomics (40-48 ms where the
-// scratch takes 25 at D=128, S=16k), by red.global.add.v4.f32 in the scratch's order (7-12% slower than the
-// bulk reduce) or one bulk reduce per row (39 ms); the forward's turn-taking between the warpgroups (3-8%
-// slower); at D=128 the next tile's S^T and dP^T issued before this tile's dQ is staged (4% slower: ptxas
-// serialises every wgmma whose registers cross the loop's back edge, so it needed a register copy of dQ); the
-// next tile's entry read under this tile's products, the LSE and D fetched before them (both within noise); dV
-// issued before dS is computed (level). Session 17 (tools/gpu/bwd-trace.sh, docs/measurements/h200-s17/): the
-// next tile resolved a tile early, under this tile's dK, so that only its copies remain at the start (0-6%
-// slower in three runs: the resolve then delayed the warpgroup's "ready"); its copies issued later in the tile when
-// the stage is not yet free (mbarrier test_wait; 3-4% slower); L1 prefetches of the next tile's LSE, D and entry
-// (4-12% slower). Session 18 (h200-s18/): the walk by a thread of warpgroup 1 (3-6% slower: the warpgroups fell
-// into step); the next-but-one tile's copies issued at the end of a tile (1-5% slower: a whole tile apart).
-// Session 19 (h200-s19/3-early-do/): dO's stage freed once dV has read it, with its own empty barrier, and the
-// next-but-one tile's dO copied mid-tile, Q still at the tile's start (3.4% slower at D=128, 1.6% at D=64).
+// Measured and dropped (docs/measurements/kernels.md, backward: tried and dropped): a producer warp (a ninth warp
+// caps registers at 168: spills); the forward's warp specialisation (a producer warpgroup for the copies, a dQ writer
+// warp, setmaxnreg 24/240: 6-11% slower, though correct and spill-free); dQ by float2 atomics (40-48 ms where the
+// scratch takes 25 at D=128, S=16k), by red.global.add.v4.f32 in the scratch's order (7-12% slower than the bulk
+// reduce) or one bulk reduce per row (39 ms); the forward's turn-taking between the warpgroups (3-8% slower); at
+// D=128 the next tile's S^T and dP^T issued before this tile's dQ is staged (4% slower: ptxas serialises every wgmma
+// whose registers cross the loop's back edge, so it needed a register copy of dQ); the next tile's entry read under
+// this tile's products, the LSE and D fetched before them (both within noise); dV issued before dS is computed
+// (level). Traced tile by tile (tools/gpu/trace.sh bwd): the next tile resolved a tile early, under this tile's dK,
+// so that only its copies remain at the start (0-6% slower in three runs: the resolve then delayed the warpgroup's
+// "ready"); its copies issued later in the tile when the stage is not yet free (mbarrier test_wait; 3-4% slower); L1
+// prefetches of the next tile's LSE, D and entry (4-12% slower); the walk by a thread of warpgroup 1 (3-6% slower:
+// the warpgroups fell into step); the next-but-one tile's copies issued at the end of a tile (1-5% slower: a whole
+// tile apart); dO's stage freed once dV has read it, with its own empty barrier, and the next-but-one tile's dO
+// copied mid-tile, Q still at the tile's start (3.4% slower at D=128, 1.6% at D=64).
 #include <cstddef>
 #include <cstdint>
 
@@ -89,8 +88,8 @@ struct Params {
 
 // Column blocks (64 columns) of Q and dO that one TMA copy brings: all of them through a 5-d tensor map (the
 // blocks as a dimension 128 bytes apart), so thread 0 issues two copies a tile instead of 2 D / 64.
-// Beside four copies: +0.4-1.2% (h200-s17/trace/4-records-tma5d). Not with the deterministic dQ, whose chain of
-// CTAs measured 5% slower with them (D=128, h200-s17/det-ab.txt).
+// Beside four copies: +0.4-1.2% (docs/measurements/kernels.md). Not with the deterministic dQ, whose chain of
+// CTAs measured 5% slower with them (D=128, docs/measurements/kernels.md).
 __host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) { return D == 128 && !deterministic ? 2 : 1; }
 
 // Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
@@ -155,7 +154,7 @@ struct Shape {
 
 // The CTA's visits in order, each for every query head of the group. Thread 0 reads them from shared memory:
 // the visit after the current one is copied there (cache[v & 1]) when the walk reaches the current one, so that
-// no step waits for L2 (with the device-side walk this measured +3% at D=128, h200-s17/trace/5-walk-cache).
+// no step waits for L2 (with the device-side walk this measured +3% at D=128, docs/measurements/kernels.md).
 struct QWalk {
   int v, vend, gi, group;
   Visit* cache;  // [2] in shared memory
@@ -201,7 +200,7 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
 }
 
 #ifdef TASP_BWD_TRACE
-// Diagnostics only (tools/gpu/bwd-trace.sh, a build with -DTASP_BWD_TRACE): clock64 at the phases of every tile
+// Diagnostics only (tools/gpu/trace.sh bwd, a build with -DTASP_BWD_TRACE): clock64 at the phases of every tile
 // of the first kTraceCtas CTAs of KV head 0, batch 0, by thread 0 of each warpgroup; event 7 is how long thread 0
 // spent walking to the next tile and issuing its copies at the tile's start.
 constexpr int kTraceCtas = 128, kTraceTiles = 256, kTraceEvents = 12;
@@ -260,10 +259,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   }
   __syncthreads();
 
-  // Thread 0 walks and loads: at the start of tile t it issues tile t + 1's copies once the stage is free, at the
-  // end of tile t it resolves tile t + 2 into its slot (one 32-byte visit, which the host resolved). Resolving
-  // t + 1 at the start, before the copies, held both warpgroups ~1,300 cycles a tile (h200-s17/trace); issuing
-  // t + 2 at the end of tile t instead put the warpgroups a whole tile apart and was 1-5% slower (h200-s18/).
+  // Thread 0 walks and loads: at the start of tile t it issues tile t + 1's copies once the stage is free, at the end
+  // of tile t it resolves tile t + 2 into its slot (one 32-byte visit, which the host resolved). Resolving t + 1 at
+  // the start, before the copies, held both warpgroups ~1,300 cycles a tile; issuing t + 2 at the end of tile t
+  // instead put the warpgroups a whole tile apart and was 1-5% slower (docs/measurements/kernels.md).
   const unsigned char* maps = p.tmaps;
   QWalk ahead(tile, p.heads_per_cta, walk_cache);
   int resolved_n = 0;  // tiles resolved
@@ -272,7 +271,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     TASP_BWD_SPLIT_START();
     QTile& next = slots[resolved_n % S::kSlots];
     if (ahead.v < ahead.vend) {
-      // Not through the cache with the deterministic dQ: 6% slower with it at D=128 (h200-s17/det-ab.txt; likely
+      // Not through the cache with the deterministic dQ: 6% slower with it at D=128 (docs/measurements/kernels.md; likely
       // its turns' proxy fences waiting for the copy).
       const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
       int4* dst = reinterpret_cast<int4*>(&next);

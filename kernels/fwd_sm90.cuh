@@ -10,17 +10,17 @@
 // 128-byte-swizzle descriptors (64-column blocks of 128-byte rows, 16-byte chunk c of row r at c ^ (r % 8):
 // K-major for Q and K, MN-major for V) and P from registers.
 //
-// What was measured and dropped (docs/measurements/kernels.md): cp.async loads by all threads with a CTA
-// barrier per tile (345 TFLOP/s at D=128); a producer warp instead of a warpgroup (ptxas then kept every
-// thread at the entry budget). setmaxnreg took effect once the kernel had a producer warpgroup, a
-// shuffle-uniform branch around it and no wgmma behind a branch inside the loop. Session 20 (h200-s20), for the
-// short tasks' end: the rows through shared memory, a warp storing whole rows (epilogue 3.5% shorter, level end to
-// end), the rows in bf16 instead of fp32 (half the bytes, level), and Q of the CTA a wave later prefetched into L2
-// (its start 270 cycles sooner, 1.4% slower): with no stores at all B=8 S=2048 causal ran 9.5% faster, but neither
-// the stores' pattern nor their bytes is what that costs. Session 22 (h200-s22): the kernel runs against the 700 W
-// power limit (1650-1695 MHz at D=128), and without its K/V copies it ran 10% faster at a 9% higher clock; clusters
-// of 2 or 4 CTAs sharing each K/V tile through TMA multicast raised the clock 4-9% but stalled on one another's
-// releases (two stages): level to 14% slower on the H200 (3% faster on the H100). The patch is in h200-s22/.
+// What was measured and dropped (docs/measurements/kernels.md): cp.async loads by all threads with a CTA barrier per
+// tile (345 TFLOP/s at D=128); a producer warp instead of a warpgroup (ptxas then kept every thread at the entry
+// budget). setmaxnreg took effect once the kernel had a producer warpgroup, a shuffle-uniform branch around it and no
+// wgmma behind a branch inside the loop. For the short tasks' end (traced CTA by CTA, tools/gpu/trace.sh fwd): the
+// rows through shared memory, a warp storing whole rows (epilogue 3.5% shorter, level end to end), the rows in bf16
+// instead of fp32 (half the bytes, level), and Q of the CTA a wave later prefetched into L2 (its start 270 cycles
+// sooner, 1.4% slower): with no stores at all B=8 S=2048 causal ran 9.5% faster, but neither the stores' pattern nor
+// their bytes is what that costs. On an H200 the kernel runs against the 700 W power limit (1650-1695 MHz at D=128),
+// and without its K/V copies it ran 10% faster at a 9% higher clock; clusters of 2 or 4 CTAs sharing each K/V tile
+// through TMA multicast raised the clock 4-9% but stalled on one another's releases (two stages): level to 14% slower
+// on the H200 (3% faster on the H100); git history has the patch.
 #include <algorithm>
 #include <cstdint>
 
@@ -35,7 +35,7 @@ namespace tasp::kernels::fwd {
 // What the producer resolved of the CTA's task for the consumers, in shared memory. The consumers never read the
 // work list: its dependent loads (tile -> item -> piece) are the producer's alone. Reading the item in the
 // consumers (its band at every masked tile, from global memory) measured 3-8% slower on causal shapes and 9% at
-// B=8 S=2048 causal (h200-fwd-s15).
+// B=8 S=2048 causal (docs/measurements/kernels.md).
 // One per task parity: the consumers store task n's rows while the producer may be writing task n + 1's.
 struct TaskRec {
   RowsOut to;
@@ -52,7 +52,7 @@ struct alignas(16) KvRec {
 constexpr int kMask = 1, kMore = 2;
 
 #ifdef TASP_FWD_TRACE
-// Diagnostics only (tools/gpu/fwd-trace.sh, a build with -DTASP_FWD_TRACE): per task (its place in the launch
+// Diagnostics only (tools/gpu/trace.sh fwd, a build with -DTASP_FWD_TRACE): per task (its place in the launch
 // order, `trace_id`; the first kTraceCtas), clock64 at its phases: 0 its start (the CTA's entry, or in the
 // persistent grid the producer taking it), 1 SM, 2 the producer's task resolved, 3 its last copy issued,
 // 4 + wg Q in, 6 + wg tile 0's scores in, 8 + wg the last P V done, 10 + wg the rows stored, 12 tiles walked;
@@ -92,11 +92,11 @@ __device__ __forceinline__ long long trace_ns() {
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns
 // (the 128-byte swizzle's column blocks; TMA zero-fills the rest and no product reads it). D=256 walks
 // 80-key tiles (FA3's width there): O alone takes 128 registers a thread, and two stages of 80-key K and V tiles
-// beside Q's 64 KB fill shared memory (224 KB). 80 beside 64 measured +8-16% (h200-fwd-s14: full and causal).
+// beside Q's 64 KB fill shared memory (224 KB). 80 beside 64 measured +8-16% (docs/measurements/kernels.md: full and causal).
 // D=64 on two consumers with 192-key tiles measured 5-15% behind its three with 128 (same work per tile).
 // Key tiles of 192 at D=80, 96, 128: N = 192 in S = Q K^T and 12 k-steps in P V a tile, so the per-tile softmax,
 // barriers and waits are paid for 50% more work (S, P and O take 208 of the consumers' 240 registers; K and V
-// stages 192 KB of shared memory). Measured on one H200 (h200-fwd-s13): 176 (FA3's width for unmasked D=128)
+// stages 192 KB of shared memory). Measured on one H200 (docs/measurements/kernels.md): 176 (FA3's width for unmasked D=128)
 // beside 128 +3-6% full and causal at S >= 12k and GQA, level at B=4 S=4096 causal; 192 beside 176 +0-3%;
 // 192 beside 128 at D=96 +7%, D=80 causal +3%, full level.
 constexpr int kWideBlockN = 192;
@@ -152,7 +152,7 @@ __device__ __forceinline__ void issue_pv(float* o, const uint32_t (&pa)[BN / 16]
 // the tensor: normalised into shared memory at `so` (the CTA's rows in 32-column blocks of 128-byte rows, 16-byte
 // chunk c of row r at c ^ (r % 8): the float2 stores of a warp then fall on distinct banks), then out in one TMA
 // store per block by one thread, which waits only until the blocks are read. A CTA's end with st.global from
-// registers is the warps waiting for their stores to drain before exit (h200-s20: 10% of a short causal launch).
+// registers is the warps waiting for their stores to drain before exit (docs/measurements/kernels.md: 10% of a short causal launch).
 // PERSIST: the warpgroup goes on to its next task at once; the copies out of `so` are waited for before it is
 // written again (and at the CTA's exit).
 template <int D, int BLOCK_M, bool PERSIST>
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN, PERSIST>::kThreads, 1) attent
 #ifdef TASP_FWD_NOLOAD
         // Diagnostics (what the K/V copies cost in power and time; wrong results): copied into the first stages only,
         // later tiles reuse what the stage holds. One H200, D=128 S=16k full: 10% faster, the clock 1815 MHz instead
-        // of 1665-1695 at the same 700 W (docs/measurements/kernels.md, session 22).
+        // of 1665-1695 at the same 700 W (docs/measurements/kernels.md, "the forward is bound by power").
         if (t >= STAGES) {
           sm90::mbar_arrive(k_full(st));
           sm90::mbar_wait(v_empty(st), ph ^ 1);

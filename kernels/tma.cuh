@@ -33,7 +33,7 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 }
 // The trap behind a stuck pipeline, out of line: a trap inlined into a warpgroup's code makes ptxas ignore that
 // warpgroup's setmaxnreg.inc and allocate it the kernel's entry budget (168 registers at 384 threads), which
-// spilled a warp-specialised backward's accumulators (docs/measurements/kernels-bwd.md); a call on the cold
+// spilled a warp-specialised backward's accumulators (docs/measurements/kernels.md); a call on the cold
 // path does not.
 static __device__ __noinline__ void pipeline_stuck() { __trap(); }
 // Spins until ready() (pausing SLEEP_NS between tries). A pipeline bug would otherwise hang the GPU: after about

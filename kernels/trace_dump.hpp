@@ -1,5 +1,5 @@
 #pragma once
-// Diagnostics builds only (-DTASP_FWD_TRACE, -DTASP_BWD_TRACE; tools/gpu/fwd-trace.sh, bwd-trace.sh): a kernel's
+// Diagnostics builds only (-DTASP_FWD_TRACE, -DTASP_BWD_TRACE; tools/gpu/trace.sh): a kernel's
 // phase clocks, a __device__ array, cleared before a launch and written after it to the file that $ENV names.
 #include <cuda_runtime.h>
 

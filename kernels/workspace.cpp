@@ -11,7 +11,7 @@ Workspace::Workspace() = default;
 Workspace::~Workspace() {
   // Launches queued with this workspace may still be reading its list and the plans' visits. cudaFree of memory
   // from cudaMallocAsync (the visits) does not wait for them: a backward still running when its workspace died
-  // read freed visits (an illegal address in `tasp bench kernel --mix`, session 22). A workspace may die on
+  // read freed visits (an illegal address in `tasp bench kernel --mix`). A workspace may die on
   // another thread, with another device current.
   if (device_id >= 0) {
     int current = -1;

@@ -44,7 +44,7 @@ struct ComputeRate {
   // Grouped-query attention: the fraction of the rate above (MHA of the same H) a kernel keeps when H / Hkv query
   // heads share a K/V head, against the group size (from 1: 1), linear in log2 between measured groups and flat
   // beyond; empty: 1. The backward's dK/dV sum over the group and its dQ scratch spans the group's heads, and
-  // at groups of 8 it loses 10-20% on an H200 (docs/measurements/model-validation.md).
+  // at groups of 8 it loses 10-20% on an H200 (docs/measurements/model.md).
   Curve gqa, bwd_gqa;
 };
 

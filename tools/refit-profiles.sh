@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# Refits the shipped H200 profiles from the committed measurements (no GPU needed):
-#   comm: the shared NCCL step table (docs/measurements/h200-nccl-steps.csv, from tools/measurements-to-csv.sh);
-#   kernels: tasp's own kernels on an H200, cold, hot and mixed: first the rates of the build nearest the fit set's
-#            (docs/measurements/h200-tasp-kernel.csv, session 15), with which the executor's figures below are fitted,
-#            then the compute alone refitted from the current kernels' rates (CURRENT: the sweeps h200-kernels-s19
-#            and -s22 of tools/gpu/kernel-profile.sh together, kernels whose long walks are the same, on two H200s:
-#            fitted alone, their D=128 forward asymptotes differ by 3%), the executor's
-#            figures kept: fitted in one step from rates newer than the fit set's timelines, NCCL's share of the SMs
-#            would absorb the kernels' speed-up;
-#   executor: the newest fit set's timelines on 2x H200 (docs/measurements/h200x2-model/fit-*/, from
-#            tools/gpu/fit-set.sh with the kernels of the same build: older sets timed older kernels, and the
-#            share of the SMs lost to NCCL would absorb their difference to the new rates);
-#   H100 profiles: compute only, from docs/measurements/h100-tasp-kernel.csv (tools/gpu/kernel-profile.sh on one
-#            H100); the rest of each profile is kept (--base).
+# Refits the shipped profiles from the measurements committed under docs/measurements/data/ (no GPU needed; a second
+# run reproduces the files byte for byte):
+#   comm:     the shared NCCL step table on 8x H200 (data/nccl/, from tools/measurements-to-csv.sh);
+#   kernels:  tasp's own kernels on an H200, cold, hot and mixed (tools/gpu/model.sh sweep): first the rates of the
+#             build nearest the fit set's (data/kernels/h200-fit-set-rates-*), with which the executor's figures below
+#             are fitted, then the compute alone refitted from the current kernels' sweeps (CURRENT: three sweeps of
+#             kernels whose long walks are the same, on two H200s; fitted alone, two of them put the D=128 forward's
+#             asymptote 3% apart), the executor's figures kept: fitted in one step from rates newer than the fit
+#             set's timelines, NCCL's share of the SMs would absorb the kernels' speed-up;
+#   executor: the fit set's timelines on 2x H200 (data/model/h200x2-fit-set-*/, tools/gpu/model.sh fit-set, with the
+#             kernels of the same build: older sets timed older kernels, and the share of the SMs lost to NCCL would
+#             absorb their difference to the new rates);
+#   H100 profiles: compute only, from data/kernels/h100-sweep-* (tools/gpu/model.sh sweep on one H100); the rest of
+#             each profile is kept (--base).
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-build/tools/tasp}
-M=docs/measurements
-FITSET=$(ls -d $M/h200x2-model/fit-*/ | sort | tail -1)
-fit=(--fit $M/h200-nccl-steps.csv $M/h200-tasp-kernel.csv --timeline "$FITSET"fit-*.json -q)
-CURRENT=($M/h200-kernels-s19/kernel.csv $M/h200-kernels-s22/kernel.csv $M/h200-kernels-s23/kernel.csv)
+D=docs/measurements/data
+FITSET=$(ls -d $D/model/h200x2-fit-set-*/ | sort | tail -1)
+fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv $D/kernels/h200-fit-set-rates-2026-11-22.csv --timeline "$FITSET"fit-*.json -q)
+CURRENT=($D/kernels/h200-sweep-2026-11-23-bwd-plan-cache.csv $D/kernels/h200-sweep-2026-11-23-fwd-persistent.csv
+         $D/kernels/h200-sweep-2026-11-23-gqa.csv)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
@@ -35,14 +36,14 @@ h200 h200-hgx-8 \
   "8x H200 HGX (NVSwitch), NCCL 2.28.3. Fitted by tools/refit-profiles.sh: comm from the shared NCCL step table; \
 compute from tasp's own Hopper kernels on H200s, forward and backward, cold, hot and with forward and backward taking \
 turns (sustained fractions); the executor's pass starts, step gaps, NCCL's share of the SMs and the dQ finish from \
-the timelines of the newest fit set on 2x H200 (docs/measurements/h200x2-model/fit-*) with the kernel rates of its \
-time; then the compute alone from the current kernels' rates (docs/measurements/h200-kernels-s19 and -s22)."
+the timelines of the fit set on 2x H200 (docs/measurements/data/model/h200x2-fit-set-*) with the kernel rates of its \
+time; then the compute alone from the current kernels' sweeps (docs/measurements/data/kernels/h200-sweep-*)."
 h200 h200-hgx-4 \
   "H200 SXM. Not measured on 4 GPUs: the figures of the 8x H200 HGX fit (same NVLink/NVSwitch generation, same SM \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
 for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
   desc=$(sed -n '/^description: >-/,/^[a-z_]*:/p' topologies/$p.profile.yaml | sed '1d;$d' | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
-  $T calibrate --fit $M/h100-tasp-kernel.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
+  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
     --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
 done
 echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml"

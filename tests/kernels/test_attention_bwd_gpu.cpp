@@ -511,7 +511,7 @@ TEST(AttentionBwdGpu, OneWorkspaceAcrossLaunches) {
 }
 
 // A workspace that dies while its launches are still queued waits for them: its plans' visits (stream-ordered
-// memory, which cudaFree does not wait for) must outlive the backward that reads them. Session 22: a backward
+// memory, which cudaFree does not wait for) must outlive the backward that reads them. Once, a backward
 // left running by `tasp bench kernel --mix` read freed visits (an illegal address at the next allocation).
 TEST(AttentionBwdGpu, WorkspaceEndsAfterItsLaunches) {
   NEED_HOPPER();

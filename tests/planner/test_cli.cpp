@@ -138,7 +138,7 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("plan -t h200-hgx-8 -s auto --workload B=1,S=16k,H=32,D=128 -o " + plan), 0);
   EXPECT_EQ(run("simulate -t h200-hgx-8 --plan " + plan + " -w B=1,S=16k,H=32,D=128"), 0);
   const std::string prof = dir + "/fit.profile.yaml";
-  EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/h200-nccl-steps.csv -o " + prof), 0);
+  EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/data/nccl/h200x8-steps-2026-11-22.csv -o " + prof), 0);
   EXPECT_EQ(run("simulate --profile " + prof), 0);
   // Every scheme: one whose pieces do not fit (31 pieces of 8 tokens) is left out and named; asked by name, an error.
   const std::string some = dir + "/some.json";

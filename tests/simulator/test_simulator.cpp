@@ -292,10 +292,10 @@ TEST(Engine, RejectsMismatchedInput) {
 
 // The shipped H200 profile replays the measured ring and 7-peer steps at 4..256 MiB within 15%.
 TEST(Profile, H200MatchesMeasuredSteps) {
-  std::ifstream in(std::string(TASP_SOURCE_DIR) + "/docs/measurements/h200-nccl-steps.csv");
+  std::ifstream in(std::string(TASP_SOURCE_DIR) + "/docs/measurements/data/nccl/h200x8-steps-2026-11-22.csv");
   std::stringstream ss;
   ss << in.rdbuf();
-  auto samples = simulator::read_samples_csv(ss.str(), "h200-nccl-steps.csv");
+  auto samples = simulator::read_samples_csv(ss.str(), "h200x8-steps-2026-11-22.csv");
   auto prof = simulator::builtin_profile("h200-hgx-8");
   auto net = simulator::build_network(planner::load_topology("h200-hgx-8"), prof.link_efficiency);
   int checked = 0;

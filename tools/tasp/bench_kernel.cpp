@@ -187,7 +187,7 @@ void register_bench_kernel(CLI::App& bench) {
   cmd->add_flag("--mix", tm->mix, "With --heat-ms: the forward and the backward take turns (heating and between timed launches),\n"
                                "as in training; each is timed in that mix (a mixed hot sample)");
   cmd->add_flag("--deterministic", tm->deterministic, "The backward with dQ bit-identical run to run (the CTAs that share a dQ tile add into it\n"
-                                                   "in launch order; docs/measurements/kernels-bwd.md has what it costs)");
+                                                   "in launch order; docs/measurements/kernels.md has what it costs)");
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,window=L[:R]][,docs=L1+..][,pieces=P] (repeatable;\n"
                                       "default: the issue's set); masked shapes count TFLOP/s over the pairs the mask leaves");
   cmd->add_option("-c,--config", *configs, "A named workload's shape (tasp configs; repeatable)");

@@ -178,7 +178,7 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
     // Packed causal documents: zigzag shards balance each rank's total work, zigzag-docs ones each step's (every
     // document split in 2n chunks), both spread every document over all ranks; contiguous ones keep short
     // documents on one rank so that pruning drops their transfers. Which wins depends on the documents and
-    // the GPUs (docs/measurements/masks-h200x2.md): simulate all three.
+    // the GPUs (docs/measurements/executor.md): simulate all three.
     if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && r.plan.ranks > 1) {
       auto ms = [](const SchemeRun& x) { return std::to_string(x.sim.total_us / 1e3).substr(0, 7); };
       std::string tried = " (tried zigzag " + ms(r) + " ms";
