@@ -3,13 +3,16 @@
 # then ab.sh, clocks.sh, trace.sh fwd and ncu.sh on one short shape. Each one's output goes to $OUT/NAME.log and
 # its files to $OUT/NAME/, all packed into $OUT/results.tar.gz (the device tool returns at most 8 files);
 # a summary (each step's exit status, time and last lines) to stdout and $OUT/summary.txt.
-# Usage: tools/gpu/all.sh [quick]    quick: each in its shortest form (about 10 minutes on 2x H100).
+# Usage: tools/gpu/all.sh [quick] [STEP...]   quick: each in its shortest form; STEPs (check kernels compare model ab
+#   clocks trace ncu): only those (a device call is limited to 10 minutes; all of quick takes about 12 on 2x H100).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
-q=${1:-}
+q=; [ "${1:-}" = quick ] && q=quick && shift
+only=" $* "
 R=$OUT
 step() {  # NAME COMMAND...
   local name=$1 t0=$(date +%s) rc
+  [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || return 0
   shift
   mkdir -p "$R/$name"
   OUT="$R/$name" "$@" > "$R/$name.log" 2>&1
@@ -28,4 +31,4 @@ step clocks tools/gpu/clocks.sh fwd build-gpu/tools/tasp bench kernel --heat-ms 
 [ -n "$q" ] && export TASP_TRACE_QUICK=1
 step trace tools/gpu/trace.sh fwd
 step ncu tools/gpu/ncu.sh attention_fwd --pass fwd --shape $shape
-tar -czf "$R/results.tar.gz" -C "$R" --exclude results.tar.gz . 2>/dev/null
+tar -czf /tmp/tasp-results.tar.gz -C "$R" . && mv /tmp/tasp-results.tar.gz "$R/results.tar.gz"

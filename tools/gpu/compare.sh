@@ -19,11 +19,6 @@ HEAT=${HEAT_MS:-2000}
 [ "$N" -ge 2 ] || { echo "compare.sh needs 2 or more GPUs"; exit 2; }
 device_info
 build tasp
-if [ -z "${PROFILE:-}" ]; then
-  case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
-    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;; *) PROFILE=topologies/h200-hgx-8.profile.yaml ;;
-  esac
-fi
 cfgs=()
 [ $# -eq 0 ] && set -- set:$([ "$N" -ge 4 ] && echo anchor || echo long)
 for a in "$@"; do

@@ -4,7 +4,7 @@
 #   comm       NCCL's step rates on this machine's GPUs (tasp calibrate --measure) -> $OUT/comm.csv, $OUT/comm.profile.yaml;
 #   fit-set    six runs with timelines for the executor's terms (lib/fit-set.sh) -> $OUT/fit-*.json;
 #   validate   a validation set (1, 2 or 3, or quick) measured through every scheme, fwd+bwd and fwd, predicted with
-#              PROFILE (default the shipped one), and `tasp report` over it;
+#              PROFILE (default: the shipped profile of the GPU kind), and `tasp report` over it;
 #   all        sweep, fit-set and comm, a profile calibrated from them, and validation set 3 with that profile.
 # Usage: tools/gpu/model.sh sweep|comm|fit-set|validate [SET]|all [ITERS]   FABRIC, HEAT_MS (2000), PROFILE in the environment.
 # Results in $OUT (runs.csv, report/, profile.yaml, the CSVs above); refit the shipped profiles from them with
@@ -18,7 +18,6 @@ device_info
 build tasp
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-PROFILE=${PROFILE:-topologies/h200-hgx-8.profile.yaml}
 nccl_table=docs/measurements/data/nccl/h200x8-steps-2026-11-22.csv
 
 sweep() { stamp "kernel rates, cold and hot"; CUDA_VISIBLE_DEVICES=0 tools/gpu/lib/kernel-profile.sh "$OUT"; grep -v "^#" "$OUT/kernel.txt" | head -40; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a kernel's warps stall, per source line and SASS instruction (Nsight Compute's warp-state sampling), on
-# one Hopper GPU (the device tool). Builds tasp with -lineinfo into build-ncu/, profiles one launch of the kernel
+# one Hopper GPU (the device tool). Builds tasp (the kernels are always compiled with -lineinfo), profiles one launch of the kernel
 # matching REGEX inside `tasp bench kernel ARGS...`, and writes $OUT/ncu-source.csv.gz (ncu's source page, SASS
 # with CUDA lines), $OUT/ncu-details.txt (speed of light, scheduler and warp-state sections) and
 # $OUT/stalls.txt (tools/gpu/lib/ncu_stalls.py: the source lines with the most samples, by reason).
@@ -10,8 +10,8 @@ set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 regex=$1
 shift
-BUILD_DIR=build-ncu CUDA_FLAGS=-lineinfo tools/gpu/lib/build.sh tasp || exit 1
-run=(build-ncu/tools/tasp bench kernel --iters 1 --warmup 0 "$@")
+build tasp
+run=($T bench kernel --iters 1 --warmup 0 "$@")
 timeout 400 ncu --kernel-name "regex:$regex" --launch-count 1 --set full --import-source yes \
   -o "$OUT/prof" -f "${run[@]}" > "$OUT/ncu.log" 2>&1 || { tail -20 "$OUT/ncu.log"; exit 1; }
 ncu -i "$OUT/prof.ncu-rep" --page details --section SpeedOfLight --section SchedulerStats \

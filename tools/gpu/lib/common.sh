@@ -3,7 +3,7 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-/tmp/tasp-out}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 T=${TASP_BIN:-build-gpu/tools/tasp}
 N=$(nvidia-smi -L 2> /dev/null | wc -l)
 
@@ -18,6 +18,13 @@ case ${FABRIC:-nvlink} in
   socket) export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 ;;
   *) echo "FABRIC=$FABRIC: expected nvlink, shm or socket" >&2; exit 2 ;;
 esac
+
+# The shipped profile of this machine's GPU kind (PROFILE overrides): the H100 one on H100s, else the H200 one.
+if [ -z "${PROFILE:-}" ]; then
+  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1) in
+    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;; *) PROFILE=topologies/h200-hgx-8.profile.yaml ;;
+  esac
+fi
 
 # The device's name, clocks and power limit into $OUT/device.txt (and stdout).
 device_info() {
