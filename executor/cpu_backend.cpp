@@ -108,7 +108,8 @@ class CpuRun {
     }
   }
 
-  // Runs one pass; its per-rank step timings (relative to `t0`) go to `timing`.
+  // Runs one pass; its per-rank step timings (relative to `t0`) go to `timing`. A plan whose backward keeps K/V:
+  // the forward frees no piece it received and the backward starts with what the forward held (kept_).
   void pass(Pass pass, Clock::time_point t0, std::vector<std::vector<planner::StepTiming>>& timing);
 
   // Scatters per-rank rows back into the global [B][S][heads*D] layout.
@@ -152,6 +153,7 @@ class CpuRun {
   std::vector<std::vector<long>> ppos_;  // token positions of piece key(owner, piece)
   std::vector<std::vector<T>> dq_;
   std::map<long, Grad<T>> final_grads_;  // each piece's accumulator as its owner holds it after the backward
+  std::vector<std::map<long, KvPiece<T>>> kept_;  // the forward's final holdings, for a backward that keeps K/V
 
   long key(int owner, int piece) const { return long(owner) * P_ + piece; }
   std::vector<T> gather(const std::vector<double>& src, const std::vector<long>& pos, int heads) const {
@@ -172,15 +174,20 @@ template <class T>
 void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<planner::StepTiming>>& timing) {
   const bool bwd = pass == Pass::Bwd;
   const int steps = plan_.num_steps(pass);
+  const bool keep = plan_.has_backward && plan_.backward.keeps_kv;
   std::vector<std::map<long, KvPiece<T>>> held(n_), incoming(n_);
   std::vector<std::map<long, Grad<T>>> grads(n_);  // each rank's own accumulators
   std::vector<std::vector<std::pair<long, Grad<T>>>> grads_in(n_);
   std::vector<std::mutex> inbox_lock(n_);
-  for (int r = 0; r < n_; ++r)
-    for (int c = 0; c < P_; ++c) {
-      const long k = key(r, c);
-      held[r][k] = {gather(pr_.k, ppos_[k], w_.Hkv), gather(pr_.v, ppos_[k], w_.Hkv)};
-    }
+  if (bwd && keep) {
+    held = kept_;
+  } else {
+    for (int r = 0; r < n_; ++r)
+      for (int c = 0; c < P_; ++c) {
+        const long k = key(r, c);
+        held[r][k] = {gather(pr_.k, ppos_[k], w_.Hkv), gather(pr_.v, ppos_[k], w_.Hkv)};
+      }
+  }
   // The backward's inputs: dO of the rank's rows and D = rowsum(dO * O) from the forward's final out.
   std::vector<std::vector<T>> dout(n_), dsum(n_);
   if (bwd) {
@@ -270,7 +277,7 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
   auto boundary = [&](int r, int t) {
     for (auto it = held[r].begin(); it != held[r].end();) {
       auto lu = last_use[r].find(it->first);
-      if (lu == last_use[r].end() || lu->second <= t) it = held[r].erase(it);
+      if (!(keep && !bwd) && (lu == last_use[r].end() || lu->second <= t)) it = held[r].erase(it);
       else ++it;
     }
     for (auto& [k, kp] : incoming[r]) held[r][k] = std::move(kp);
@@ -283,6 +290,7 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
     grads_in[r].clear();
   };
   run_ranks(n_, steps, body, boundary);
+  if (keep && !bwd) kept_ = held;
   if (bwd) {
     // Each piece's dK/dV is what its owner holds; contributions left elsewhere are lost (a wrong plan).
     final_grads_.clear();
@@ -328,7 +336,9 @@ template <class T>
 Result CpuBackend<T>::run_head_parallel(const Plan& plan, const Problem& pr, planner::Passes passes) {
   const int u = plan.ulysses;
   const planner::Workload& w = pr.w;
-  if (const std::string e = planner::check_heads(u, w); !e.empty()) throw planner::InputError("workload: " + e);
+  // Head groups (plan.head_groups) only order the GPUs' work; the arithmetic, and so the result, is the same.
+  if (const std::string e = planner::check_head_groups(u, plan.head_groups, w); !e.empty())
+    throw planner::InputError("workload: " + e);
   Plan inner = plan;
   inner.ulysses = 1;
   Result res;

@@ -58,11 +58,12 @@ class CudaBackend : public Backend {
 };
 
 // Head-parallel plans (Plan::ulysses = u > 1): GPU G = rank * u + slot runs the plan as `rank` on its slot's
-// heads (workload `sw`), between all-to-alls inside its group (cuda_heads.hpp). Without: G = rank, sw = w.
+// heads of each head group (workload `swg`), between all-to-alls inside its group (cuda_heads.hpp). Without:
+// G = rank, swg = w, one head group.
 // The outputs of a head-parallel run: out, dQ, dK, dV from each GPU's token part after the all-to-alls out
-// (what the layer gets), LSE from the head layout (it stays there for the backward).
+// (what the layer gets), LSE from each head group's head layout (it stays there for the backward).
 void head_parallel_outputs(std::vector<RankDevice>& R, const cuda::Geometry& g, const planner::Workload& w, int u,
-                           planner::Passes passes, Result& res) {
+                           int groups, planner::Passes passes, Result& res) {
   const size_t rows = size_t(w.B) * w.S;
   const long HD = long(w.H) * w.D, HkvD = long(w.Hkv) * w.D;
   res.out.assign(rows * HD, 0.0), res.lse.assign(rows * w.H, 0.0);
@@ -74,7 +75,6 @@ void head_parallel_outputs(std::vector<RankDevice>& R, const cuda::Geometry& g, 
     const int r = gpu / u, slot = gpu % u;
     const long qrows = g.qrows[r], chunk = cuda::part_chunk(qrows, u);
     const cuda::Part part = cuda::token_part(qrows, u, slot);
-    const planner::HeadSlice hs = planner::head_slice(u, w, slot);
     auto fetch = [](const void* p, size_t bytes) {
       std::vector<char> h(bytes);
       TASP_CUDA(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
@@ -96,25 +96,33 @@ void head_parallel_outputs(std::vector<RankDevice>& R, const cuda::Geometry& g, 
       }
     };
     scatter(res.out, x.seq.out, true, HD);
-    if (passes.bwd) scatter(res.dq, x.seq.dq, false, HD), scatter(res.dk, x.seq.dk, false, HkvD), scatter(res.dv, x.seq.dv, false, HkvD);
-    const std::vector<char> l = fetch(x.buf.lse, size_t(w.B) * hs.q_heads * qrows * 4);
-    const auto* lse = reinterpret_cast<const float*>(l.data());
-    for (int b = 0; b < w.B; ++b) {
-      long row = 0;
-      for (const Range& rg : g.qranges[r])
-        for (long t = rg.begin; t < rg.end; ++t, ++row)
-          for (int h = 0; h < hs.q_heads; ++h)
-            res.lse[(size_t(b) * w.S + t) * w.H + hs.q_begin + h] = lse[(size_t(b) * hs.q_heads + h) * qrows + row];
+    if (passes.bwd) scatter(res.dq, x.seq.dq, true, HD), scatter(res.dk, x.seq.dk, true, HkvD), scatter(res.dv, x.seq.dv, true, HkvD);
+    const planner::Workload wg = planner::head_group_workload(groups, w);
+    const planner::HeadSlice hs = planner::head_slice(u, wg, slot);
+    for (int grp = 0; grp < groups; ++grp) {
+      const std::vector<char> l = fetch(x.groups[grp].buf.lse, size_t(w.B) * hs.q_heads * qrows * 4);
+      const auto* lse = reinterpret_cast<const float*>(l.data());
+      const int h0 = cuda::layer_side(w, groups, grp).q_head0 + hs.q_begin;
+      for (int b = 0; b < w.B; ++b) {
+        long row = 0;
+        for (const Range& rg : g.qranges[r])
+          for (long t = rg.begin; t < rg.end; ++t, ++row)
+            for (int h = 0; h < hs.q_heads; ++h)
+              res.lse[(size_t(b) * w.S + t) * w.H + h0 + h] = lse[(size_t(b) * hs.q_heads + h) * qrows + row];
+      }
     }
   }
 }
 
 Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
   const auto& w = pr.w;
-  const int u = plan.ulysses, n = plan.gpus();
+  const int u = plan.ulysses, n = plan.gpus(), G = u > 1 ? plan.head_groups : 1;
   if (u > 1)
-    if (const std::string e = planner::check_heads(u, w); !e.empty()) throw planner::InputError("workload: " + e);
-  const planner::Workload sw = u > 1 ? planner::slot_workload(u, w) : w;
+    if (const std::string e = planner::check_head_groups(u, G, w); !e.empty()) throw planner::InputError("workload: " + e);
+  if (u == 1 && plan.head_groups != 1) throw planner::InputError("plan: head_groups needs a head-parallel plan");
+  // What one GPU computes for one head group: its slot's heads of the group.
+  const planner::Workload wg = planner::head_group_workload(G, w);
+  const planner::Workload sw = u > 1 ? planner::slot_workload(u, wg) : w;
   auto rank_of = [u](int gpu) { return gpu / u; };
   auto slot_of = [u](int gpu) { return gpu % u; };
   int devices = 0;
@@ -124,8 +132,6 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     throw std::invalid_argument("cuda backend: " + e);
   if (w.causal != plan.causal) throw std::invalid_argument("workload and plan disagree on causal");
   if (passes.bwd && !plan.has_backward) throw std::invalid_argument("the plan has no backward part");
-  if (passes.bwd && plan.accumulator_bytes != 4)
-    throw std::invalid_argument("cuda backend: the backward keeps dK/dV accumulators in fp32 (plan with --accumulator fp32)");
   const bool host_inputs = !pr.q.empty();
   const cuda::Geometry g = cuda::make_geometry(plan, sw);
   // Which ranks this process drives: all of them, or under a launcher the one it was given.
@@ -202,25 +208,34 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaStreamCreateWithFlags(&x.comm, cudaStreamNonBlocking));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
       const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D, nl = size_t(w.B) * sw.H * g.qrows[r];
-      cuda::RankBuffers& b = x.buf;
-      b.q = x.alloc<uint16_t>(nq);
-      b.kv = x.alloc<uint16_t>(se * kv_slots[gpu]);
-      b.out = x.alloc<float>(nq);
-      b.lse = x.alloc<float>(nl);
-      if (passes.bwd) {
-        b.dout = x.alloc<uint16_t>(nq);
-        b.dsum = x.alloc<float>(nl);
-        b.dq = x.alloc<float>(nq);
-        const int rows = kernels::dq_accum_tile_rows(w.D);
-        const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r], rows);
-        b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * rows * w.D);
-        b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
+      x.groups.resize(G);
+      for (cuda::HeadGroupDevice& hg : x.groups) {
+        cuda::RankBuffers& b = hg.buf;
+        b.q = x.alloc<uint16_t>(nq);
+        b.kv = x.alloc<uint16_t>(se * kv_slots[gpu]);
+        b.out = x.alloc<float>(nq);
+        b.lse = x.alloc<float>(nl);
+        if (passes.bwd) {
+          b.dout = x.alloc<uint16_t>(nq);
+          b.dsum = x.alloc<float>(nl);
+          b.dq = x.alloc<float>(nq);
+          const int rows = kernels::dq_accum_tile_rows(w.D);
+          const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r], rows);
+          b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * rows * w.D);
+          b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
+          if (plan.accumulator_bytes == 2) {
+            const auto [sends, recvs] = cuda::most_grad_transfers(planner::plan_slots(plan, Pass::Bwd, r));
+            b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));
+            b.grad_recv16 = x.alloc<uint16_t>(se * std::max(1, recvs));
+          }
+        }
+        hg.ev_fwd.resize(kStepEvents * plan.num_steps());
+        hg.ev_bwd.resize(passes.bwd ? kStepEvents * plan.num_steps(Pass::Bwd) : 0);
+        hg.ev_a2a.resize(u > 1 ? 4 * kStepEvents : 0);
+        for (auto* v : {&hg.ev_fwd, &hg.ev_bwd, &hg.ev_a2a})
+          for (auto& e : *v) TASP_CUDA(cudaEventCreate(&e));
       }
-      x.ev_fwd.resize(kStepEvents * plan.num_steps());
-      x.ev_bwd.resize(passes.bwd ? kStepEvents * plan.num_steps(Pass::Bwd) : 0);
-      x.ev_a2a.resize(u > 1 ? 4 * kStepEvents : 0);
-      for (auto* v : {&x.ev_fwd, &x.ev_bwd, &x.ev_a2a})
-        for (auto& e : *v) TASP_CUDA(cudaEventCreate(&e));
+      cuda::RankBuffers& b = x.groups[0].buf;
       TASP_CUDA(cudaEventCreate(&x.origin));
       TASP_CUDA(cudaEventCreate(&x.done));
       const kernels::DType dt = cuda::dtype_of(w);
@@ -234,9 +249,10 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         const size_t cq = size_t(w.B) * chunk * w.H * w.D, ck = size_t(w.B) * chunk * w.Hkv * w.D;
         cuda::SeqBuffers& q = x.seq;
         q.q = x.alloc<uint16_t>(cq), q.k = x.alloc<uint16_t>(ck), q.v = x.alloc<uint16_t>(ck), q.out = x.alloc<uint16_t>(cq);
-        const size_t staged = u * cuda::a2a_max_count(g, w, u);
+        const size_t staged = u * cuda::a2a_max_count(g, wg, u);  // one head group's exchanges at a time
         q.send = x.alloc<uint16_t>(staged), q.recv = x.alloc<uint16_t>(staged);
-        if (passes.bwd) q.dout = x.alloc<uint16_t>(cq), q.dq = x.alloc<float>(cq), q.dk = x.alloc<float>(ck), q.dv = x.alloc<float>(ck);
+        if (passes.bwd)
+          q.dout = x.alloc<uint16_t>(cq), q.dq = x.alloc<uint16_t>(cq), q.dk = x.alloc<uint16_t>(ck), q.dv = x.alloc<uint16_t>(ck);
         if (host_inputs) {
           const auto tokens = cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size);
           put(q.q, cuda::pack_rows(pr.q, tokens, w.B, w.S, long(w.H) * w.D, chunk, dt));
@@ -266,23 +282,29 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       }
       TASP_CUDA(cudaDeviceSynchronize());
     }
-    std::vector<cuda::RankBuffers> bufs(n);
-    for (int gpu : local) bufs[gpu] = R[gpu].buf;
-    const cuda::PassWork fwd = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u);
-    cuda::PassWork bwd = passes.bwd ? cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u) : cuda::PassWork{};
-    for (auto& steps : bwd.bwd)
-      for (auto& b : steps) b.deterministic = opt_.deterministic;
-    std::vector<std::array<cuda::A2aLaunch, 4>> a2a(n);  // fwd in, fwd out, bwd in, bwd out
-    if (u > 1)
-      for (int gpu : local) {
-        TASP_CUDA(cudaSetDevice(R[gpu].dev));
-        const int r = rank_of(gpu);
-        static const std::map<long, int> none;
-        const cuda::HeadExchange hx = cuda::make_head_exchange(g, w, u, r, slot_of(gpu), R[gpu].buf, R[gpu].seq,
-                                                               passes.bwd ? bwd.slots[gpu].grad_final : none);
-        int k = 0;
-        for (const cuda::A2a* e : {&hx.fwd_in, &hx.fwd_out, &hx.bwd_in, &hx.bwd_out}) a2a[gpu][k++] = cuda::upload_a2a(R[gpu], *e);
-      }
+    // Per head group: the passes' work lists on that group's buffers, and its four all-to-alls.
+    std::vector<cuda::PassWork> fwd(G), bwd(G);
+    std::vector<std::vector<std::array<cuda::A2aLaunch, 4>>> a2a(G, std::vector<std::array<cuda::A2aLaunch, 4>>(n));
+    for (int grp = 0; grp < G; ++grp) {
+      std::vector<cuda::RankBuffers> bufs(n);
+      for (int gpu : local) bufs[gpu] = R[gpu].groups[grp].buf;
+      fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u);
+      if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u);
+      for (auto& steps : bwd[grp].bwd)
+        for (auto& b : steps) b.deterministic = opt_.deterministic;
+      if (u > 1)
+        for (int gpu : local) {
+          TASP_CUDA(cudaSetDevice(R[gpu].dev));
+          static const std::map<long, int> none;
+          const cuda::HeadExchange hx =
+              cuda::make_head_exchange(g, wg, u, rank_of(gpu), slot_of(gpu), bufs[gpu], R[gpu].seq,
+                                       passes.bwd ? bwd[grp].slots[gpu].grad_final : none, cuda::layer_side(w, G, grp));
+          int k = 0;
+          for (const cuda::A2a* e : {&hx.fwd_in, &hx.fwd_out, &hx.bwd_in, &hx.bwd_out})
+            a2a[grp][gpu][k++] = cuda::upload_a2a(R[gpu], *e);
+        }
+    }
+    const int fwd_steps = fwd[0].num_steps(), bwd_steps = passes.bwd ? bwd[0].num_steps() : 0;
     const bool sendrecv = opt_.a2a == "sendrecv";
 
     const int iters = std::max(1, opt_.iters), warmup = std::max(0, opt_.warmup);
@@ -305,24 +327,40 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           if (env.multi_process()) mpi_.barrier();
           TASP_CUDA(cudaEventRecord(x.origin, x.compute));
           cudaEvent_t prev = x.origin;
-          auto exchange = [&](int k) {
-            if (u == 1) return;
-            cuda::issue_a2a(x, a2a[gpu][k], w, u, sendrecv, &x.ev_a2a[kStepEvents * k], prev);
-            prev = x.ev_a2a[kStepEvents * k + 4];
+          // One pass: without head parallelism its steps in order. Head-parallel: every head group's all-to-all
+          // in on the comm stream (they depend on nothing), each group's steps once its own has arrived, then the
+          // groups' all-to-alls out as their steps end: group g+1's exchange runs beside group g's kernels.
+          auto run_pass = [&](const std::vector<cuda::PassWork>& pw, bool backward) {
+            const int in = backward ? 2 : 0;
+            if (u > 1)
+              for (int grp = 0; grp < G; ++grp)
+                cuda::issue_a2a(x, a2a[grp][gpu][in], w, u, sendrecv, &x.groups[grp].ev_a2a[kStepEvents * in], prev);
+            std::vector<cudaEvent_t> ends(G);
+            for (int grp = 0; grp < G; ++grp) {
+              cuda::HeadGroupDevice& hg = x.groups[grp];
+              cudaEvent_t p = prev;
+              if (u > 1) {
+                p = hg.ev_a2a[kStepEvents * in + 1];
+                TASP_CUDA(cudaStreamWaitEvent(x.compute, p));
+              }
+              std::vector<cudaEvent_t>& ev = backward ? hg.ev_bwd : hg.ev_fwd;
+              for (int t = 0; t < pw[grp].num_steps(); ++t)
+                cuda::issue_step(x, hg.buf, pw[grp], g, sw, gpu, r, t, &ev[kStepEvents * t], p), p = ev[kStepEvents * t + 4];
+              ends[grp] = p;
+            }
+            prev = ends.back();
+            if (u > 1) {
+              for (int grp = 0; grp < G; ++grp) {
+                cudaEvent_t* e = &x.groups[grp].ev_a2a[kStepEvents * (in + 1)];
+                cuda::issue_a2a(x, a2a[grp][gpu][in + 1], w, u, sendrecv, e, ends[grp]);
+                prev = e[1];
+              }
+              TASP_CUDA(cudaStreamWaitEvent(x.compute, prev));  // the pass ends when its last exchange has
+            }
           };
-          if (do_fwd) {
-            exchange(0);
-            for (int t = 0; t < fwd.num_steps(); ++t)
-              cuda::issue_step(x, fwd, g, sw, gpu, r, t, prev), prev = x.ev_fwd[kStepEvents * t + 4];
-            exchange(1);
-          }
-          if (do_bwd) {
-            exchange(2);
-            for (int t = 0; t < bwd.num_steps(); ++t)
-              cuda::issue_step(x, bwd, g, sw, gpu, r, t, prev), prev = x.ev_bwd[kStepEvents * t + 4];
-            exchange(3);
-          }
-          TASP_CUDA(cudaEventRecord(x.done, x.compute));  // after the last step's adds, which waited for its transfers
+          if (do_fwd) run_pass(fwd, false);
+          if (do_bwd) run_pass(bwd, true);
+          TASP_CUDA(cudaEventRecord(x.done, x.compute));  // after the last step's adds (and exchanges)
           // Wait with a deadline: a peer that never posts its half of a transfer must not hang the run.
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt_.timeout_s);
           while (cudaEventQuery(x.done) == cudaErrorNotReady) {
@@ -339,23 +377,26 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           TASP_CUDA(cudaGetLastError());
           if (gpu == local.front() && opt_.progress) opt_.progress(it + prime + 1, warmup + iters + prime);
           if (it < warmup) continue;
+          // The timeline of a pass: the head groups' all-to-alls in, every group's steps, the all-to-alls out.
           std::vector<planner::StepTiming> tl;
-          auto exchanged = [&](int k) {
-            if (u > 1) tl.push_back(cuda::step_timing(x.origin, &x.ev_a2a[kStepEvents * k], a2a[gpu][k].bytes, 0, false));
+          auto timed = [&](const std::vector<cuda::PassWork>& pw, bool backward) {
+            const int in = backward ? 2 : 0;
+            auto exchanged = [&](int k) {
+              if (u > 1)
+                for (int grp = 0; grp < G; ++grp)
+                  tl.push_back(cuda::step_timing(x.origin, &x.groups[grp].ev_a2a[kStepEvents * k], a2a[grp][gpu][k].bytes, 0, false));
+            };
+            exchanged(in);
+            for (int grp = 0; grp < G; ++grp) {
+              const std::vector<cudaEvent_t>& ev = backward ? x.groups[grp].ev_bwd : x.groups[grp].ev_fwd;
+              for (int t = 0; t < pw[grp].num_steps(); ++t)
+                tl.push_back(cuda::step_timing(x.origin, &ev[kStepEvents * t], pw[grp].bytes[r][t], pw[grp].flops[r][t],
+                                               backward && !pw[grp].slots[gpu].steps[t].grad_add.empty()));
+            }
+            exchanged(in + 1);
           };
-          if (passes.fwd) {
-            exchanged(0);
-            for (int t = 0; t < fwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_fwd[kStepEvents * t], fwd.bytes[r][t], fwd.flops[r][t], false));
-            exchanged(1);
-          }
-          if (passes.bwd) {
-            exchanged(2);
-            for (int t = 0; t < bwd.num_steps(); ++t)
-              tl.push_back(cuda::step_timing(x.origin, &x.ev_bwd[kStepEvents * t], bwd.bytes[r][t], bwd.flops[r][t],
-                                             !bwd.slots[gpu].steps[t].grad_add.empty()));
-            exchanged(3);
-          }
+          if (passes.fwd) timed(fwd, false);
+          if (passes.bwd) timed(bwd, true);
           std::lock_guard<std::mutex> lk(failure_lock);
           if (int(runs.size()) <= it - warmup) runs.resize(it - warmup + 1, std::vector<std::vector<planner::StepTiming>>(n));
           runs[it - warmup][gpu] = std::move(tl);
@@ -378,7 +419,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       std::rethrow_exception(failure);
     }
     const int a2a_steps = u > 1 ? 2 : 0;
-    const int steps = (passes.fwd ? fwd.num_steps() + a2a_steps : 0) + (passes.bwd ? bwd.num_steps() + a2a_steps : 0);
+    const int steps = (passes.fwd ? G * (fwd_steps + a2a_steps) : 0) + (passes.bwd ? G * (bwd_steps + a2a_steps) : 0);
     double own_bytes = 0, used_bytes = 0;
     for (int r : local) {
       TASP_CUDA(cudaSetDevice(R[r].dev));
@@ -397,18 +438,19 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
         o.push_back(std::move(h));
       };
       const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D, nl = size_t(w.B) * w.H * g.qrows[r];
-      get(x.buf.out, nq), get(x.buf.lse, nl);
+      const cuda::RankBuffers& b = x.groups[0].buf;  // one head group: u = 1 here
+      get(b.out, nq), get(b.lse, nl);
       if (passes.bwd) {
-        get(x.buf.dq, nq);
-        const auto& fin = bwd.slots[r].grad_final;  // one process per GPU: u = 1, GPU = rank
+        get(b.dq, nq);
+        const auto& fin = bwd[0].slots[r].grad_final;  // u = 1: GPU = rank
         for (int c = 0; c < g.P; ++c) {
           auto f = fin.find(g.key(r, c));
           if (f == fin.end()) {  // never computed on: no gradient (only an invalid plan does that)
             o.emplace_back(se / 2, 0.f), o.emplace_back(se / 2, 0.f);
             continue;
           }
-          get(x.buf.grad + se * f->second, se / 2);
-          get(x.buf.grad + se * f->second + g.half_slot(), se / 2);
+          get(b.grad + se * f->second, se / 2);
+          get(b.grad + se * f->second + g.half_slot(), se / 2);
         }
       }
       return o;
@@ -452,12 +494,12 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     res.timeline.scheme = plan.scheme;
     res.timeline.ranks = n;
     res.timeline.pass = planner::passes_name(passes);
-    res.timeline.fwd_steps = passes.fwd ? fwd.num_steps() + a2a_steps : 0;
+    res.timeline.fwd_steps = passes.fwd ? G * (fwd_steps + a2a_steps) : 0;
     res.timeline.per_rank = runs[totals[totals.size() / 2].second];
     res.device_bytes = own_bytes, res.device_used_bytes = used_bytes;
     for (auto& [tot, i] : totals) res.iteration_totals_us.push_back(tot);
     if (host_inputs && u > 1) {
-      head_parallel_outputs(R, g, w, u, passes, res);
+      head_parallel_outputs(R, g, w, u, G, passes, res);
     } else if (host_inputs) {
       res.out.assign(size_t(w.B) * w.S * w.H * w.D, 0.0);
       res.lse.assign(size_t(w.B) * w.S * w.H, 0.0);

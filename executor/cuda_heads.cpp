@@ -85,6 +85,13 @@ std::vector<Range> shard_rows_tokens(const Geometry& g, int r, long begin, long 
   return out;
 }
 
+LayerSide layer_side(const planner::Workload& whole, int groups, int group) {
+  LayerSide s;
+  s.q_row = long(whole.H) * whole.D, s.kv_row = long(whole.Hkv) * whole.D;
+  s.q_head0 = group * (whole.H / groups), s.kv_head0 = group * (whole.Hkv / groups);
+  return s;
+}
+
 size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u) {
   const planner::HeadSlice h = planner::head_slice(u, w, 0);
   const long rows = *std::max_element(g.qrows.begin(), g.qrows.end());  // shards may differ by a token
@@ -92,13 +99,14 @@ size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u) {
 }
 
 HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, int u, int r, int slot,
-                                const RankBuffers& b, const SeqBuffers& sb, const std::map<long, int>& grad_final) {
+                                const RankBuffers& b, const SeqBuffers& sb, const std::map<long, int>& grad_final,
+                                const LayerSide& side) {
   const Elem e16 = elem_of(w);
   const int B = w.B;
   const long D = w.D, rows = g.qrows[r], chunk = part_chunk(rows, u);
   const planner::HeadSlice mine = planner::head_slice(u, w, slot);
   const long hq = long(mine.q_heads) * D, hkv = long(mine.kv_heads) * D;  // a slot's row widths
-  const long HD = long(w.H) * D, HkvD = long(w.Hkv) * D;
+  const long HD = side.q_row, HkvD = side.kv_row;  // the layer's rows: every head of every group
   const size_t se = g.slot_elems();
   // Per peer: [Q or O or dQ: B x chunk x hq][K or dK: B x chunk x hkv][V or dV: alike].
   const size_t n_q = size_t(B) * chunk * hq, n_kv = size_t(B) * chunk * hkv;
@@ -119,11 +127,11 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
     // In (forward Q, K, V; backward dO): my part's rows of peer j's heads go to j; from j come its part's rows
     // of my heads.
     if (own.size > 0) {
-      x.fwd_in.pack.push_back(block({at(sb.q, peer.q_begin * D, 2), e16, chunk * HD, HD}, send_q, e16, chunk * hq, hq, B, own.size, hq));
+      x.fwd_in.pack.push_back(block({at(sb.q, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD}, send_q, e16, chunk * hq, hq, B, own.size, hq));
       for (int kv = 0; kv < 2; ++kv)
-        x.fwd_in.pack.push_back(block({at(kv ? sb.v : sb.k, peer.kv_begin * D, 2), e16, chunk * HkvD, HkvD},
+        x.fwd_in.pack.push_back(block({at(kv ? sb.v : sb.k, (side.kv_head0 + peer.kv_begin) * D, 2), e16, chunk * HkvD, HkvD},
                                       at(send_q, n_q + kv * n_kv, 2), e16, chunk * hkv, hkv, B, own.size, hkv));
-      x.bwd_in.pack.push_back(block({at(sb.dout, peer.q_begin * D, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
+      x.bwd_in.pack.push_back(block({at(sb.dout, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
     }
     if (theirs.size > 0) {
       x.fwd_in.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(b.q, theirs.begin * hq, 2), e16, rows * hq, hq, B, theirs.size, hq));
@@ -149,21 +157,21 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
       }
     }
     if (own.size > 0) {
-      x.fwd_out.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(sb.out, peer.q_begin * D, 2), e16, chunk * HD, HD, B, own.size, hq));
+      x.fwd_out.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(sb.out, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD, B, own.size, hq));
       if (!grad_final.empty()) {
-        x.bwd_out.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, sb.dq + peer.q_begin * D, Elem::FP32, chunk * HD, HD, B, own.size, hq));
-        // Replicated K/V heads arrive once per replica: summed into buffers zeroed first, a wave per replica.
+        x.bwd_out.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(sb.dq, (side.q_head0 + peer.q_begin) * D, 2), e16,
+                                            chunk * HD, HD, B, own.size, hq));
+        // Replicated K/V heads arrive once per replica: the first writes, the others add, a wave per replica.
         const size_t replica = size_t(j % peer.kv_replicas);
         if (x.bwd_out.unpack.size() <= replica) x.bwd_out.unpack.resize(replica + 1);
         for (int kv = 0; kv < 2; ++kv)
           x.bwd_out.unpack[replica].push_back(block({at(recv_q, n_q + kv * n_kv, 2), e16, chunk * hkv, hkv},
-                                           (kv ? sb.dv : sb.dk) + peer.kv_begin * D, Elem::FP32, chunk * HkvD, HkvD, B,
-                                           own.size, hkv, true));
+                                           at(kv ? sb.dv : sb.dk, (side.kv_head0 + peer.kv_begin) * D, 2), e16,
+                                           chunk * HkvD, HkvD, B, own.size, hkv, replica > 0));
       }
     }
   }
   finish(x.fwd_in, n_q + 2 * n_kv), finish(x.fwd_out, n_q), finish(x.bwd_in, n_q), finish(x.bwd_out, n_q + 2 * n_kv);
-  if (!grad_final.empty()) x.bwd_out.zero = {sb.dk, sb.dv}, x.bwd_out.zero_floats = size_t(B) * chunk * HkvD;
   return x;
 }
 

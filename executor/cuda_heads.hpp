@@ -7,7 +7,10 @@
 // out, the head-layout results travel back to the token parts. Every exchange packs into one send buffer
 // [peer][count] (16-bit), moves it with one ncclAlltoAll (or grouped send/recv) inside the group, and unpacks,
 // so a 1-token part, a zigzag piece spanning two parts or replicated K/V heads (whose dK/dV arriving from the
-// replicas are summed) are all block copies. Plain C++: no CUDA calls.
+// replicas are summed) are all block copies. Everything on the wire and on the layer's side is 16-bit, as the
+// layer's tensors are; fp32 appears only where results leave the kernels. With head groups
+// (Plan::head_groups) each group is such an exchange of its own heads, on the same layer-side tensors.
+// Plain C++: no CUDA calls.
 #include <map>
 #include <vector>
 
@@ -17,23 +20,29 @@
 
 namespace tasp::executor::cuda {
 
-// The layer's side of one GPU: its token part with every head.
+// The layer's side of one GPU: its token part with every head, 16-bit [B][chunk][H|Hkv][D].
 struct SeqBuffers {
-  void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // 16-bit [B][chunk][H|Hkv][D]
-  void* out = nullptr;                                            // 16-bit [B][chunk][H][D]
-  float *dq = nullptr, *dk = nullptr, *dv = nullptr;              // fp32 (backward)
-  void *send = nullptr, *recv = nullptr;                          // 16-bit [u][count] (the largest count)
+  void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  void* out = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;  // backward
+  void *send = nullptr, *recv = nullptr;             // 16-bit [u][count] (one head group's largest count)
 };
 
-// One all-to-all: zero `zero` (fp32 buffers of `zero_floats`), pack, exchange `count` 16-bit elements with
-// each slot of the group (itself included), unpack in waves, one launch each: the copies of a launch run
-// concurrently, so replicas' gradients that add into the same place go in different waves.
+// Where one head group's heads sit on the layer's side: rows of `q_row` elements (Q, O, dO, dQ) and `kv_row`
+// (K, V, dK, dV); the group's first query and K/V head.
+struct LayerSide {
+  long q_row = 0, kv_row = 0;
+  int q_head0 = 0, kv_head0 = 0;
+};
+LayerSide layer_side(const planner::Workload& whole, int groups, int group);
+
+// One all-to-all: pack, exchange `count` 16-bit elements with each slot of the group (itself included), unpack
+// in waves, one launch each: the copies of a launch run concurrently, so replicas' gradients that add into the
+// same place go in different waves (the first replica's copy writes, the others add).
 struct A2a {
   std::vector<kernels::BlockCopy> pack;
   std::vector<std::vector<kernels::BlockCopy>> unpack;
   size_t count = 0;
-  std::vector<float*> zero;
-  size_t zero_floats = 0;
   double bytes = 0;  // sent to the other GPUs of the group
 };
 
@@ -52,9 +61,11 @@ std::vector<planner::Range> shard_rows_tokens(const Geometry& g, int r, long beg
 // Elements each GPU of a group sends every slot in the largest of the four all-to-alls.
 size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u);
 
-// The four exchanges of GPU rank * u + slot. `g` is the plan's geometry for one slot's workload; `w` the whole
-// workload; `grad_final` the backward's final accumulator slot of each own piece (empty without a backward).
+// The four exchanges of GPU rank * u + slot for one head group. `g` is the plan's geometry for one slot's share of
+// the group; `w` the group's workload (planner::head_group_workload); `side` where the group sits on the layer's
+// side; `grad_final` the backward's final accumulator slot of each own piece (empty without a backward).
 HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, int u, int rank, int slot,
-                                const RankBuffers& b, const SeqBuffers& sb, const std::map<long, int>& grad_final);
+                                const RankBuffers& b, const SeqBuffers& sb, const std::map<long, int>& grad_final,
+                                const LayerSide& side);
 
 }  // namespace tasp::executor::cuda

@@ -43,6 +43,13 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
   return items;
 }
 
+std::pair<int, int> most_grad_transfers(const planner::RankSlots& s) {
+  std::pair<int, int> most{0, 0};
+  for (const auto& st : s.steps)
+    most.first = std::max(most.first, int(st.grad_send.size())), most.second = std::max(most.second, int(st.grad_recv.size()));
+  return most;
+}
+
 size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int rows) {
   size_t tiles = 0;
   for (const Range& q : qranges)
@@ -54,6 +61,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
                         const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u) {
   PassWork pw;
   pw.pass = pass;
+  pw.accumulator_bytes = p.accumulator_bytes;
   const int steps = p.num_steps(pass), n = g.n;
   pw.steps.resize(steps);
   for (int t = 0; t < steps; ++t) {
@@ -63,7 +71,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   const bool bwd = pass == Pass::Bwd;
   const planner::Mask mask = planner::make_mask(w);
   const double flop_factor = bwd ? 2.5 : 1.0;
-  const double acc_bytes = bwd ? 4 : 2;  // an accumulator slot is fp32, a K/V slot bf16
+  const double acc_bytes = p.accumulator_bytes;  // an accumulator in transit: fp32 or bf16 (K/V: 16-bit)
   // What each rank sends and computes per step, for the timeline (every rank: rank 0 reports them all).
   pw.bytes.assign(n, std::vector<double>(steps, 0));
   pw.flops = pw.bytes;

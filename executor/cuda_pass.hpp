@@ -42,11 +42,16 @@ struct RankBuffers {
   float* dq_accum = nullptr;  // the backward kernel's dQ scratch (kernels::dq_accum_floats)
   void* kv = nullptr;     // K/V slots (bf16)
   float* grad = nullptr;  // accumulator slots (fp32)
+  // Accumulators that travel in bf16 (Plan::accumulator_bytes = 2): cast into `grad_send16` before they leave,
+  // received into `grad_recv16`, then added to (or made) the rank's own fp32 ones; slots of slot_elems each.
+  uint16_t* grad_send16 = nullptr;
+  uint16_t* grad_recv16 = nullptr;
 };
 
 // Per GPU: GPU x runs plan rank x / u (head-parallel plans: groups of u GPUs; otherwise u = 1, GPU = rank).
 struct PassWork {
   planner::Pass pass = planner::Pass::Fwd;
+  int accumulator_bytes = 4;  // accumulators in transit: 4 (fp32) or 2 (bf16)
   std::vector<planner::Step> steps;
   std::vector<planner::RankSlots> slots;                          // [gpu] (local GPUs only)
   std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [gpu][step]
@@ -54,6 +59,9 @@ struct PassWork {
   std::vector<std::vector<double>> bytes, flops;                  // [rank][step], every rank
   int num_steps() const { return int(steps.size()); }
 };
+
+// The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
+std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);
 
 // Work items of query rows `rows` (global positions; row `row0` of the buffer holds rows.begin) over the
 // batch's first `pieces` pieces: one per document the rows cross, each with its document and the workload's

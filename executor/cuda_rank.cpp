@@ -10,8 +10,10 @@ using planner::Range;
 
 void RankDevice::release() {
   cudaSetDevice(dev);
-  for (auto* v : {&ev_fwd, &ev_bwd, &ev_a2a})
-    for (auto& e : *v) cudaEventDestroy(e);
+  for (auto& hg : groups)
+    for (auto* v : {&hg.ev_fwd, &hg.ev_bwd, &hg.ev_a2a})
+      for (auto& e : *v) cudaEventDestroy(e);
+  groups.clear();
   if (origin) cudaEventDestroy(origin), cudaEventDestroy(done);
   if (comm) cudaStreamDestroy(comm), cudaStreamDestroy(compute);
   for (void* p : allocs) cudaFree(p);
@@ -73,50 +75,87 @@ std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vecto
   return h;
 }
 
-void issue_step(RankDevice& x, const cuda::PassWork& pw, const cuda::Geometry& g, const planner::Workload& w, int gpu, int r,
-                int t, cudaEvent_t prev_done) {
+void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw, const cuda::Geometry& g,
+                const planner::Workload& w, int gpu, int r, int t, cudaEvent_t* e, cudaEvent_t prev_done) {
   const bool bwd = pw.pass == Pass::Bwd;
-  cudaEvent_t* e = &(bwd ? x.ev_bwd : x.ev_fwd)[kStepEvents * t];
   const planner::StepSlots& s = pw.slots[gpu].steps[t];
   const size_t se = g.slot_elems();
-  auto* kv = static_cast<uint16_t*>(x.buf.kv);
-  TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
-  TASP_CUDA(cudaEventRecord(e[0], x.comm));
-  TASP_NCCL(ncclGroupStart());
-  for (const auto& tr : pw.steps[t].transfers) {
-    const long k = g.key(tr.owner, tr.piece);
-    if (tr.grad) {
-      if (tr.src == r) TASP_NCCL(ncclSend(x.buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
-      if (tr.dst == r)
-        TASP_NCCL(ncclRecv(x.buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
-    } else {
-      const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
-      if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, t, tr.dst, x.nccl, x.comm));
-      if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, t, tr.src, x.nccl, x.comm));
+  auto* kv = static_cast<uint16_t*>(buf.kv);
+  // bf16 accumulators: the staging slot of each one received (in grad_recv's order).
+  const bool half = pw.accumulator_bytes == 2;
+  std::map<std::pair<long, int>, int> recv16;
+  if (half)
+    for (const auto& [ks, slot] : s.grad_recv) recv16.emplace(ks, int(recv16.size()));
+  // A step that moves nothing of this rank's leaves the comm stream alone (its transfer interval is empty): a
+  // head-parallel pass's local steps must not wait behind the all-to-alls queued there for later head groups.
+  bool moves = false;
+  for (const auto& tr : pw.steps[t].transfers) moves = moves || tr.src == r || tr.dst == r;
+  if (!moves) {
+    TASP_CUDA(cudaEventRecord(e[0], x.compute));
+    TASP_CUDA(cudaEventRecord(e[1], x.compute));
+  } else {
+    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+    TASP_CUDA(cudaEventRecord(e[0], x.comm));
+    // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
+    // made in), received ones land in staging and are added after the step (below).
+    int sends16 = 0;
+    if (half)
+      for (const auto& tr : pw.steps[t].transfers)
+        if (tr.grad && tr.src == r)
+          kernels::cast_out(buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece)), buf.grad_send16 + se * sends16++,
+                            kernels::DType::BF16, se, x.comm);
+    sends16 = 0;
+    TASP_NCCL(ncclGroupStart());
+    for (const auto& tr : pw.steps[t].transfers) {
+      const long k = g.key(tr.owner, tr.piece);
+      if (tr.grad && half) {
+        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad_send16 + se * sends16++, se, ncclBfloat16, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r)
+          TASP_NCCL(ncclRecv(buf.grad_recv16 + se * recv16.at({k, tr.src}), se, ncclBfloat16, tr.src, x.nccl, x.comm));
+      } else if (tr.grad) {
+        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r)
+          TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
+      } else {
+        const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+        if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, t, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, t, tr.src, x.nccl, x.comm));
+      }
     }
+    TASP_NCCL(ncclGroupEnd());
+    TASP_CUDA(cudaEventRecord(e[1], x.comm));
   }
-  TASP_NCCL(ncclGroupEnd());
-  TASP_CUDA(cudaEventRecord(e[1], x.comm));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
-  for (int slot : s.grad_zero) TASP_CUDA(cudaMemsetAsync(x.buf.grad + se * slot, 0, se * 4, x.compute));
+  for (int slot : s.grad_zero) TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
     const auto& b = pw.bwd[gpu][t];
     if (t == 0) {
-      TASP_CUDA(cudaMemsetAsync(x.buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
-      kernels::attention_backward_prepare(x.buf.out, x.buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
-                                          x.buf.dsum, x.compute);
+      TASP_CUDA(cudaMemsetAsync(buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
+      kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
+                                          buf.dsum, x.compute);
     }
     if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
     if (t == pw.num_steps() - 1) {  // the pass's dQ, from the scratch every step added to
-      TASP_CUDA(cudaMemsetAsync(x.buf.dq, 0, size_t(w.B) * g.qrows[r] * w.H * w.D * 4, x.compute));
-      kernels::attention_backward_finish(b, x.buf.dq, x.ws, x.compute);
+      TASP_CUDA(cudaMemsetAsync(buf.dq, 0, size_t(w.B) * g.qrows[r] * w.H * w.D * 4, x.compute));
+      kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute);
     }
   } else if (!pw.fwd[gpu][t].pieces.empty()) {
     kernels::attention_forward(pw.fwd[gpu][t], x.ws, x.compute);
   }
   TASP_CUDA(cudaEventRecord(e[3], x.compute));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
-  for (const auto& [into, from] : s.grad_add) kernels::add_into(x.buf.grad + se * into, x.buf.grad + se * from, se, x.compute);
+  if (half) {
+    // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
+    std::map<int, int> adds;  // receive slot -> the own slot it adds into
+    for (const auto& [into, from] : s.grad_add) adds[from] = into;
+    for (const auto& [ks, slot] : s.grad_recv) {
+      const auto a = adds.find(slot);
+      kernels::add_half_into(buf.grad + se * (a == adds.end() ? slot : a->second), buf.grad_recv16 + se * recv16.at(ks),
+                             kernels::DType::BF16, se, a == adds.end(), x.compute);
+    }
+  } else {
+    for (const auto& [into, from] : s.grad_add) kernels::add_into(buf.grad + se * into, buf.grad + se * from, se, x.compute);
+  }
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
 }
 
@@ -132,7 +171,7 @@ A2aLaunch upload_a2a(RankDevice& x, const A2a& a) {
   };
   l.pack = put(a.pack);
   for (const auto& wave : a.unpack) l.unpack.push_back(put(wave));
-  l.count = a.count, l.zero = a.zero, l.zero_floats = a.zero_floats, l.bytes = a.bytes;
+  l.count = a.count, l.bytes = a.bytes;
   return l;
 }
 
@@ -141,7 +180,6 @@ void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, in
   const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
   TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
   TASP_CUDA(cudaEventRecord(e[0], x.comm));
-  for (float* z : a.zero) TASP_CUDA(cudaMemsetAsync(z, 0, a.zero_floats * 4, x.comm));
   kernels::run_copies(a.pack.list, a.pack.n, a.pack.vectors, x.comm);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
   if (!sendrecv) {
@@ -157,10 +195,7 @@ void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, in
     TASP_NCCL(ncclGroupEnd());
   }
   for (const auto& wave : a.unpack) kernels::run_copies(wave.list, wave.n, wave.vectors, x.comm);
-  TASP_CUDA(cudaEventRecord(e[1], x.comm));
-  // The steps after it compute on what arrived: the compute stream waits here.
-  TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
-  for (int k = 2; k < kStepEvents; ++k) TASP_CUDA(cudaEventRecord(e[k], x.compute));
+  for (int k = 1; k < kStepEvents; ++k) TASP_CUDA(cudaEventRecord(e[k], x.comm));
 }
 
 planner::StepTiming step_timing(cudaEvent_t origin, const cudaEvent_t* e, double bytes, double flops, bool post) {

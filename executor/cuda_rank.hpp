@@ -4,6 +4,9 @@
 //   compute: e2  [clear new accumulators; first backward step: dQ = 0, D = rowsum(dO * O)]  kernel  e3
 //            [wait for e1]  [add received accumulators into the rank's own]  e4 (step done)
 // so step t+1's transfers, which may overwrite slots step t read and send what step t added, start after e4.
+// Head-parallel plans add all-to-alls on the comm stream alone (issue_a2a); with head groups
+// (Plan::head_groups) each group has its own buffers and events, and group g+1's all-to-all in runs beside
+// group g's kernels.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -29,16 +32,21 @@ namespace tasp::executor::cuda {
 
 constexpr int kStepEvents = 5;
 
+// What one head group keeps on a GPU (one group unless the plan cuts the heads into several).
+struct HeadGroupDevice {
+  RankBuffers buf;
+  std::vector<cudaEvent_t> ev_fwd, ev_bwd;  // kStepEvents per step
+  std::vector<cudaEvent_t> ev_a2a;          // head-parallel: kStepEvents per all-to-all (fwd in, out, bwd in, out)
+};
+
 struct RankDevice {
   int dev = 0;
   cudaStream_t comm = nullptr, compute = nullptr;
   ncclComm_t nccl = nullptr;   // the plan's ranks (head-parallel: the same slot of every group)
   ncclComm_t group = nullptr;  // head-parallel: the GPUs of this GPU's group (its all-to-alls)
   ncclComm_t world = nullptr;  // head-parallel: every GPU (what the two were split from)
-  RankBuffers buf;
-  std::vector<cudaEvent_t> ev_fwd, ev_bwd;  // kStepEvents per step
-  std::vector<cudaEvent_t> ev_a2a;          // head-parallel: kStepEvents per all-to-all (fwd in, out, bwd in, out)
-  SeqBuffers seq;                           // head-parallel: the layer's side
+  std::vector<HeadGroupDevice> groups;
+  SeqBuffers seq;  // head-parallel: the layer's side
   cudaEvent_t origin = nullptr, done = nullptr;
   kernels::Workspace ws;
   std::vector<void*> allocs;
@@ -62,9 +70,10 @@ double from_half_bits(uint16_t h, kernels::DType t);
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
                                 long width, long stride, kernels::DType t);
 
-// Enqueues step t of a pass on GPU `gpu`'s streams (it runs plan rank r), after `prev_done`.
-void issue_step(RankDevice& x, const PassWork& pw, const Geometry& g, const planner::Workload& w, int gpu, int r, int t,
-                cudaEvent_t prev_done);
+// Enqueues step t of a pass on GPU `gpu`'s streams (it runs plan rank r), on buffers `b`, with the step's events
+// `e` (kStepEvents), after `prev_done`.
+void issue_step(RankDevice& x, const RankBuffers& b, const PassWork& pw, const Geometry& g, const planner::Workload& w,
+                int gpu, int r, int t, cudaEvent_t* e, cudaEvent_t prev_done);
 // A head-parallel all-to-all with its copy lists on the device.
 struct A2aLaunch {
   struct Copies {
@@ -75,13 +84,12 @@ struct A2aLaunch {
   Copies pack;
   std::vector<Copies> unpack;  // waves
   size_t count = 0;
-  std::vector<float*> zero;
-  size_t zero_floats = 0;
   double bytes = 0;
 };
 A2aLaunch upload_a2a(RankDevice& x, const A2a& a);
-// Enqueues an all-to-all as a transfer-only step (events e[0..4]) after `prev_done`: zero, pack, one
-// ncclAlltoAll on the group's communicator (or grouped send/recv with `sendrecv`), unpack.
+// Enqueues an all-to-all on the comm stream alone, after `prev_done`: pack, one ncclAlltoAll on the group's
+// communicator (or grouped send/recv with `sendrecv`), unpack. Events: e[0] its start, e[1] its end, e[2..4] at its
+// end too (a transfer-only step in the timeline). Whoever reads what arrived waits for e[1].
 void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, int u, bool sendrecv, cudaEvent_t* e,
                cudaEvent_t prev_done);
 

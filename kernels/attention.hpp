@@ -134,6 +134,9 @@ int dq_accum_tile_rows(int D);
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
 // acc[i] += add[i] for n floats (received dK/dV accumulators into the rank's own).
 void add_into(float* acc, const float* add, size_t n, void* stream);
+// acc[i] += add[i] (or acc[i] = add[i] with `overwrite`) for n 16-bit `add` values of `dtype`: accumulators that
+// travelled in bf16 (a plan's accumulator: bf16), added to or made the rank's own fp32 ones.
+void add_half_into(float* acc, const void* add, DType dtype, size_t n, bool overwrite, void* stream);
 
 // Folds a block's (out, lse) into the running (acc_out, acc_lse), rows x H of width D, in place.
 void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,

@@ -85,6 +85,12 @@ __global__ void add_kernel(float* acc, const float* add, long long n) {
   if (i < n) acc[i] += add[i];
 }
 
+template <class T>
+__global__ void add_half_kernel(float* acc, const T* add, long long n, bool overwrite) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) acc[i] = (overwrite ? 0.f : acc[i]) + float(add[i]);
+}
+
 }  // namespace
 
 void attention_backward_prepare(const float* out, const void* dout, DType dtype, int B, int q_rows, int H, int D,
@@ -104,6 +110,17 @@ void add_into(float* acc, const float* add, size_t n, void* stream) {
   if (n == 0) return;
   const int threads = 256;
   add_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(acc, add, (long long)n);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void add_half_into(float* acc, const void* add, DType dtype, size_t n, bool overwrite, void* stream) {
+  if (n == 0) return;
+  const int threads = 256;
+  const unsigned blocks = unsigned((n + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16)
+    add_half_kernel<<<blocks, threads, 0, s>>>(acc, static_cast<const __nv_bfloat16*>(add), (long long)n, overwrite);
+  else add_half_kernel<<<blocks, threads, 0, s>>>(acc, static_cast<const __half*>(add), (long long)n, overwrite);
   TASP_CUDA(cudaGetLastError());
 }
 

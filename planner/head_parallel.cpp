@@ -1,5 +1,7 @@
 #include "planner/head_parallel.hpp"
 
+#include <algorithm>
+
 #include "planner/digraph.hpp"
 #include "planner/schemes/schemes.hpp"
 
@@ -16,6 +18,21 @@ std::string check_heads(int u, const Workload& w) {
   // Replicated: a slot's H/u query heads must all belong to the one K/V head it holds.
   if ((w.H / w.Hkv) % (w.H / u)) return "the query heads of a slot would span two K/V heads";
   return {};
+}
+
+std::string check_head_groups(int u, int groups, const Workload& w) {
+  const std::string gg = std::to_string(groups);
+  if (groups < 1) return "head groups must be >= 1";
+  if (w.H % groups || w.Hkv % groups)
+    return "H=" + std::to_string(w.H) + " and Hkv=" + std::to_string(w.Hkv) + " do not both split into " + gg + " head groups";
+  const std::string e = check_heads(u, head_group_workload(groups, w));
+  return e.empty() || groups == 1 ? e : "in each of " + gg + " head groups: " + e;
+}
+
+Workload head_group_workload(int groups, const Workload& w) {
+  Workload g = w;
+  g.H = w.H / groups, g.Hkv = w.Hkv / groups;
+  return g;
 }
 
 HeadSlice head_slice(int u, const Workload& w, int slot) {
@@ -54,7 +71,7 @@ A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
   b.fwd_in_copy = (eq + 2 * ekv) * 4 * s;                              // pack and unpack: read and write
   b.fwd_out_copy = eq * ((4 + s) + 2 * s);                              // O leaves fp32
   b.bwd_in_copy = eq * 4 * s;
-  b.bwd_out_copy = eq * ((4 + s) + (s + 4)) + 2 * ekv * ((4 + s) + (s + 8));  // dK/dV added on arrival
+  b.bwd_out_copy = (eq + 2 * ekv) * ((4 + s) + 2 * s);                    // results leave fp32, arrive 16-bit
   return b;
 }
 
@@ -86,6 +103,7 @@ Plan build_ulysses(const Topology& t, const PlanOptions& o) {
   p.scheme = "ulysses";
   p.topology = t.source;
   p.ulysses = t.ranks();
+  p.head_groups = std::max(1, o.head_groups);
   p.note = "Ulysses: all-to-all to head shards, local attention over all S tokens, all-to-all back";
   return p;
 }
@@ -113,6 +131,7 @@ Plan build_usp(const Topology& t, const std::string& inner, int u, const PlanOpt
   Plan p = build_plan(gt, inner, o);
   p.scheme = "usp";
   p.ulysses = u;
+  p.head_groups = std::max(1, opt.head_groups);
   p.topology = t.source;
   p.note = "usp: Ulysses over groups of " + std::to_string(u) + " GPUs, " + inner + " across the " + std::to_string(g) +
            " groups" + (p.note.empty() ? "" : "; " + p.note);

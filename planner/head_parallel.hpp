@@ -23,6 +23,11 @@ std::string check_heads(int u, const Workload& w);
 HeadSlice head_slice(int u, const Workload& w, int slot);
 // What one slot computes: the workload with that slot's heads.
 Workload slot_workload(int u, const Workload& w);
+// Head groups (Plan::head_groups): group g holds query heads [g H/G, (g+1) H/G) and K/V heads [g Hkv/G, (g+1)
+// Hkv/G), which are exactly the K/V heads its query heads read; each group is a head-parallel problem of its own.
+// "" when G groups split the heads and each group splits over u GPUs, else why not.
+std::string check_head_groups(int u, int groups, const Workload& w);
+Workload head_group_workload(int groups, const Workload& w);
 
 // Bytes one GPU sends to each other GPU of its group in one all-to-all, per pass: forward in (Q, K, V of
 // its sequence shard for the peer's heads) and out (the output); backward in (dO) and out (dQ, dK, dV).
@@ -31,8 +36,8 @@ struct A2aBytes {
   double fwd_in = 0, fwd_out = 0, bwd_in = 0, bwd_out = 0;
   // Memory traffic of one GPU's packing (head slices into per-peer send buffers) and unpacking around each
   // all-to-all, every slot's share included (the cuda backend's copies, as frameworks' reshapes around
-  // all_to_all_single): reads and writes, 16-bit on the wire, fp32 where results leave the kernels or
-  // replicated heads' gradients are summed on arrival.
+  // all_to_all_single): reads and writes, 16-bit on the wire and on the layer's side, fp32 where results leave
+  // the kernels.
   double fwd_in_copy = 0, fwd_out_copy = 0, bwd_in_copy = 0, bwd_out_copy = 0;
 };
 A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens);

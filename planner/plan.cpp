@@ -41,12 +41,14 @@ void expand(Plan& p) {
       p.schedule.clear();
       p.step_count = 0;
     } else {
-      p.backward = Schedule{std::move(steps), "", 0};
+      p.backward.steps = std::move(steps);
+      p.backward.rule.clear();
+      p.backward.step_count = 0;
     }
   }
 }
 
-void add_backward(Plan& p, int accumulator_bytes) {
+void add_backward(Plan& p, int accumulator_bytes, bool keep_kv) {
   if (accumulator_bytes != 4 && accumulator_bytes != 2)
     throw std::invalid_argument("accumulator: 4 (fp32) or 2 (bf16) bytes, not " + std::to_string(accumulator_bytes));
   const bool listed = !p.compact();
@@ -55,7 +57,8 @@ void add_backward(Plan& p, int accumulator_bytes) {
   p.backward = Schedule{};
   if (p.scheme == "allgather") {
     p.backward.rule = "allgather";
-    p.backward.step_count = p.ranks > 1 ? 3 : 1;
+    p.backward.keeps_kv = keep_kv && p.ranks > 1;
+    p.backward.step_count = p.ranks == 1 ? 1 : keep_kv ? 2 : 3;
   } else if (!p.rings.empty()) {
     p.backward.rule = "ring-flow";
     p.backward.step_count = p.ranks > 1 ? p.ranks + 1 : 1;

@@ -42,6 +42,9 @@ struct Schedule {
   std::vector<Step> steps;  // empty when compact
   std::string rule;         // "" (listed) | "ring-flow" | "allgather"
   int step_count = 0;       // compact only
+  // Backward: each rank starts with every K/V piece it received in the forward (kept between the passes, at the
+  // memory of the gathered pieces), not with its own alone.
+  bool keeps_kv = false;
   bool compact() const { return steps.empty() && !rule.empty(); }
   int num_steps() const { return compact() ? step_count : int(steps.size()); }
 };
@@ -79,6 +82,10 @@ struct Plan {
   // tokens (Q, K, V), the steps above run once per slot between same-slot GPUs, and another all-to-all
   // returns the output (backward: dO in, dQ/dK/dV out). planner/head_parallel.hpp.
   int ulysses = 1;
+  // Head-parallel plans: the heads are cut into `head_groups` groups that run one after another, group g+1's
+  // all-to-all in (and group g-1's out) beside group g's attention: the exchanges hide behind the kernels
+  // (planner/head_parallel.hpp, head_group_workload). 1: one all-to-all in, all the attention, one out.
+  int head_groups = 1;
   PrunedFor pruned;
 
   int gpus() const { return ranks * ulysses; }
@@ -98,8 +105,10 @@ const Step& step_at(const Plan& p, int t, Step& scratch, Pass pass = Pass::Fwd);
 void expand(Plan& p);
 
 // The backward of a plan built by rule: ring-flow plans carry each piece's accumulator one hop behind
-// its K/V and return it to the owner in one more step; allgather gathers K/V again and reduce-scatters.
-// Listed (expanded) when the forward is listed. Throws std::invalid_argument for a rule it does not know.
-void add_backward(Plan& p, int accumulator_bytes = 4);
+// its K/V and return it to the owner in one more step; allgather gathers K/V again and reduce-scatters, or with
+// `keep_kv` keeps the forward's gathered K/V, computes the others' pieces first and reduce-scatters their
+// accumulators beside the computation on its own. Listed (expanded) when the forward is listed. Throws
+// std::invalid_argument for a rule it does not know.
+void add_backward(Plan& p, int accumulator_bytes = 4, bool keep_kv = false);
 
 }  // namespace tasp::planner

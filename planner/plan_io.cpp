@@ -93,6 +93,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
   if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_longs(p.layout_docs) << "]";
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
+  if (p.head_groups != 1) o << ",\n\"head_groups\": " << p.head_groups;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
   if (!p.note.empty()) o << ",\n\"note\": " << quoted(p.note);
   if (p.pruned.any()) {
@@ -116,6 +117,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   }
   if (p.has_backward) {
     o << ",\n\"backward\": {\"accumulator\": " << quoted(accumulator_name(p));
+    if (p.backward.keeps_kv) o << ", \"keeps_kv\": true";
     if (p.backward.compact()) {
       o << ", \"schedule\": " << quoted(p.backward.rule) << ", \"step_count\": " << p.backward.step_count << "}";
     } else {
@@ -133,6 +135,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
   if (!p.layout_docs.empty()) o << "layout_docs: [" << join_longs(p.layout_docs) << "]\n";
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
+  if (p.head_groups != 1) o << "head_groups: " << p.head_groups << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
   if (!p.note.empty()) o << "note: " << quoted(p.note) << "\n";
   if (p.pruned.any()) {
@@ -154,6 +157,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   }
   if (!p.has_backward) return;
   o << "backward:\n  accumulator: " << accumulator_name(p) << "\n";
+  if (p.backward.keeps_kv) o << "  keeps_kv: true\n";
   if (p.backward.compact()) {
     o << "  schedule: " << p.backward.rule << "\n  step_count: " << p.backward.step_count << "\n";
   } else {
@@ -176,6 +180,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool null() override { return fail("null is not allowed here"); }
   bool boolean(bool v) override {
     if (path() == "causal") return plan.causal = v, advance(), true;
+    if (path() == "backward.keeps_kv") return plan.backward.keeps_kv = v, advance(), true;
     return fail("unexpected true/false");
   }
   bool number_integer(number_integer_t v) override { return integer(v); }
@@ -250,9 +255,9 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
                                               "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
-                                              "pruned_for", "layout_docs"};
+                                              "head_groups", "pruned_for", "layout_docs"};
     static const std::vector<std::string> pf{"S", "window", "docs"};
-    static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count"};
+    static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count", "keeps_kv"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
     static const std::vector<std::string> trb{"src", "dst", "owner", "piece", "kind"};
     static const std::vector<std::string> co{"rank", "owner", "piece"};
@@ -329,6 +334,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (k == "ranks") return set(plan.ranks);
     if (k == "pieces_per_rank") return set(plan.pieces_per_rank);
     if (k == "ulysses") return set(plan.ulysses);
+    if (k == "head_groups") return set(plan.head_groups);
     if (k == "step_count") return set(plan.step_count);
     if (k == "backward.step_count") return set(plan.backward.step_count);
     if (k == "pruned_for.S") {

@@ -12,6 +12,7 @@ namespace tasp::planner {
 
 RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int r) {
   // A head-parallel GPU computes its slot's heads over its group's tokens.
+  // Head groups (Plan::head_groups) hold the same buffers between them as one group would.
   const Workload w = p.ulysses > 1 && check_heads(p.ulysses, whole).empty() ? slot_workload(p.ulysses, whole) : whole;
   const int n = p.ranks, P = p.pieces_per_rank;
   long rows = 0, max_piece = 0;
@@ -54,13 +55,13 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   m.kv = m.kv_slots * slot * w.dtype_bytes;
   m.grads = m.grad_slots * slot * 4;
   if (w.H != whole.H || w.Hkv != whole.Hkv) {
-    // The layer's side of the all-to-alls (its token part with every head: Q, K, V, O 16-bit; dO 16-bit and
-    // dQ, dK, dV fp32 with the backward) and the send and receive buffers (u peers x the largest exchange).
+    // The layer's side of the all-to-alls (its token part with every head, 16-bit: Q, K, V, O; dO, dQ, dK, dV
+    // with the backward) and the send and receive buffers (u peers x one head group's largest exchange).
     const int u = p.ulysses;
     const double chunk = double((rows + u - 1) / u) * w.B * w.D;
     m.a2a = chunk * (2.0 * whole.H + 2.0 * whole.Hkv) * 2;
-    if (passes.bwd) m.a2a += chunk * (2.0 * whole.H + 4.0 * (whole.H + 2.0 * whole.Hkv));
-    m.a2a += 2.0 * u * chunk * (w.H + 2.0 * w.Hkv) * 2;
+    if (passes.bwd) m.a2a += chunk * (2.0 * whole.H + 2.0 * whole.Hkv) * 2;
+    m.a2a += 2.0 * u * chunk * (w.H + 2.0 * w.Hkv) * 2 / std::max(1, p.head_groups);
   }
   return m;
 }

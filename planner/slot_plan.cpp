@@ -36,7 +36,18 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
   out.steps.resize(steps);
   Pool kv, grad;
   std::map<long, int> held, acc;  // K/V held; the rank's current accumulator of each piece
-  for (int c = 0; c < P; ++c) held[key(r, c)] = kv.take();
+  const bool keep = p.has_backward && p.backward.keeps_kv;
+  if (pass == Pass::Bwd && keep) {
+    const RankSlots f = plan_slots(p, Pass::Fwd, r);
+    held = f.held_final;
+    kv.count = f.kv_slots;
+    std::vector<char> used(kv.count, 0);
+    for (const auto& [k, slot] : held) used[slot] = 1;
+    for (int s = kv.count - 1; s >= 0; --s)
+      if (!used[s]) kv.free.push_back(s);
+  } else {
+    for (int c = 0; c < P; ++c) held[key(r, c)] = kv.take();
+  }
   for (int t = 0; t < steps; ++t) {
     StepSlots& s = out.steps[t];
     s.held = held;
@@ -72,8 +83,8 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
     // freed, received ones added to the rank's own (or become its own).
     for (auto it = held.begin(); it != held.end();) {
       auto lu = last_use.find(it->first);
-      const bool own = it->first / P == r;
-      if (!own && (lu == last_use.end() || lu->second <= t)) kv.give(it->second), it = held.erase(it);
+      const bool own = it->first / P == r, kept = keep && pass == Pass::Fwd;
+      if (!own && !kept && (lu == last_use.end() || lu->second <= t)) kv.give(it->second), it = held.erase(it);
       else ++it;
     }
     for (const auto& [k, slot] : s.arrivals) held[k] = slot;
@@ -91,6 +102,7 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
   }
   out.kv_slots = kv.count;
   out.grad_slots = grad.count;
+  out.held_final = held;
   out.grad_final = acc;
   return out;
 }

@@ -27,11 +27,13 @@ struct StepSlots {
 struct RankSlots {
   std::vector<StepSlots> steps;
   int kv_slots = 0, grad_slots = 0;
+  std::map<long, int> held_final;  // the K/V pieces the rank holds after the last step: key -> slot
   std::map<long, int> grad_final;  // the accumulators the rank holds after the last step: key -> slot
 };
 
 // key = owner * pieces_per_rank + piece. Several accumulators of one piece may arrive in one step (a
-// reduce-scatter): each gets its slot and all are added.
+// reduce-scatter): each gets its slot and all are added. A backward that keeps K/V (Schedule::keeps_kv) starts
+// where the forward ends: the forward frees no piece it received, and the backward finds each in its slot.
 RankSlots plan_slots(const Plan& p, Pass pass, int rank);
 
 }  // namespace tasp::planner

@@ -66,7 +66,9 @@ std::string verify_ring_flow_rule(const Plan& p, const Digraph* arcs, PlanStats*
 class Replay {
  public:
   // `need` (needed_blocks' layout; null: every block): the blocks the plan's mask leaves something to compute in.
-  Replay(const Plan& p, Pass pass, const Digraph* arcs, const std::vector<unsigned char>* need)
+  // `start` (the backward of a plan that keeps K/V): what each rank holds at the start, the forward's final holdings.
+  Replay(const Plan& p, Pass pass, const Digraph* arcs, const std::vector<unsigned char>* need,
+         const std::vector<uint8_t>* start = nullptr)
       : p_(p), pass_(pass), arcs_(arcs), need_(need), n_(p.ranks), P_(p.pieces_per_rank) {
     pieces_ = size_t(n_) * P_;
     held_.assign(size_t(n_) * pieces_, 0);
@@ -74,9 +76,12 @@ class Replay {
     if (pass == Pass::Bwd) acc_.assign(held_.size(), 0);
     for (int r = 0; r < n_; ++r)
       for (int c = 0; c < P_; ++c) held_[idx(r, r, c)] = 1;
+    if (start) held_ = *start;
     pair_kv_.assign(size_t(n_) * n_, -1);
     pair_grad_.assign(size_t(n_) * n_, -1);
   }
+
+  const std::vector<uint8_t>& held() const { return held_; }
 
   std::string run(PassStats* stats) {
     PassStats st;
@@ -211,6 +216,8 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (p.ranks < 1) return "ranks: must be >= 1";
   if (p.pieces_per_rank < 1) return "pieces_per_rank: must be >= 1";
   if (p.ulysses < 1 || p.ulysses > 4096) return "ulysses: must be between 1 and 4096 (GPUs per head-parallel group)";
+  if (p.head_groups < 1 || p.head_groups > 1024) return "head_groups: must be between 1 and 1024";
+  if (p.head_groups > 1 && p.ulysses == 1) return "head_groups: only head-parallel plans (ulysses > 1) cut their heads into groups";
   const int n = p.ranks;
   // Head-parallel groups: the all-to-all needs every pair inside a group, and a plan arc between groups is
   // an arc when every slot has it; the steps are then checked against that group digraph.
@@ -256,10 +263,11 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   }
   const std::vector<unsigned char>* needp = need.empty() ? nullptr : &need;
   PlanStats st;
-  std::string err = Replay(p, Pass::Fwd, arcs, needp).run(&st);
+  Replay fwd(p, Pass::Fwd, arcs, needp);
+  std::string err = fwd.run(&st);
   if (!err.empty()) return err;
   if (bwd) {
-    err = Replay(p, Pass::Bwd, arcs, needp).run(&st.backward);
+    err = Replay(p, Pass::Bwd, arcs, needp, p.backward.keeps_kv ? &fwd.held() : nullptr).run(&st.backward);
     if (!err.empty()) return err;
   }
   if (stats) *stats = st;

@@ -368,37 +368,86 @@ double all_to_all_us(const Network& net, const CommProfile& cp, int groups, int 
   return end;
 }
 
-// A head-parallel pass: the all-to-all in, the steps (already simulated), the all-to-all out; the timeline
-// gains a transfer-only step at each end.
-// `*_copy_us`: the packing and unpacking around each, on the GPU's memory.
-void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, const planner::Plan& p, double in_bytes,
-                     double out_bytes, double in_copy_us, double out_copy_us) {
+// A head-parallel pass of `groups` head groups, `r` being one group's steps (already simulated). The comm stream
+// runs every group's all-to-all in (they depend on nothing), then each group's all-to-all out once that group's
+// steps are done; group g's steps start once its all-to-all in has arrived and group g-1's steps are done. While
+// an exchange runs beside a group's kernels (NCCL's kernels and the packing copies on the SMs), the kernels
+// progress at 1 - comm_compute_share. One group: in, steps, out, one after the other. The timeline gains a
+// transfer-only step per group and exchange, the groups' steps between them (as the executor's timeline).
+// `*_copy_us`: one group's packing and unpacking around each exchange, on the GPU's memory.
+void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, double share, const planner::Plan& p,
+                     int groups, double in_bytes, double out_bytes, double in_copy_us, double out_copy_us) {
   double bound_in = 0, bound_out = 0;
   const double tin = all_to_all_us(net, cp, p.ranks, p.ulysses, in_bytes, &bound_in) + in_copy_us;
   const double tout = all_to_all_us(net, cp, p.ranks, p.ulysses, out_bytes, &bound_out) + out_copy_us;
-  const double inner = r.total_us;
-  planner::Timeline shifted = r.timeline;
-  for (auto& row : shifted.per_rank) row.clear();
-  for (size_t k = 0; k < shifted.per_rank.size(); ++k) {
-    StepTiming a;
-    a.comm_end_us = tin, a.compute_start_us = a.compute_end_us = a.post_start_us = a.post_end_us = tin;
-    a.bytes = (p.ulysses - 1) * in_bytes;
-    shifted.per_rank[k].push_back(a);
+  const double tc = r.total_us;
+  const int G = groups;
+  // Fixed point of the schedule: the exchanges' times depend on when the steps end, the steps' stretch on
+  // when exchanges run beside them (a few rounds settle it: each only moves later).
+  std::vector<double> in_end(G), c_start(G), c_end(G), o_start(G), o_end(G);
+  for (int g = 0; g < G; ++g) in_end[g] = (g + 1) * tin;
+  std::vector<std::pair<double, double>> busy;  // the comm stream's intervals
+  double lost = 0;
+  for (int round = 0; round < 4; ++round) {
+    busy.assign({{0.0, G * tin}});
+    for (int g = 0; g < G; ++g)
+      if (round > 0) busy.push_back({o_start[g], o_end[g]});
+    lost = 0;
+    for (int g = 0; g < G; ++g) {
+      c_start[g] = std::max(g ? c_end[g - 1] : 0.0, in_end[g]);
+      // Progress tc of work; inside a busy interval at 1 - share, else at 1.
+      double t = c_start[g], left = tc;
+      while (left > 1e-9) {
+        double rate = 1, until = 1e300;
+        for (const auto& [b0, b1] : busy) {
+          if (t >= b0 && t < b1) rate = 1 - share, until = std::min(until, b1);
+          else if (b0 > t) until = std::min(until, b0);
+        }
+        const double span = std::min(until - t, left / rate);
+        t += span, left -= span * rate;
+        if (rate < 1) lost += span * share;
+      }
+      c_end[g] = t;
+    }
+    double free = G * tin;
+    for (int g = 0; g < G; ++g) o_start[g] = std::max(free, c_end[g]), o_end[g] = free = o_start[g] + tout;
   }
-  shifted.append(r.timeline, tin);
-  for (size_t k = 0; k < shifted.per_rank.size(); ++k) {
-    StepTiming b;
-    b.comm_start_us = tin + inner, b.comm_end_us = tin + inner + tout;
-    b.compute_start_us = b.compute_end_us = b.post_start_us = b.post_end_us = b.comm_end_us;
-    b.bytes = (p.ulysses - 1) * out_bytes;
-    shifted.per_rank[k].push_back(b);
+  const planner::Timeline one = r.timeline;
+  planner::Timeline tl = one;
+  for (auto& row : tl.per_rank) row.clear();
+  auto transfer_only = [&](double start, double end, double bytes) {
+    for (auto& row : tl.per_rank) {
+      StepTiming a;
+      a.comm_start_us = start, a.comm_end_us = end;
+      a.compute_start_us = a.compute_end_us = a.post_start_us = a.post_end_us = end;
+      a.bytes = bytes;
+      row.push_back(a);
+    }
+  };
+  for (int g = 0; g < G; ++g) transfer_only(g * tin, in_end[g], (p.ulysses - 1) * in_bytes);
+  for (int g = 0; g < G; ++g) {
+    planner::Timeline shifted = one;
+    for (auto& row : shifted.per_rank)
+      for (auto& st : row)
+        for (double* v : {&st.comm_start_us, &st.comm_end_us, &st.compute_start_us, &st.compute_end_us, &st.post_start_us,
+                          &st.post_end_us})
+          *v += c_start[g];
+    for (size_t k = 0; k < tl.per_rank.size(); ++k)
+      tl.per_rank[k].insert(tl.per_rank[k].end(), shifted.per_rank[k].begin(), shifted.per_rank[k].end());
   }
-  r.timeline = std::move(shifted);
-  r.total_us += tin + tout;
-  r.comm_us += tin + tout;
-  r.exposed_comm_us += tin + tout;
-  r.max_rank_bytes += (p.ulysses - 1) * (in_bytes + out_bytes);
-  r.bound.comm_us += bound_in + bound_out;
+  for (int g = 0; g < G; ++g) transfer_only(o_start[g], o_end[g], (p.ulysses - 1) * out_bytes);
+  r.timeline = std::move(tl);
+  const double comm_one = r.comm_us;
+  r.total_us = o_end[G - 1];
+  r.comm_us = G * (comm_one + tin + tout);
+  r.compute_us *= G;
+  r.max_rank_bytes = G * (r.max_rank_bytes + (p.ulysses - 1) * (in_bytes + out_bytes));
+  r.max_rank_flops *= G;
+  r.bound.comm_us = G * (r.bound.comm_us + bound_in + bound_out);
+  const ModelTerms t = r.terms;
+  for (int g = 1; g < G; ++g) r.terms.add(t);
+  r.terms.overlap_us += lost;
+  r.exposed_comm_us = std::max(0.0, r.total_us - G * tc - lost);
 }
 
 }  // namespace
@@ -416,9 +465,12 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     throw planner::InputError("plan has " + std::to_string(p.gpus()) + " GPUs but topology " + topo.name + " has " +
                               std::to_string(topo.ranks()));
   if (p.ulysses > 1)
-    if (const std::string e = planner::check_heads(p.ulysses, w_in); !e.empty()) throw planner::InputError("workload: " + e);
-  // Each GPU of a head-parallel group computes its slot's heads over its group's tokens.
-  const planner::Workload w = p.ulysses > 1 ? planner::slot_workload(p.ulysses, w_in) : w_in;
+    if (const std::string e = planner::check_head_groups(p.ulysses, p.head_groups, w_in); !e.empty())
+      throw planner::InputError("workload: " + e);
+  // Each GPU of a head-parallel group computes its slot's heads over its group's tokens, one head group at a time.
+  const int groups = p.ulysses > 1 ? p.head_groups : 1;
+  const planner::Workload w_group = planner::head_group_workload(groups, w_in);
+  const planner::Workload w = p.ulysses > 1 ? planner::slot_workload(p.ulysses, w_group) : w_in;
   if (w.causal != p.causal)
     throw planner::InputError(std::string("workload is ") + (w.causal ? "causal" : "not causal") + " but the plan " +
                               (p.causal ? "is" : "is not"));
@@ -452,11 +504,12 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
                                                    : simulate_general(m, net, opt, keep);
     if (p.ulysses > 1) {
-      const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_in, double(w_in.S) / p.gpus());
+      const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_group, double(w_in.S) / p.gpus());
       const bool b = pass == planner::Pass::Bwd;
       const double mem = prof.compute.hbm_gbps * kBytesPerUsPerGBps, launches = 2 * prof.compute.small_launch_us;
-      add_all_to_alls(r, net, prof.comm_for(p.gpus()), p, b ? a.bwd_in : a.fwd_in, b ? a.bwd_out : a.fwd_out,
-                      (b ? a.bwd_in_copy : a.fwd_in_copy) / mem + launches, (b ? a.bwd_out_copy : a.fwd_out_copy) / mem + launches);
+      add_all_to_alls(r, net, prof.comm_for(p.gpus()), prof.executor.comm_compute_share, p, groups, b ? a.bwd_in : a.fwd_in,
+                      b ? a.bwd_out : a.fwd_out, (b ? a.bwd_in_copy : a.fwd_in_copy) / mem + launches,
+                      (b ? a.bwd_out_copy : a.fwd_out_copy) / mem + launches);
     }
     r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
     r.terms.exposed_comm_us = 0;
@@ -501,7 +554,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
   tl.workload = planner::to_string(w_in);
   tl.ranks = p.ranks;  // head-parallel plans: a row per group (its slots run alike)
   tl.pass = planner::passes_name(opt.passes);
-  tl.fwd_steps = opt.passes.fwd ? p.num_steps() + (p.ulysses > 1 ? 2 : 0) : 0;
+  tl.fwd_steps = opt.passes.fwd ? groups * (p.num_steps() + (p.ulysses > 1 ? 2 : 0)) : 0;
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/prune.hpp"
+#include "planner/rank_memory.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -75,8 +76,15 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag
     p.layout_docs = o.workload.docs.empty() ? std::vector<long>{o.workload.S} : o.workload.docs;
   }
-  if (o.backward) add_backward(p, o.accumulator_bytes);
   const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed());
+  if (o.backward) {
+    const int acc = o.accumulator_bytes ? o.accumulator_bytes : scheme == "allgather" ? 2 : 4;
+    // Kept K/V: not with pruning, whose backward moves K/V pieces on its own terms (planner/prune.hpp).
+    add_backward(p, acc, o.keep_kv && !masked);
+    if (p.backward.keeps_kv && o.memory_budget_bytes > 0 && o.workload.S > 0 &&
+        peak_rank_memory(p, o.workload, {true, true}).total() > o.memory_budget_bytes)
+      add_backward(p, acc, false);
+  }
   if (masked && o.workload.causal != o.causal) throw InputError("workload and plan options disagree on causal");
   if (masked || layout == Layout::ZigzagDocs)
     if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty()) throw InputError("workload: " + e);

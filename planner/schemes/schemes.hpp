@@ -16,11 +16,19 @@ struct PlanOptions {
   Layout layout = Layout::Contiguous;
   int expand_max_ranks = 128;  // expanded steps up to this many ranks, compact above
   bool backward = true;        // also plan the backward (add_backward)
-  int accumulator_bytes = 4;   // the backward's dK/dV accumulators in transit: 4 (fp32) or 2 (bf16)
+  // The backward's dK/dV accumulators in transit: 4 (fp32) or 2 (bf16); 0: by scheme, bf16 for allgather (each
+  // accumulator is summed once, at its owner, from fp32 partial sums), fp32 for the rings (sums over many hops).
+  int accumulator_bytes = 0;
+  // allgather: keep the forward's gathered K/V for the backward (no second gather), unless the rank's memory for
+  // the workload would then pass `memory_budget_bytes` (0: no limit; planner::rank_memory).
+  bool keep_kv = true;
+  double memory_budget_bytes = 0;
   double max_bytes = 8.0 * (1 << 30);  // refuse plans whose building would take more memory than this
   // usp: GPUs per head-parallel group (0: the GPUs of a node) and the scheme across groups.
   int ulysses = 0;
   std::string inner = "hamilton";
+  // Head-parallel plans: heads cut into this many groups, pipelined against the all-to-alls (Plan::head_groups).
+  int head_groups = 1;
   // With documents or a window (and its S), the plan is pruned for that mask (planner/prune.hpp).
   Workload workload{};
 };

@@ -106,35 +106,43 @@ struct Gpu {
     auto p = reinterpret_cast<uintptr_t>(mem.back().data());
     return reinterpret_cast<void*>((p + 63) / 64 * 64);
   }
-  executor::cuda::RankBuffers b;
+  std::vector<executor::cuda::RankBuffers> b;  // per head group
   executor::cuda::SeqBuffers s;
 };
 
-void check_exchange(const Plan& p, const Workload& w) {
+// The exchanges of a plan cut into `groups` head groups: each group's copy lists replayed one group after another
+// on the same layer-side tensors, as the cuda backend runs them.
+void check_exchange(const Plan& p, const Workload& w, int groups) {
   using namespace executor::cuda;
   const int u = p.ulysses, n = p.gpus();
-  const Workload sw = slot_workload(u, w);
+  ASSERT_EQ(check_head_groups(u, groups, w), "");
+  const Workload wg = head_group_workload(groups, w), sw = slot_workload(u, wg);
   const Geometry g = make_geometry(p, sw);
-  const size_t se = g.slot_elems(), count = a2a_max_count(g, w, u);
+  const size_t se = g.slot_elems(), count = a2a_max_count(g, wg, u);
   const long HD = long(w.H) * w.D, HkvD = long(w.Hkv) * w.D;
   std::vector<Gpu> gpu(n);
-  std::vector<HeadExchange> hx(n);
+  std::vector<std::vector<HeadExchange>> hx(groups, std::vector<HeadExchange>(n));
   for (int x = 0; x < n; ++x) {
     const int r = x / u, slot = x % u;
     const long rows = g.qrows[r], chunk = part_chunk(rows, u);
     const size_t nq = size_t(w.B) * rows * sw.H * w.D;
     Gpu& G = gpu[x];
-    G.b.q = G.take(nq * 2), G.b.dout = G.take(nq * 2), G.b.kv = G.take(se * g.P * 2);
-    G.b.out = static_cast<float*>(G.take(nq * 4)), G.b.dq = static_cast<float*>(G.take(nq * 4));
-    G.b.grad = static_cast<float*>(G.take(se * g.P * 4));
     const size_t cq = size_t(w.B) * chunk * HD, ck = size_t(w.B) * chunk * HkvD;
     G.s.q = G.take(cq * 2), G.s.k = G.take(ck * 2), G.s.v = G.take(ck * 2), G.s.dout = G.take(cq * 2), G.s.out = G.take(cq * 2);
-    G.s.dq = static_cast<float*>(G.take(cq * 4)), G.s.dk = static_cast<float*>(G.take(ck * 4));
-    G.s.dv = static_cast<float*>(G.take(ck * 4));
+    G.s.dq = G.take(cq * 2), G.s.dk = G.take(ck * 2), G.s.dv = G.take(ck * 2);
     G.s.send = G.take(u * count * 2), G.s.recv = G.take(u * count * 2);
     std::map<long, int> final_slot;
     for (int c = 0; c < g.P; ++c) final_slot[g.key(r, c)] = c;
-    hx[x] = make_head_exchange(g, w, u, r, slot, G.b, G.s, final_slot);
+    G.b.resize(groups);
+    for (int grp = 0; grp < groups; ++grp) {
+      RankBuffers& b = G.b[grp];
+      b.q = G.take(nq * 2), b.dout = G.take(nq * 2), b.kv = G.take(se * g.P * 2);
+      b.out = static_cast<float*>(G.take(nq * 4)), b.dq = static_cast<float*>(G.take(nq * 4));
+      b.grad = static_cast<float*>(G.take(se * g.P * 4));
+      hx[grp][x] = make_head_exchange(g, wg, u, r, slot, b, G.s, final_slot, layer_side(w, groups, grp));
+      for (const A2a* a : {&hx[grp][x].fwd_in, &hx[grp][x].fwd_out, &hx[grp][x].bwd_in, &hx[grp][x].bwd_out})
+        ASSERT_LE(a->count, count) << "an exchange larger than the staging buffers";
+    }
     // The layer's side: this GPU's tokens with every head (V = K + 1, dO = Q + 2).
     each_part_row(g, w, r, u, slot, [&](int b, long i, long t) {
           for (int d = 0; d < w.D; ++d) {
@@ -146,52 +154,66 @@ void check_exchange(const Plan& p, const Workload& w) {
               put(G.s.k, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, code(b, t, h, d));
               put(G.s.v, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, code(b, t, h, d) + 1);
             }
+            // What a previous step left on the layer's side: every result must be overwritten, not added to.
+            for (int h = 0; h < w.H; ++h) put(G.s.dq, Elem::BF16, (b * chunk + i) * HD + h * w.D + d, 99);
+            for (int h = 0; h < w.Hkv; ++h)
+              put(G.s.dk, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, 99), put(G.s.dv, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d, 99);
           }
     });
   }
-  // One all-to-all: pack everywhere, move slot j's block of each group member's send buffer, unpack.
-  auto exchange = [&](A2a HeadExchange::*which) {
-    for (int x = 0; x < n; ++x) apply((hx[x].*which).pack);
+  // One all-to-all of one head group: pack everywhere, move slot j's block of each group member's send buffer, unpack.
+  auto exchange = [&](int grp, A2a HeadExchange::*which) {
+    for (int x = 0; x < n; ++x) apply((hx[grp][x].*which).pack);
     for (int x = 0; x < n; ++x)
       for (int j = 0; j < u; ++j) {
         const int peer = x / u * u + j;
-        const size_t c = (hx[x].*which).count;
+        const size_t c = (hx[grp][x].*which).count;
         std::memcpy(static_cast<uint16_t*>(gpu[peer].s.recv) + (x % u) * c, static_cast<uint16_t*>(gpu[x].s.send) + j * c, c * 2);
       }
-    for (int x = 0; x < n; ++x) {
-      for (float* z : (hx[x].*which).zero) std::memset(z, 0, (hx[x].*which).zero_floats * 4);
-      for (const auto& wave : (hx[x].*which).unpack) apply(wave);
-    }
+    for (int x = 0; x < n; ++x)
+      for (const auto& wave : (hx[grp][x].*which).unpack) apply(wave);
   };
-  exchange(&HeadExchange::fwd_in);
-  exchange(&HeadExchange::bwd_in);
-  // Head layout: Q and dO rows in shard order, K/V pieces in slots 0..P-1, of this slot's heads only.
-  for (int x = 0; x < n; ++x) {
-    const Gpu& G = gpu[x];
-    each_head_element(
-        g, w, x / u, head_slice(u, w, x % u), se,
-        [&](int64_t i, int b, long t, int h, int d) {
-          ASSERT_EQ(get(G.b.q, Elem::BF16, i), code(b, t, h, d)) << "GPU " << x << " token " << t;
-          ASSERT_EQ(get(G.b.dout, Elem::BF16, i), code(b, t, h, d) + 2);
-        },
-        [&](int64_t i, int b, long t, int h, int d) {
-          ASSERT_EQ(get(G.b.kv, Elem::BF16, i), code(b, t, h, d)) << "GPU " << x << " token " << t;
-          ASSERT_EQ(get(G.b.kv, Elem::BF16, i + g.half_slot()), code(b, t, h, d) + 1);
-        });
+  // Head layout of group grp: Q and dO rows in shard order, K/V pieces in slots 0..P-1, of this slot's heads only.
+  auto head_slice_of = [&](int grp, int slot) {
+    HeadSlice hs = head_slice(u, wg, slot);
+    const LayerSide side = layer_side(w, groups, grp);
+    hs.q_begin += side.q_head0, hs.kv_begin += side.kv_head0;
+    return hs;
+  };
+  for (int grp = 0; grp < groups; ++grp) {
+    exchange(grp, &HeadExchange::fwd_in);
+    exchange(grp, &HeadExchange::bwd_in);
+    for (int x = 0; x < n; ++x) {
+      const RankBuffers& b = gpu[x].b[grp];
+      each_head_element(
+          g, w, x / u, head_slice_of(grp, x % u), se,
+          [&](int64_t i, int bb, long t, int h, int d) {
+            ASSERT_EQ(get(b.q, Elem::BF16, i), code(bb, t, h, d)) << "GPU " << x << " group " << grp << " token " << t;
+            ASSERT_EQ(get(b.dout, Elem::BF16, i), code(bb, t, h, d) + 2);
+          },
+          [&](int64_t i, int bb, long t, int h, int d) {
+            ASSERT_EQ(get(b.kv, Elem::BF16, i), code(bb, t, h, d)) << "GPU " << x << " group " << grp << " token " << t;
+            ASSERT_EQ(get(b.kv, Elem::BF16, i + g.half_slot()), code(bb, t, h, d) + 1);
+          });
+    }
   }
-  // Results in the head layout: O = dQ - 3 = the code; dK/dV of each replica = the code times (slot + 1).
-  for (int x = 0; x < n; ++x) {
-    Gpu& G = gpu[x];
-    const float weight = float(x % u + 1);
-    each_head_element(
-        g, w, x / u, head_slice(u, w, x % u), se,
-        [&](int64_t i, int b, long t, int h, int d) { G.b.out[i] = code(b, t, h, d), G.b.dq[i] = code(b, t, h, d) + 3; },
-        [&](int64_t i, int b, long t, int h, int d) {
-          G.b.grad[i] = code(b, t, h, d) * weight, G.b.grad[i + g.half_slot()] = -code(b, t, h, d) * weight;
-        });
+  // Results in the head layout: O = dQ - 3 = the code; dK/dV of each replica = the code times its weight (1 or 2
+  // by slot parity: sums of up to 8 replicas stay exact in bf16).
+  auto weight = [](int slot) { return float(slot % 2 + 1); };
+  for (int grp = 0; grp < groups; ++grp)
+    for (int x = 0; x < n; ++x) {
+      RankBuffers& b = gpu[x].b[grp];
+      each_head_element(
+          g, w, x / u, head_slice_of(grp, x % u), se,
+          [&](int64_t i, int bb, long t, int h, int d) { b.out[i] = code(bb, t, h, d), b.dq[i] = code(bb, t, h, d) + 3; },
+          [&](int64_t i, int bb, long t, int h, int d) {
+            b.grad[i] = code(bb, t, h, d) * weight(x % u), b.grad[i + g.half_slot()] = -code(bb, t, h, d) * weight(x % u);
+          });
+    }
+  for (int grp = 0; grp < groups; ++grp) {
+    exchange(grp, &HeadExchange::fwd_out);
+    exchange(grp, &HeadExchange::bwd_out);
   }
-  exchange(&HeadExchange::fwd_out);
-  exchange(&HeadExchange::bwd_out);
   for (int x = 0; x < n; ++x) {
     const int r = x / u;
     const long rows = g.qrows[r], chunk = part_chunk(rows, u);
@@ -200,16 +222,18 @@ void check_exchange(const Plan& p, const Workload& w) {
           for (int d = 0; d < w.D; ++d) {
             for (int h = 0; h < w.H; ++h) {
               ASSERT_EQ(get(G.s.out, Elem::BF16, (b * chunk + i) * HD + h * w.D + d), code(b, t, h, d)) << "GPU " << x;
-              ASSERT_EQ(G.s.dq[(b * chunk + i) * HD + h * w.D + d], code(b, t, h, d) + 3);
+              ASSERT_EQ(get(G.s.dq, Elem::BF16, (b * chunk + i) * HD + h * w.D + d), code(b, t, h, d) + 3);
             }
             for (int h = 0; h < w.Hkv; ++h) {
-              float replicas = 0;  // the slots holding K/V head h, each weighted by slot + 1
+              float replicas = 0;  // the slots holding K/V head h (in its group), each weighted
+              const int grp = h / (w.Hkv / groups);
               for (int s = 0; s < u; ++s) {
-                const HeadSlice o = head_slice(u, w, s);
-                if (h >= o.kv_begin && h < o.kv_begin + o.kv_heads) replicas += float(s + 1);
+                const HeadSlice o = head_slice_of(grp, s);
+                if (h >= o.kv_begin && h < o.kv_begin + o.kv_heads) replicas += weight(s);
               }
-              ASSERT_EQ(G.s.dk[(b * chunk + i) * HkvD + h * w.D + d], code(b, t, h, d) * replicas) << "GPU " << x << " head " << h;
-              ASSERT_EQ(G.s.dv[(b * chunk + i) * HkvD + h * w.D + d], -code(b, t, h, d) * replicas);
+              ASSERT_EQ(get(G.s.dk, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d), code(b, t, h, d) * replicas)
+                  << "GPU " << x << " head " << h;
+              ASSERT_EQ(get(G.s.dv, Elem::BF16, (b * chunk + i) * HkvD + h * w.D + d), -code(b, t, h, d) * replicas);
             }
           }
     });
@@ -225,6 +249,7 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
     bool causal;
     long S;
   };
+  std::map<int, int> checked;  // head groups -> cases checked with them
   const std::vector<Case> cases{
       {"complete:2", "ulysses", "", 0, 4, 2, false, 40},
       {"complete:3", "ulysses", "", 0, 6, 3, true, 20},       // 20 rows over 3 parts: 7, 7, 6
@@ -245,6 +270,13 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
     w.B = 2, w.S = c.S, w.H = c.H, w.Hkv = c.Hkv, w.D = 8, w.causal = c.causal;
     SCOPED_TRACE(c.topology + " " + c.scheme + " " + c.inner + " S=" + std::to_string(c.S));
     ASSERT_EQ(check_split(split_of(p, w.S)), "");
-    check_exchange(p, w);
+    for (int groups : {1, 2})
+      if (check_head_groups(p.ulysses, groups, w).empty()) {
+        SCOPED_TRACE("head groups " + std::to_string(groups));
+        check_exchange(p, w, groups);
+        ++checked[groups];
+      }
   }
+  EXPECT_EQ(checked[1], int(cases.size()));
+  EXPECT_GE(checked[2], 5) << "too few cases split into two head groups";
 }

@@ -86,6 +86,40 @@ TEST(CopyBlocksGpu, MatchesHostCopiesForEveryTypePair) {
       }
 }
 
+// Accumulators in bf16 transit: an fp32 accumulator cast to 16 bits (cast_out), then added to another fp32 one or
+// made one (add_half_into), against the host doing the same roundings.
+TEST(CopyBlocksGpu, AccumulatorsTravelIn16Bits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const size_t n = 100003;  // not a multiple of a block
+  for (Elem t : {Elem::BF16, Elem::FP16}) {
+    std::vector<float> sent(n), own(n);
+    for (size_t i = 0; i < n; ++i) sent[i] = nd(rng), own[i] = nd(rng);
+    float *d_sent, *d_own, *d_new;
+    void* d_half;
+    CK(cudaMalloc(&d_sent, n * 4));
+    CK(cudaMalloc(&d_own, n * 4));
+    CK(cudaMalloc(&d_new, n * 4));
+    CK(cudaMalloc(&d_half, n * 2));
+    CK(cudaMemcpy(d_sent, sent.data(), n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_own, own.data(), n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_new, 0x7f, n * 4));  // garbage: overwrite must not read it
+    const DType dt = t == Elem::BF16 ? DType::BF16 : DType::FP16;
+    cast_out(d_sent, d_half, dt, n, nullptr);
+    add_half_into(d_own, d_half, dt, n, false, nullptr);
+    add_half_into(d_new, d_half, dt, n, true, nullptr);
+    std::vector<float> got_own(n), got_new(n);
+    CK(cudaMemcpy(got_own.data(), d_own, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(got_new.data(), d_new, n * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got_new[i], round_to(t, sent[i])) << i;
+      ASSERT_EQ(got_own[i], own[i] + round_to(t, sent[i])) << i;
+    }
+    for (void* p : {static_cast<void*>(d_sent), static_cast<void*>(d_own), static_cast<void*>(d_new), d_half}) cudaFree(p);
+  }
+}
+
 TEST(CopyBlocks, RefusesMisalignedCopies) {
   BlockCopy c;
   alignas(64) static uint16_t buf[64];

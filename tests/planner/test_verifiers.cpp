@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "planner/decomposition.hpp"
+#include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
@@ -155,6 +156,34 @@ std::vector<Plan> through_files(const Plan& p, const std::string& stem) {
     out.push_back(read_plan_file(path));
   }
   return out;
+}
+
+// Head groups (Plan::head_groups) travel with a head-parallel plan and are refused on any other or out of range;
+// the workload's heads must split into the groups and each group over the GPUs.
+TEST(PlanIo, HeadGroupsRoundTripAndAreChecked) {
+  PlanOptions o;
+  o.causal = true, o.head_groups = 4;
+  const Plan p = build_plan(load_topology("complete:4"), "ulysses", o);
+  ASSERT_EQ(p.head_groups, 4);
+  for (const Plan& q : through_files(p, "/heads")) {
+    EXPECT_EQ(q.head_groups, 4);
+    EXPECT_EQ(q.ulysses, 4);
+    EXPECT_EQ(verify_plan(q), "");
+  }
+  Plan none = p;
+  none.head_groups = 0;
+  EXPECT_NE(verify_plan(none).find("head_groups"), std::string::npos);
+  Plan ring = build_plan(load_topology("complete:4"), "ring", {});
+  ring.head_groups = 2;
+  EXPECT_NE(verify_plan(ring).find("head-parallel"), std::string::npos);
+  EXPECT_EQ(check_head_groups(4, 4, parse_workload("B=1,S=64,H=32,Hkv=8,D=64")), "");
+  EXPECT_EQ(check_head_groups(4, 2, parse_workload("B=1,S=64,H=32,Hkv=2,D=64")), "");  // 1 K/V head per group, replicated
+  EXPECT_NE(check_head_groups(4, 3, parse_workload("B=1,S=64,H=32,Hkv=8,D=64")), "");  // 3 does not split the heads
+  EXPECT_NE(check_head_groups(4, 16, parse_workload("B=1,S=64,H=32,Hkv=8,D=64")).find("head groups"), std::string::npos);
+  const Workload g = head_group_workload(4, parse_workload("B=2,S=64,H=32,Hkv=8,D=64"));
+  EXPECT_EQ(g.H, 8);
+  EXPECT_EQ(g.Hkv, 2);
+  EXPECT_EQ(g.B, 2);
 }
 
 // A plan pruned for documents and a window keeps its mask through JSON and YAML, still verifies, and a

@@ -48,6 +48,13 @@ for shape in "${shapes[@]}"; do
     done
   done
 done
+echo "== head groups (the all-to-alls pipelined by heads): ulysses with 1, 2 and 4 groups, GQA and replicated K/V heads"
+for wg in "B=2,S=$((N * 1000 + 6)),H=8,Hkv=4,D=128,causal:1 2 4" "B=1,S=$((N * 512)),H=16,Hkv=2,D=64:1 2"; do
+  w=${wg%%:*}
+  for hg in ${wg#*:}; do
+    check "ulysses --head-groups $hg $w" 120 $T run --backend cuda -t $TOPO -s ulysses --head-groups $hg -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+  done
+done
 echo "== masks: packed documents and windows"
 masked=("B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=8191,H=8,Hkv=2,D=64,causal,window=300")
 [ $quick = 0 ] && masked+=("B=1,S=8192,H=8,Hkv=1,D=64,window=500:40" "B=1,S=1200,H=2,D=64,causal,docs=500+1+699,window=100")

@@ -31,7 +31,7 @@ for w in "${cfgs[@]}"; do
   for s in ${SCHEMES:-$(schemes_for "$w")}; do
     args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
     m=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
-        2>&1 | tee -a "$OUT/runs.log" | ms_of)
+        --profile "$PROFILE" 2>&1 | tee -a "$OUT/runs.log" | ms_of)
     p=$(predict_ms -t $TOPO "${args[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-}" | tee -a "$OUT/runs.csv"
   done

@@ -28,7 +28,11 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
   if (!p.note.empty()) o << "  how: " << p.note << "\n";
   if (p.ulysses > 1)
     o << "  all-to-alls inside each group of " << p.ulysses << ": Q, K, V in before step 0, the output back after the last\n"
-      << "  (backward: dO in, dQ, dK, dV out); the steps below run once per slot, between same-slot GPUs\n";
+      << "  (backward: dO in, dQ, dK, dV out); the steps below run once per slot, between same-slot GPUs"
+      << (p.head_groups > 1 ? ",\n  and once per head group (" + std::to_string(p.head_groups) +
+                                  "), each group's all-to-alls beside the previous group's attention"
+                            : "")
+      << "\n";
   o << "  rings: " << p.rings.size() << "\n";
   const size_t show = std::min<size_t>(p.rings.size(), 8);
   for (size_t i = 0; i < show; ++i) {
@@ -43,7 +47,8 @@ void print_summary(std::ostream& o, const Plan& p, const Topology& t) {
     if (pass == Pass::Bwd && !p.has_backward) continue;
     if (pass == Pass::Bwd)
       o << "  backward: " << p.num_steps(pass) << " steps, dK/dV accumulators in " << (p.accumulator_bytes == 2 ? "bf16" : "fp32")
-        << (p.compact(pass) ? ", compact" : "") << "\n";
+        << (p.backward.keeps_kv ? ", the forward's K/V kept (not gathered again)" : "") << (p.compact(pass) ? ", compact" : "")
+        << "\n";
     // Per-step arc usage: distinct directed pairs carrying data, against the topology's arcs.
     o << "  " << (pass == Pass::Fwd ? "fwd" : "bwd") << " step   transfers   accumulators   arcs used   of topology arcs\n";
     const int steps = p.num_steps(pass);
@@ -76,11 +81,11 @@ void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
   struct Args {
     std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile, docs;
-    std::string pass = "fwd+bwd", accumulator = "fp32";
+    std::string pass = "fwd+bwd", accumulator = "auto";
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
     double max_memory_gib = 8;
-    HeadOptions head;
+    PlanChoices head;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-t,--topology", a->topology, "Topology: YAML file or complete:N, mesh:N, cluster:UxM, torus:AxB")->capture_default_str();
@@ -94,7 +99,8 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--compact", a->compact, "Always write the compact form (rings + schedule rule)");
   cmd->add_option("--pass", a->pass, "fwd | fwd+bwd: also plan the backward (K/V again, dK/dV accumulators back to their owners)")
       ->capture_default_str();
-  cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16")
+  cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16 |\n"
+                                                   "auto (bf16 for allgather's one reduce-scatter, fp32 for rings' many hops)")
       ->capture_default_str();
   cmd->add_option("-w,--workload", a->workload,
                   "B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides): --scheme\n"
@@ -104,7 +110,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "For --scheme auto: machine profile YAML");
   cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
       ->capture_default_str();
-  add_head_options(cmd, a->head);
+  add_plan_choices(cmd, a->head);
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
   cmd->callback([a] {
     if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
@@ -112,6 +118,7 @@ void register_plan(CLI::App& app) {
     PlanOptions o;
     o.causal = a->causal;
     o.ulysses = a->head.ulysses, o.inner = a->head.inner == "auto" ? "hamilton" : a->head.inner;
+    o.head_groups = std::max(1, a->head.head_groups);
     o.expand_max_ranks = a->compact ? 0 : a->expand_max;
     if (!(a->max_memory_gib > 0)) throw InputError("--max-memory: must be positive");
     o.max_bytes = a->max_memory_gib * (1 << 30);
@@ -119,9 +126,10 @@ void register_plan(CLI::App& app) {
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd or fwd+bwd, got '" + a->pass + "'");
     if (!passes.fwd) throw InputError("--pass: a plan always holds the forward (the backward needs its output): use fwd+bwd");
     o.backward = passes.bwd;
-    if (a->accumulator != "fp32" && a->accumulator != "bf16")
-      throw InputError("--accumulator: expected fp32 or bf16, got '" + a->accumulator + "'");
-    o.accumulator_bytes = a->accumulator == "fp32" ? 4 : 2;
+    if (a->accumulator != "fp32" && a->accumulator != "bf16" && a->accumulator != "auto")
+      throw InputError("--accumulator: expected fp32, bf16 or auto, got '" + a->accumulator + "'");
+    o.accumulator_bytes = a->accumulator == "fp32" ? 4 : a->accumulator == "bf16" ? 2 : 0;
+    o.memory_budget_bytes = a->head.memory_budget_gib * double(1 << 30);
     if (!a->layout.empty()) {
       if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous, zigzag or zigzag-docs");
       o.layout_given = true;
@@ -135,6 +143,11 @@ void register_plan(CLI::App& app) {
       o.causal = o.workload.causal;
     }
     Plan p = build_plan(t, scheme, o);
+    if (a->head.head_groups == 0 && p.ulysses > 1 && a->scheme != "auto" && (!a->workload.empty() || !a->config.empty())) {
+      simulator::SimOptions so;
+      so.passes = passes;
+      std::cerr << "plan: " << choose_head_groups(p, t, o.workload, choose_profile(a->profile, t, &std::cerr), so) << "\n";
+    }
     const std::string err = verify_plan(p, nullptr);
     if (!err.empty()) throw std::logic_error("planner produced an invalid plan: " + err);
     Progress progress("writing the plan: step");

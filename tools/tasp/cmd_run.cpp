@@ -24,14 +24,17 @@ void register_run(CLI::App& app) {
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
-    HeadOptions head;
+    PlanChoices head;
+    std::string profile;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-b,--backend", a->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("--profile", a->profile, "Machine profile YAML for the choices made by simulating (--head-groups 0, --heat-ms)\n"
+                                           "(default: the built-in one for the topology)");
   cmd->add_option("-p,--plan", a->plan, "Plan file (tasp-plan/1); or give --topology and --scheme");
   cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
   cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
-  add_head_options(cmd, a->head);
+  add_plan_choices(cmd, a->head);
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides)");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
   add_docs_option(cmd, a->docs);
@@ -68,7 +71,13 @@ void register_run(CLI::App& app) {
     if (!a->plan.empty()) {
       p = read_plan_file(a->plan);
     } else if (!a->topology.empty()) {
-      p = build_plan(load_topology(a->topology), a->scheme, plan_options(a->scheme, w, a->head));  // as simulate plans it
+      const Topology topo = load_topology(a->topology);
+      p = build_plan(topo, a->scheme, plan_options(a->scheme, w, a->head));  // as simulate plans it
+      if (a->head.head_groups == 0 && p.ulysses > 1) {
+        simulator::SimOptions so;
+        so.passes = passes;
+        std::cerr << "run: " << choose_head_groups(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so) << "\n";
+      }
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
@@ -89,7 +98,7 @@ void register_run(CLI::App& app) {
         simulator::SimOptions so;
         so.passes = passes;
         so.max_timeline_cells = 0;
-        const double us = simulator::simulate(p, topo, w, choose_profile("", topo, nullptr), so).total_us;
+        const double us = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so).total_us;
         if (us > 0) co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / us))));
       }
       co.progress = [&](int done, int total) { progress.update(done, total); };

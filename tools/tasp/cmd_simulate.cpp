@@ -23,7 +23,7 @@ struct Args {
   std::string topology = "h200-hgx-8", workload, config, schemes = "all", docs;
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
   bool quiet = false;
-  HeadOptions head;
+  PlanChoices head;
 };
 
 std::string ms(double us, int prec = 3) {
@@ -153,7 +153,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
   add_docs_option(cmd, a->docs);
   cmd->add_option("-s,--schemes", a->schemes, "all | comma list of ring, zigzag, allgather, hamilton, two-level, ulysses, usp")->capture_default_str();
-  add_head_options(cmd, a->head);
+  add_plan_choices(cmd, a->head);
   cmd->add_option("--pass", a->pass, "fwd | bwd | fwd+bwd: which passes to simulate (the backward after the forward)")
       ->capture_default_str();
   cmd->add_option("--plan", a->plan, "Simulate this plan file instead of planning schemes");

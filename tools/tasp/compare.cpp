@@ -11,11 +11,19 @@ namespace tasp::cli {
 
 using namespace tasp::planner;
 
-void add_head_options(CLI::App* cmd, HeadOptions& h) {
+void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
   cmd->add_option("--ulysses", h.ulysses, "usp: GPUs per head-parallel group (default: a node's GPUs; simulate and plan\n"
                                           "--scheme auto with --inner auto: every divisor of a node's GPUs)");
   cmd->add_option("--inner", h.inner, "usp: the scheme across groups: ring | zigzag | allgather | hamilton | two-level |\n"
                                       "auto (simulate and plan --scheme auto: the fastest; plan alone: hamilton)")
+      ->capture_default_str();
+  cmd->add_option("--memory-budget", h.memory_budget_gib,
+                  "GiB of GPU memory a rank may hold for one layer's attention: beyond it allgather does not keep the\n"
+                  "forward's gathered K/V for the backward (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--head-groups", h.head_groups,
+                  "ulysses, usp: cut the heads into this many groups whose all-to-alls run beside the previous\n"
+                  "group's attention (0: the count the simulator finds fastest for the workload, 1 without one)")
       ->capture_default_str();
 }
 
@@ -24,13 +32,17 @@ void add_docs_option(CLI::App* cmd, std::string& docs) {
                                   "comments): attention stays inside each document (as -w docs=L1+L2+..)");
 }
 
-PlanOptions plan_options(const std::string& scheme, const Workload& w, const HeadOptions& h) {
+PlanOptions plan_options(const std::string& scheme, const Workload& w, const PlanChoices& h) {
   PlanOptions o;
   o.causal = w.causal;
   o.workload = w;
   o.ulysses = h.ulysses;
   o.inner = h.inner == "auto" ? "hamilton" : h.inner;
+  o.head_groups = std::max(1, h.head_groups);
+  if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
+  o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
+  if (h.head_groups < 0) throw InputError("--head-groups: must be 0 (choose) or a positive count");
   if (scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;
   return o;
 }
@@ -86,11 +98,11 @@ std::string describe_terms(const simulator::ModelTerms& t) {
 namespace {
 
 // Plans `scheme` into r.plan: "" when the workload fits it, else why not (pieces, heads).
-std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const HeadOptions& head, SchemeRun& r) {
+std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const PlanChoices& head, SchemeRun& r) {
   r.scheme = scheme;
   r.plan = build_plan(t, scheme, plan_options(scheme, w, head));
   std::string why = check_split(split_of(r.plan, w.S));
-  if (why.empty() && r.plan.ulysses > 1) why = check_heads(r.plan.ulysses, w);
+  if (why.empty() && r.plan.ulysses > 1) why = check_head_groups(r.plan.ulysses, r.plan.head_groups, w);
   return why;
 }
 
@@ -102,7 +114,7 @@ std::string plan_for(const Topology& t, const Workload& w, const std::string& sc
 // across 128 groups: 127 rings of 4-token pieces): not tried. Causal ring across groups takes the zigzag
 // layout, so it is zigzag itself.
 SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profile& prof, const simulator::SimOptions& opt,
-                   const HeadOptions& head, std::string* why) {
+                   const PlanChoices& head, std::string* why) {
   SchemeRun best;
   std::string tried, first_no;
   std::vector<int> sizes;
@@ -121,7 +133,7 @@ SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profil
   for (int u : sizes)
   for (const std::string& inner : inners) {
     if (inner == "ring" && w.causal) continue;
-    HeadOptions h = head;
+    PlanChoices h = head;
     h.inner = inner, h.ulysses = u;
     const std::string name = (sizes.size() > 1 ? std::to_string(u) + "x" : "") + inner;
     SchemeRun r;
@@ -156,7 +168,7 @@ SchemeRun best_usp(const Topology& t, const Workload& w, const simulator::Profil
 
 std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,
                                    const simulator::Profile& prof, const simulator::SimOptions& opt,
-                                   std::vector<Skipped>* skipped, const HeadOptions& head) {
+                                   std::vector<Skipped>* skipped, const PlanChoices& head) {
   std::vector<SchemeRun> runs;
   std::string first_why;
   for (const auto& s : schemes) {
@@ -174,7 +186,10 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       if (first_why.empty()) first_why = s + ": " + why;
       continue;
     }
-    if (!search) r.sim = simulator::simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
+    if (!search) {
+      if (head.head_groups == 0 && r.plan.ulysses > 1) r.detail = choose_head_groups(r.plan, t, w, prof, opt);
+      r.sim = simulator::simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
+    }
     // Packed causal documents: zigzag shards balance each rank's total work, zigzag-docs ones each step's (every
     // document split in 2n chunks), both spread every document over all ranks; contiguous ones keep short
     // documents on one rank so that pruning drops their transfers. Which wins depends on the documents and
@@ -203,6 +218,25 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
   }
   if (runs.empty()) throw InputError("workload: no scheme fits it (" + first_why + ")");
   return runs;
+}
+
+std::string choose_head_groups(Plan& p, const Topology& t, const Workload& w, const simulator::Profile& prof,
+                               const simulator::SimOptions& opt) {
+  if (p.ulysses < 2) return "";
+  std::string tried;
+  int best = 1;
+  double best_us = 0;
+  for (int g : {1, 2, 4, 8, 16}) {
+    if (!check_head_groups(p.ulysses, g, w).empty()) continue;
+    p.head_groups = g;
+    simulator::SimOptions o = opt;
+    o.max_timeline_cells = 0;
+    const double us = simulator::simulate(p, t, w, prof, o).total_us;
+    tried += (tried.empty() ? "" : ", ") + std::to_string(g) + ": " + std::to_string(us / 1e3).substr(0, 7);
+    if (g == 1 || us < best_us) best = g, best_us = us;
+  }
+  p.head_groups = best;
+  return "head groups " + std::to_string(best) + " (tried, ms: " + tried + ")";
 }
 
 size_t fastest(const std::vector<SchemeRun>& runs) {

@@ -21,15 +21,18 @@ struct SchemeRun {
 
 // How each scheme is planned for a workload: ring is plain ring attention (contiguous shards, also when
 // causal), zigzag its causal variant, the others take zigzag shards when causal.
-// usp's group size (0: a node's GPUs) and scheme across groups, from --ulysses and --inner.
-struct HeadOptions {
+// The choices plan, simulate and run share: usp's group size (0: a node's GPUs) and scheme across groups
+// (--ulysses, --inner), head groups (--head-groups), and the memory a rank may keep (--memory-budget).
+struct PlanChoices {
   int ulysses = 0;
   std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
+  int head_groups = 0;         // Plan::head_groups; 0: the count the simulator finds fastest (a plan alone: 1)
+  double memory_budget_gib = 0;  // 0: none (planner::PlanOptions::memory_budget_bytes)
 };
-void add_head_options(CLI::App* cmd, HeadOptions& h);
+void add_plan_choices(CLI::App* cmd, PlanChoices& h);
 // --docs FILE: packed documents' lengths (planner::read_docs_file), summing to the workload's S.
 void add_docs_option(CLI::App* cmd, std::string& docs);
-planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const HeadOptions& h = {});
+planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
 
 // "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
 std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);
@@ -51,8 +54,13 @@ struct Skipped {
 std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
                                    const std::vector<std::string>& schemes, const simulator::Profile& prof,
                                    const simulator::SimOptions& opt, std::vector<Skipped>* skipped = nullptr,
-                                   const HeadOptions& head = {});
+                                   const PlanChoices& head = {});
 // Index of the fastest run.
 size_t fastest(const std::vector<SchemeRun>& runs);
+
+// A head-parallel plan's head groups (Plan::head_groups) set to the count that simulates fastest among 1, 2, 4,
+// 8 and 16 that split the workload's heads; returns what was tried ("" for other plans, which keep one group).
+std::string choose_head_groups(planner::Plan& p, const planner::Topology& t, const planner::Workload& w,
+                               const simulator::Profile& prof, const simulator::SimOptions& opt);
 
 }  // namespace tasp::cli

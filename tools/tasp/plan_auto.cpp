@@ -27,6 +27,7 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   const planner::PlanOptions chosen = plan_options(best.scheme, w);
   o->causal = chosen.causal;
   if (!best.inner.empty()) o->inner = best.inner;
+  o->head_groups = best.plan.head_groups;
   if (!best.detail.empty()) log << "auto: " << best.scheme << " " << best.detail << "\n";
   if (!o->layout_given) o->layout_given = chosen.layout_given, o->layout = chosen.layout;
   return best.scheme;
