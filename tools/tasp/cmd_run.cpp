@@ -139,9 +139,24 @@ void register_run(CLI::App& app) {
                 << std::setprecision(2) << rep.single_device_us / t.total_us() << "x on " << p.gpus()
                 << " GPUs, parallel efficiency " << std::setprecision(0) << 100 * rep.single_device_us / t.total_us() / p.gpus()
                 << "%\n";
+    // Bytes a GPU sends per pass (the busiest), from the timeline's steps.
+    double pass_bytes[2] = {0, 0};
+    for (const auto& r : t.per_rank) {
+      double mine[2] = {0, 0};
+      for (size_t s = 0; s < r.size(); ++s) mine[t.backward_step(int(s))] += r[s].bytes;
+      for (int k : {0, 1}) pass_bytes[k] = std::max(pass_bytes[k], mine[k]);
+    }
+    std::cout << std::setprecision(2) << "  sent per GPU: fwd " << pass_bytes[0] / (1 << 20) << " MiB";
+    if (passes.bwd) std::cout << ", bwd " << pass_bytes[1] / (1 << 20) << " MiB";
+    std::cout << (p.ulysses > 1 ? " (head groups " + std::to_string(p.head_groups) + ")" : "")
+              << (p.has_backward && passes.bwd ? std::string(", accumulators in ") + (p.accumulator_bytes == 2 ? "bf16" : "fp32") +
+                                                     (p.backward.keeps_kv ? ", the forward's K/V kept" : "")
+                                               : "")
+              << "\n";
     if (a->steps) {
-      std::cout << "  pass step   comm_us  compute_us  step_us  (slowest rank)\n";
-      double prev_end = 0;
+      // Steps may overlap (head groups run one group's exchange beside another's kernels): each row's end is from the
+      // pass's start.
+      std::cout << "  pass step   comm_us  compute_us   end_us  (slowest rank)\n";
       for (size_t s = 0; s < (t.per_rank.empty() ? 0 : t.per_rank[0].size()); ++s) {
         double cm = 0, cp = 0, end = 0;
         for (const auto& r : t.per_rank) {
@@ -150,8 +165,7 @@ void register_run(CLI::App& app) {
           end = std::max(end, r[s].end_us());
         }
         const bool b = t.backward_step(int(s));
-        std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(10) << cm << std::setw(12) << cp << std::setw(9) << end - prev_end << "\n";
-        prev_end = end;
+        std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(10) << cm << std::setw(12) << cp << std::setw(9) << end << "\n";
       }
     }
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
@@ -166,6 +180,9 @@ void register_run(CLI::App& app) {
                             {"iteration_totals_us", rep.result.iteration_totals_us}, {"tokens_per_s", rep.tokens_per_s},
                             {"predicted_memory_bytes_per_rank", predicted_mem}};
         if (!w.config.empty()) j["config"] = w.config;
+        j["sent_bytes_per_gpu"] = {{"fwd", pass_bytes[0]}, {"bwd", pass_bytes[1]}};
+        if (p.ulysses > 1) j["head_groups"] = p.head_groups;
+        if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
         if (rep.result.device_bytes > 0)
           j["device_bytes_per_rank"] = rep.result.device_bytes, j["device_used_bytes"] = rep.result.device_used_bytes;
         if (rep.single_device_us > 0) {

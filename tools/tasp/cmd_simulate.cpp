@@ -114,7 +114,10 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
                             {"parallel_efficiency", s.parallel_efficiency(t.ranks())},
                             {"steps", r.plan.num_steps()}, {"rings", r.plan.rings.size()},
                             {"lockstep_steps", s.lockstep_steps}});
-    if (r.plan.ulysses > 1) j["schemes"].back()["ulysses"] = r.plan.ulysses;
+    if (r.plan.ulysses > 1) j["schemes"].back()["ulysses"] = r.plan.ulysses, j["schemes"].back()["head_groups"] = r.plan.head_groups;
+    if (r.plan.has_backward)
+      j["schemes"].back()["accumulator"] = r.plan.accumulator_bytes == 2 ? "bf16" : "fp32",
+      j["schemes"].back()["keeps_kv"] = r.plan.backward.keeps_kv;
     if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
     nlohmann::json terms;
     for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
