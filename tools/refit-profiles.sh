@@ -12,7 +12,8 @@
 #             kernels of the same build: older sets timed older kernels, and the share of the SMs lost to NCCL would
 #             absorb their difference to the new rates);
 #   H100 profiles: compute only, from data/kernels/h100-sweep-* (tools/gpu/model.sh sweep on one H100); the rest of
-#             each profile is kept (--base).
+#             each profile is kept (--base);
+#   fabrics:  the socket fabric's comm from its NCCL steps (data/fabrics/), on the H100 profile.
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,4 +47,10 @@ for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
   $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
     --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
 done
-echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml"
+# The socket fabric on 2x H100: comm from its NCCL steps (data/fabrics/), the rest the H100 profile's.
+$T calibrate --fit $D/fabrics/h100x2-socket-steps-2026-11-25.csv --base topologies/h100-hgx-8.profile.yaml \
+  -t topologies/h100x2-socket.yaml --name h100x2-socket -q -o topologies/h100x2-socket.profile.yaml --description \
+  "2x H100 with NCCL over sockets on loopback (NCCL's default socket threads): comm fitted by tools/refit-profiles.sh from \
+tasp calibrate --measure there (docs/measurements/data/fabrics/h100x2-socket-steps-2026-11-25.csv; its ncclAllGather rows \
+are replayed, not fitted: the executor's exchanges are point-to-point); compute and executor terms the H100 profile's."
+echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml"
