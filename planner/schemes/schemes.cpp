@@ -78,7 +78,7 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   }
   const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed());
   if (o.backward) {
-    const int acc = o.accumulator_bytes ? o.accumulator_bytes : scheme == "allgather" ? 2 : 4;
+    const int acc = o.accumulator_bytes ? o.accumulator_bytes : scheme == "allgather" && n > 1 ? 2 : 4;
     // Kept K/V: not with pruning, whose backward moves K/V pieces on its own terms (planner/prune.hpp).
     add_backward(p, acc, o.keep_kv && !masked);
     if (p.backward.keeps_kv && o.memory_budget_bytes > 0 && o.workload.S > 0 &&
