@@ -57,6 +57,9 @@ struct CudaOptions {
   std::function<void(int done, int total)> progress;  // after each iteration (warm-up ones included)
   // Head-parallel all-to-alls: "alltoall" (ncclAlltoAll, NCCL >= 2.28) or "sendrecv" (grouped send/recv).
   std::string a2a = "alltoall";
+  // Steps that gather every rank's pieces or reduce-scatter accumulators as NCCL collectives (cuda_pass.hpp,
+  // Exchange) instead of grouped send/recv: faster over sockets, slower on NVLink between 2 GPUs.
+  bool collectives = false;
   bool deterministic = false;  // the backward's dQ bit-identical run to run (kernels::AttentionBackwardBatch)
 };
 // bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA

@@ -123,6 +123,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
   // What one GPU computes for one head group: its slot's heads of the group.
   const planner::Workload wg = planner::head_group_workload(G, w);
   const planner::Workload sw = u > 1 ? planner::slot_workload(u, wg) : w;
+  // Collective exchanges, for allgather plans: K/V slots laid out by owner (n slots, which allgather holds anyway;
+  // a ring's few would become n). Head-parallel plans keep their own layout (the all-to-alls unpack into 0..P-1).
+  const bool collectives = opt_.collectives && u == 1 && plan.scheme == "allgather";
   auto rank_of = [u](int gpu) { return gpu / u; };
   auto slot_of = [u](int gpu) { return gpu % u; };
   int devices = 0;
@@ -184,7 +187,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int r : local)
       for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
         if (pass == Pass::Bwd && !passes.bwd) continue;
-        const planner::RankSlots s = planner::plan_slots(plan, pass, rank_of(r));
+        const planner::RankSlots s = planner::plan_slots(plan, pass, rank_of(r), collectives);
         kv_slots[r] = std::max(kv_slots[r], s.kv_slots);
         grad_slots[r] = std::max(grad_slots[r], s.grad_slots);
       }
@@ -214,6 +217,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
       const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D, nl = size_t(w.B) * sw.H * g.qrows[r];
+      const int own0 = collectives ? r * g.P : 0;  // the slot of the rank's first own K/V piece
       x.groups.resize(G);
       for (cuda::HeadGroupDevice& hg : x.groups) {
         cuda::RankBuffers& b = hg.buf;
@@ -230,9 +234,14 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * rows * w.D);
           b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
           if (plan.accumulator_bytes == 2) {
-            const auto [sends, recvs] = cuda::most_grad_transfers(planner::plan_slots(plan, Pass::Bwd, r));
+            const auto [sends, recvs] = cuda::most_grad_transfers(planner::plan_slots(plan, Pass::Bwd, r, collectives));
             b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));
             b.grad_recv16 = x.alloc<uint16_t>(se * std::max(1, recvs));
+          }
+          if (collectives) {  // a reduce-scatter's every owner's slots, and this rank's share of the result
+            const size_t own = se * plan.pieces_per_rank;
+            b.rs_send = x.alloc<uint32_t>(own * plan.ranks * plan.accumulator_bytes / 4 + 1);
+            b.rs_recv = x.alloc<uint32_t>(own * plan.accumulator_bytes / 4 + 1);
           }
         }
         hg.ev_fwd.resize(kStepEvents * plan.num_steps());
@@ -271,8 +280,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           if (passes.bwd) kernels::fill_random(q.dout, dt, cq, 29 + gpu, nullptr);
         }
       } else if (host_inputs) {
-        // Inputs: queries (and dO), own K/V pieces in slots 0..P-1; from the host problem or random here.
-        auto* kv = static_cast<uint16_t*>(b.kv);
+        // Inputs: queries (and dO), own K/V pieces in their slots (0..P-1, or by owner with collective exchanges);
+        // from the host problem or random here.
+        auto* kv = static_cast<uint16_t*>(b.kv) + se * own0;
         put(b.q, cuda::pack_rows(pr.q, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         if (passes.bwd) put(b.dout, cuda::pack_rows(pr.dout, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         for (int c = 0; c < g.P; ++c) {
@@ -281,7 +291,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           put(kv + se * c + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
         }
       } else {
-        auto* kv = static_cast<uint16_t*>(b.kv);
+        auto* kv = static_cast<uint16_t*>(b.kv) + se * own0;
         kernels::fill_random(b.q, dt, nq, 17 + r, nullptr);
         if (passes.bwd) kernels::fill_random(b.dout, dt, nq, 29 + r, nullptr);
         for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, dt, se, 1000 + g.key(r, c), nullptr);
@@ -294,8 +304,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int grp = 0; grp < G; ++grp) {
       std::vector<cuda::RankBuffers> bufs(n);
       for (int gpu : local) bufs[gpu] = R[gpu].groups[grp].buf;
-      fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u);
-      if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u);
+      fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u, collectives);
+      if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u, collectives);
       for (auto& steps : bwd[grp].bwd)
         for (auto& b : steps) b.deterministic = opt_.deterministic;
       if (u > 1)

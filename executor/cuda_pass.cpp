@@ -57,16 +57,37 @@ size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int r
   return tiles;
 }
 
+Exchange exchange_of(const planner::Step& s, int n, int P) {
+  if (s.transfers.empty() || n < 2) return Exchange::PointToPoint;
+  const bool grad = s.transfers.front().grad;
+  const size_t all = size_t(n) * (n - 1) * P;
+  if (s.transfers.size() != all) return Exchange::PointToPoint;
+  // Every (sender, owner, piece, receiver) once: own pieces to every other rank, or accumulators to their owners.
+  std::vector<char> seen(size_t(n) * n * P, 0);
+  for (const auto& x : s.transfers) {
+    if (x.grad != grad || x.src == x.dst || x.src < 0 || x.dst < 0 || x.src >= n || x.dst >= n || x.owner < 0 ||
+        x.owner >= n || x.piece < 0 || x.piece >= P)
+      return Exchange::PointToPoint;
+    if (grad ? x.dst != x.owner : x.src != x.owner) return Exchange::PointToPoint;
+    char& c = seen[(size_t(grad ? x.src : x.dst) * n + x.owner) * P + x.piece];
+    if (c) return Exchange::PointToPoint;
+    c = 1;
+  }
+  return grad ? Exchange::ReduceScatter : Exchange::AllGather;
+}
+
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
-                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u) {
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u, bool collectives) {
   PassWork pw;
   pw.pass = pass;
   pw.accumulator_bytes = p.accumulator_bytes;
   const int steps = p.num_steps(pass), n = g.n;
   pw.steps.resize(steps);
+  pw.exchange.assign(steps, Exchange::PointToPoint);
   for (int t = 0; t < steps; ++t) {
     planner::Step scratch;
     pw.steps[t] = planner::step_at(p, t, scratch, pass);
+    if (collectives) pw.exchange[t] = exchange_of(pw.steps[t], p.ranks, p.pieces_per_rank);
   }
   const bool bwd = pass == Pass::Bwd;
   const planner::Mask mask = planner::make_mask(w);
@@ -88,7 +109,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   else pw.fwd.resize(size_t(n) * u);
   for (int gpu : local) {
     const int r = gpu / u;
-    pw.slots[gpu] = planner::plan_slots(p, pass, r);
+    pw.slots[gpu] = planner::plan_slots(p, pass, r, collectives);
     const RankBuffers& x = bufs[gpu];
     bool first = true;
     for (int t = 0; t < steps; ++t) {

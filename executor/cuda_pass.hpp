@@ -46,12 +46,25 @@ struct RankBuffers {
   // received into `grad_recv16`, then added to (or made) the rank's own fp32 ones; slots of slot_elems each.
   uint16_t* grad_send16 = nullptr;
   uint16_t* grad_recv16 = nullptr;
+  // Collective exchanges (Exchange::ReduceScatter): every owner's accumulators side by side ([n][P] slots, this
+  // rank's zeroed) and what the reduce-scatter leaves of this rank's own ([P] slots), in the accumulators' precision.
+  void* rs_send = nullptr;
+  void* rs_recv = nullptr;
 };
+
+// How a step's transfers move. With collective exchanges (CudaOptions::collectives) a step in which every rank
+// sends its own pieces to every other rank is one ncclAllGather into K/V slots laid out by owner
+// (planner::plan_slots by_owner), and one in which every rank sends every other owner its accumulators of that
+// owner's pieces is one ncclReduceScatter; NCCL runs both faster than grouped send/recv over sockets (1.45x at
+// 256 MiB on 2 GPUs, docs/measurements/fabrics.md). Anything else: point to point.
+enum class Exchange { PointToPoint, AllGather, ReduceScatter };
+Exchange exchange_of(const planner::Step& s, int n, int P);
 
 // Per GPU: GPU x runs plan rank x / u (head-parallel plans: groups of u GPUs; otherwise u = 1, GPU = rank).
 struct PassWork {
   planner::Pass pass = planner::Pass::Fwd;
   int accumulator_bytes = 4;  // accumulators in transit: 4 (fp32) or 2 (bf16)
+  std::vector<Exchange> exchange;  // [step]; point to point unless collectives were asked for
   std::vector<planner::Step> steps;
   std::vector<planner::RankSlots> slots;                          // [gpu] (local GPUs only)
   std::vector<std::vector<kernels::AttentionBatch>> fwd;          // [gpu][step]
@@ -72,8 +85,10 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
 // at documents, as its items).
 size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qranges, int rows);
 
-// `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload.
+// `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload;
+// `collectives`: all-gather and reduce-scatter steps as NCCL collectives, K/V slots by owner (plan_slots by_owner).
 PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,
-                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u = 1);
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u = 1,
+                        bool collectives = false);
 
 }  // namespace tasp::executor::cuda

@@ -1,5 +1,6 @@
 #include "executor/cuda_rank.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -90,9 +91,35 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   // head-parallel pass's local steps must not wait behind the all-to-alls queued there for later head groups.
   bool moves = false;
   for (const auto& tr : pw.steps[t].transfers) moves = moves || tr.src == r || tr.dst == r;
+  const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
+  const size_t own = se * g.P;  // elements of this rank's pieces (or of one owner's accumulators)
   if (!moves) {
     TASP_CUDA(cudaEventRecord(e[0], x.compute));
     TASP_CUDA(cudaEventRecord(e[1], x.compute));
+  } else if (how == Exchange::AllGather) {
+    // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
+    const ncclDataType_t t16 = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+    TASP_CUDA(cudaEventRecord(e[0], x.comm));
+    TASP_NCCL(ncclAllGather(kv + own * r, kv, own, t16, x.nccl, x.comm));
+    TASP_CUDA(cudaEventRecord(e[1], x.comm));
+  } else if (how == Exchange::ReduceScatter) {
+    // Every owner's accumulators in its block of rs_send (this rank's own block zero: its own accumulators are being
+    // computed beside), summed across ranks into rs_recv: what the others added to this rank's pieces.
+    const size_t bytes = size_t(pw.accumulator_bytes);
+    auto* send = static_cast<char*>(buf.rs_send);
+    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+    TASP_CUDA(cudaEventRecord(e[0], x.comm));
+    TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
+    for (const auto& tr : pw.steps[t].transfers) {
+      if (tr.src != r) continue;
+      const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
+      char* to = send + (own * tr.owner + se * tr.piece) * bytes;
+      if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
+      else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
+    }
+    TASP_NCCL(ncclReduceScatter(send, buf.rs_recv, own, half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
+    TASP_CUDA(cudaEventRecord(e[1], x.comm));
   } else {
     TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
     TASP_CUDA(cudaEventRecord(e[0], x.comm));
@@ -144,7 +171,29 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   }
   TASP_CUDA(cudaEventRecord(e[3], x.compute));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
-  if (half) {
+  if (how == Exchange::ReduceScatter) {
+    // The reduce-scatter's sum of each own piece goes where the slot plan adds what arrives: into the rank's own
+    // accumulator, or, where it has none, into the slot it adopts (written).
+    for (int c = 0; c < g.P; ++c) {
+      const long k = g.key(r, c);
+      std::vector<int> arrived;
+      for (const auto& [ks, slot] : s.grad_recv)
+        if (ks.first == k) arrived.push_back(slot);
+      if (arrived.empty()) continue;
+      int target = arrived.front();
+      for (const auto& [into, from] : s.grad_add)
+        if (std::find(arrived.begin(), arrived.end(), from) != arrived.end()) target = into;
+      const bool adopted = std::find(arrived.begin(), arrived.end(), target) != arrived.end();
+      const char* sum = static_cast<const char*>(buf.rs_recv) + se * c * size_t(pw.accumulator_bytes);
+      if (half) {
+        kernels::add_half_into(buf.grad + se * target, sum, kernels::DType::BF16, se, adopted, x.compute);
+      } else if (adopted) {
+        TASP_CUDA(cudaMemcpyAsync(buf.grad + se * target, sum, se * 4, cudaMemcpyDeviceToDevice, x.compute));
+      } else {
+        kernels::add_into(buf.grad + se * target, reinterpret_cast<const float*>(sum), se, x.compute);
+      }
+    }
+  } else if (half) {
     // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
     std::map<int, int> adds;  // receive slot -> the own slot it adds into
     for (const auto& [into, from] : s.grad_add) adds[from] = into;

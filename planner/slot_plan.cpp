@@ -19,7 +19,7 @@ struct Pool {
 
 }  // namespace
 
-RankSlots plan_slots(const Plan& p, Pass pass, int r) {
+RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
   const int P = p.pieces_per_rank, steps = p.num_steps(pass);
   auto key = [P](int owner, int piece) { return long(owner) * P + piece; };
   std::vector<Step> list(steps);
@@ -38,13 +38,16 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
   std::map<long, int> held, acc;  // K/V held; the rank's current accumulator of each piece
   const bool keep = p.has_backward && p.backward.keeps_kv;
   if (pass == Pass::Bwd && keep) {
-    const RankSlots f = plan_slots(p, Pass::Fwd, r);
+    const RankSlots f = plan_slots(p, Pass::Fwd, r, by_owner);
     held = f.held_final;
     kv.count = f.kv_slots;
     std::vector<char> used(kv.count, 0);
     for (const auto& [k, slot] : held) used[slot] = 1;
     for (int s = kv.count - 1; s >= 0; --s)
       if (!used[s]) kv.free.push_back(s);
+  } else if (by_owner) {
+    kv.count = p.ranks * P;
+    for (int c = 0; c < P; ++c) held[key(r, c)] = int(key(r, c));
   } else {
     for (int c = 0; c < P; ++c) held[key(r, c)] = kv.take();
   }
@@ -58,7 +61,7 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
         if (x.grad) {
           s.grad_recv[{k, x.src}] = grad.take();
         } else {
-          s.arrivals[k] = kv.take();
+          s.arrivals[k] = by_owner ? int(k) : kv.take();
         }
       }
       if (x.src == r && x.grad) {
@@ -84,8 +87,12 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r) {
     for (auto it = held.begin(); it != held.end();) {
       auto lu = last_use.find(it->first);
       const bool own = it->first / P == r, kept = keep && pass == Pass::Fwd;
-      if (!own && !kept && (lu == last_use.end() || lu->second <= t)) kv.give(it->second), it = held.erase(it);
-      else ++it;
+      if (!own && !kept && (lu == last_use.end() || lu->second <= t)) {
+        if (!by_owner) kv.give(it->second);
+        it = held.erase(it);
+      } else {
+        ++it;
+      }
     }
     for (const auto& [k, slot] : s.arrivals) held[k] = slot;
     for (int slot : sent) grad.give(slot);

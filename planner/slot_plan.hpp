@@ -34,6 +34,8 @@ struct RankSlots {
 // key = owner * pieces_per_rank + piece. Several accumulators of one piece may arrive in one step (a
 // reduce-scatter): each gets its slot and all are added. A backward that keeps K/V (Schedule::keeps_kv) starts
 // where the forward ends: the forward frees no piece it received, and the backward finds each in its slot.
-RankSlots plan_slots(const Plan& p, Pass pass, int rank);
+// `by_owner`: every K/V piece in slot owner * pieces_per_rank + piece (n * P slots, own ones included), so that a
+// step gathering every piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
+RankSlots plan_slots(const Plan& p, Pass pass, int rank, bool by_owner = false);
 
 }  // namespace tasp::planner

@@ -280,3 +280,42 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
   EXPECT_EQ(checked[1], int(cases.size()));
   EXPECT_GE(checked[2], 5) << "too few cases split into two head groups";
 }
+
+// Collective exchanges: allgather's gather and reduce-scatter steps are recognised (and nothing else is), and K/V
+// slots laid out by owner put every piece at owner * P + piece, the forward's kept ones too.
+TEST(CudaExchange, AllGatherAndReduceScatterSteps) {
+  using executor::cuda::Exchange;
+  using executor::cuda::exchange_of;
+  for (int n : {2, 3, 5}) {
+    PlanOptions o;
+    o.causal = true;
+    Plan p = build_plan(load_topology("complete:" + std::to_string(n)), "allgather", o);
+    ASSERT_TRUE(p.backward.keeps_kv);
+    EXPECT_EQ(exchange_of(plan_step(p, 0, Pass::Fwd), n, 1), Exchange::AllGather);
+    EXPECT_EQ(exchange_of(plan_step(p, 1, Pass::Fwd), n, 1), Exchange::PointToPoint);  // no transfers
+    EXPECT_EQ(exchange_of(plan_step(p, 0, Pass::Bwd), n, 1), Exchange::PointToPoint);
+    EXPECT_EQ(exchange_of(plan_step(p, 1, Pass::Bwd), n, 1), Exchange::ReduceScatter);
+    o.keep_kv = false;
+    const Plan q = build_plan(load_topology("complete:" + std::to_string(n)), "allgather", o);
+    EXPECT_EQ(exchange_of(plan_step(q, 0, Pass::Bwd), n, 1), Exchange::AllGather);
+    EXPECT_EQ(exchange_of(plan_step(q, 2, Pass::Bwd), n, 1), Exchange::ReduceScatter);
+    // A ring step, and a gather with one transfer missing or repeated, are point to point.
+    const Plan ring = build_plan(load_topology("complete:" + std::to_string(n)), "ring", o);
+    EXPECT_EQ(exchange_of(plan_step(ring, 0, Pass::Fwd), n, 1), n == 2 ? Exchange::AllGather : Exchange::PointToPoint);
+    Step missing = plan_step(p, 0, Pass::Fwd);
+    missing.transfers.pop_back();
+    EXPECT_EQ(exchange_of(missing, n, 1), Exchange::PointToPoint);
+    Step twice = plan_step(p, 0, Pass::Fwd);
+    twice.transfers.back() = twice.transfers.front();
+    EXPECT_EQ(exchange_of(twice, n, 1), Exchange::PointToPoint);
+    for (int r = 0; r < n; ++r) {
+      const RankSlots f = plan_slots(p, Pass::Fwd, r, true), b = plan_slots(p, Pass::Bwd, r, true);
+      EXPECT_EQ(f.kv_slots, n);
+      for (int o = 0; o < n; ++o) {
+        EXPECT_EQ(f.held_final.at(o), o) << "rank " << r << " owner " << o;  // kept, by owner
+        EXPECT_EQ(b.steps[0].held.at(o), o);
+      }
+      EXPECT_EQ(f.steps[0].held.at(r), r);
+    }
+  }
+}

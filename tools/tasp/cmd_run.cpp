@@ -20,7 +20,7 @@ void register_run(CLI::App& app) {
   struct Args {
     std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace, docs;
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
-    bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false;
+    bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false, collectives = false;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
@@ -57,6 +57,9 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--deterministic", a->deterministic, "cuda: the backward's dQ bit-identical run to run (its CTAs add into each dQ\n"
                                                   "tile in launch order instead of as they finish; dK, dV and the forward always are;\n"
                                                   "the cpu backend always is)");
+  cmd->add_flag("--collectives", a->collectives,
+                "cuda: steps that gather every rank's K/V or reduce-scatter dK/dV (allgather's) as NCCL collectives\n"
+                "instead of grouped send/recv: NCCL runs them faster over sockets, slower on NVLink between 2 GPUs");
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
@@ -93,6 +96,7 @@ void register_run(CLI::App& app) {
       if (a->a2a != "alltoall" && a->a2a != "sendrecv") throw InputError("--a2a: expected alltoall or sendrecv, got '" + a->a2a + "'");
       co.a2a = a->a2a;
       co.deterministic = a->deterministic;
+      co.collectives = a->collectives;
       if (a->heat_ms > 0) {  // as many untimed runs as the predicted time says fill the heating time
         const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
         simulator::SimOptions so;
