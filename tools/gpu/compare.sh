@@ -9,7 +9,8 @@
 #   tools/gpu/lib/common.sh lists them).
 #   FABRIC=nvlink|shm|socket: NCCL forced off NVLink (a slow fabric on any 2+ GPU host), for tasp and PyTorch alike.
 #   HEAT_MS (2000), KERNELS (cudnn; "cudnn,fa2" adds FlashAttention-2 baselines), BASELINES (ring,ulysses,allgather),
-#   PROFILE (the shipped profile of the GPU kind), SCHEMES (every scheme that applies).
+#   PROFILE (the shipped profile of the GPU kind), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
+#   options, e.g. --collectives).
 # Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report/ (tasp report).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -31,7 +32,7 @@ for w in "${cfgs[@]}"; do
   for s in ${SCHEMES:-$(schemes_for "$w")}; do
     args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
     m=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
-        --profile "$PROFILE" 2>&1 | tee -a "$OUT/runs.log" | ms_of)
+        --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log" | ms_of)
     p=$(predict_ms -t $TOPO "${args[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-}" | tee -a "$OUT/runs.csv"
   done
