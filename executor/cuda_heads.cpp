@@ -120,6 +120,7 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
   for (int j = 0; j < u; ++j) {
     const planner::HeadSlice peer = planner::head_slice(u, w, j);
     const Part theirs = token_part(rows, u, j);
+    const long qc = (side.q_head0 + peer.q_begin) * D, kc = (side.kv_head0 + peer.kv_begin) * D;  // peer j's columns
     void* send_q = at(sb.send, j * (n_q + 2 * n_kv), 2);
     const void* recv_q = at(static_cast<const void*>(sb.recv), j * (n_q + 2 * n_kv), 2);
     void* send_o = at(sb.send, j * n_q, 2);
@@ -127,11 +128,11 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
     // In (forward Q, K, V; backward dO): my part's rows of peer j's heads go to j; from j come its part's rows
     // of my heads.
     if (own.size > 0) {
-      x.fwd_in.pack.push_back(block({at(sb.q, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD}, send_q, e16, chunk * hq, hq, B, own.size, hq));
+      x.fwd_in.pack.push_back(block({at(sb.q, qc, 2), e16, chunk * HD, HD}, send_q, e16, chunk * hq, hq, B, own.size, hq));
       for (int kv = 0; kv < 2; ++kv)
-        x.fwd_in.pack.push_back(block({at(kv ? sb.v : sb.k, (side.kv_head0 + peer.kv_begin) * D, 2), e16, chunk * HkvD, HkvD},
+        x.fwd_in.pack.push_back(block({at(kv ? sb.v : sb.k, kc, 2), e16, chunk * HkvD, HkvD},
                                       at(send_q, n_q + kv * n_kv, 2), e16, chunk * hkv, hkv, B, own.size, hkv));
-      x.bwd_in.pack.push_back(block({at(sb.dout, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
+      x.bwd_in.pack.push_back(block({at(sb.dout, qc, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
     }
     if (theirs.size > 0) {
       x.fwd_in.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(b.q, theirs.begin * hq, 2), e16, rows * hq, hq, B, theirs.size, hq));
@@ -157,16 +158,16 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
       }
     }
     if (own.size > 0) {
-      x.fwd_out.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(sb.out, (side.q_head0 + peer.q_begin) * D, 2), e16, chunk * HD, HD, B, own.size, hq));
+      x.fwd_out.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(sb.out, qc, 2), e16, chunk * HD, HD, B, own.size, hq));
       if (!grad_final.empty()) {
-        x.bwd_out.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(sb.dq, (side.q_head0 + peer.q_begin) * D, 2), e16,
+        x.bwd_out.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(sb.dq, qc, 2), e16,
                                             chunk * HD, HD, B, own.size, hq));
         // Replicated K/V heads arrive once per replica: the first writes, the others add, a wave per replica.
         const size_t replica = size_t(j % peer.kv_replicas);
         if (x.bwd_out.unpack.size() <= replica) x.bwd_out.unpack.resize(replica + 1);
         for (int kv = 0; kv < 2; ++kv)
           x.bwd_out.unpack[replica].push_back(block({at(recv_q, n_q + kv * n_kv, 2), e16, chunk * hkv, hkv},
-                                           at(kv ? sb.dv : sb.dk, (side.kv_head0 + peer.kv_begin) * D, 2), e16,
+                                           at(kv ? sb.dv : sb.dk, kc, 2), e16,
                                            chunk * HkvD, HkvD, B, own.size, hkv, replica > 0));
       }
     }
