@@ -1,66 +1,35 @@
 #pragma once
-// Plans and simulates several schemes for one topology and workload (tasp simulate, plan --scheme auto).
+// The CLI's side of comparing schemes (tasp simulate, plan, run): the options they share and the terms' wording;
+// the comparing itself is simulator/choose.hpp.
 #include <CLI/CLI.hpp>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
-#include "planner/schemes/schemes.hpp"
-#include "planner/workload.hpp"
+#include "simulator/choose.hpp"
 #include "simulator/engine.hpp"
 
 namespace tasp::cli {
 
-struct SchemeRun {
-  std::string scheme;
-  std::string detail;  // what was chosen inside the scheme (usp: the scheme across groups), for people
-  std::string inner;   // usp: the scheme across groups it was simulated with
-  planner::Plan plan;
-  simulator::SimResult sim;
-};
+using simulator::choose_head_groups;
+using simulator::choose_profile;
+using simulator::fastest;
+using simulator::plan_options;
+using simulator::PlanChoices;
+using simulator::run_schemes;
+using simulator::SchemeRun;
+using simulator::select_schemes;
+using simulator::Skipped;
 
-// How each scheme is planned for a workload: ring is plain ring attention (contiguous shards, also when
-// causal), zigzag its causal variant, the others take zigzag shards when causal.
-// The choices plan, simulate and run share: usp's group size (0: a node's GPUs) and scheme across groups
-// (--ulysses, --inner), head groups (--head-groups), and the memory a rank may keep (--memory-budget).
-struct PlanChoices {
-  int ulysses = 0;
-  std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
-  int head_groups = 0;         // Plan::head_groups; 0: the count the simulator finds fastest (a plan alone: 1)
-  double memory_budget_gib = 0;  // 0: none (planner::PlanOptions::memory_budget_bytes)
-};
+// --ulysses, --inner, --head-groups, --memory-budget into `h`.
 void add_plan_choices(CLI::App* cmd, PlanChoices& h);
 // --docs FILE: packed documents' lengths (planner::read_docs_file), summing to the workload's S.
 void add_docs_option(CLI::App* cmd, std::string& docs);
-planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
-
-// "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
-std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);
-
-// Machine profile: a file, or the built-in one for the topology (named in `log`).
-simulator::Profile choose_profile(const std::string& path, const planner::Topology& t, std::ostream* log);
 
 // "sustained" | "boost" (--clock), an InputError otherwise.
 simulator::Clock parse_clock(const std::string& name);
 // The model's terms as JSON-ready pairs (name, microseconds) and as one line for people.
 std::vector<std::pair<std::string, double>> term_list(const simulator::ModelTerms& t);
 std::string describe_terms(const simulator::ModelTerms& t);
-
-// A scheme whose pieces do not fit the workload (more pieces than tokens, say) is an error, or, when
-// `skipped` is given (the "all" list), left out with the reason; an error still when none is left.
-struct Skipped {
-  std::string scheme, why;
-};
-std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
-                                   const std::vector<std::string>& schemes, const simulator::Profile& prof,
-                                   const simulator::SimOptions& opt, std::vector<Skipped>* skipped = nullptr,
-                                   const PlanChoices& head = {});
-// Index of the fastest run.
-size_t fastest(const std::vector<SchemeRun>& runs);
-
-// A head-parallel plan's head groups (Plan::head_groups) set to the count that simulates fastest among 1, 2, 4,
-// 8 and 16 that split the workload's heads; returns what was tried ("" for other plans, which keep one group).
-std::string choose_head_groups(planner::Plan& p, const planner::Topology& t, const planner::Workload& w,
-                               const simulator::Profile& prof, const simulator::SimOptions& opt);
 
 }  // namespace tasp::cli

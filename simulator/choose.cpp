@@ -1,0 +1,208 @@
+#include "simulator/choose.hpp"
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+
+#include "planner/head_parallel.hpp"
+#include "planner/layout.hpp"
+
+namespace tasp::simulator {
+
+using namespace tasp::planner;
+
+PlanOptions plan_options(const std::string& scheme, const Workload& w, const PlanChoices& h) {
+  PlanOptions o;
+  o.causal = w.causal;
+  o.workload = w;
+  o.ulysses = h.ulysses;
+  o.inner = h.inner == "auto" ? "hamilton" : h.inner;
+  o.head_groups = std::max(1, h.head_groups);
+  if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
+  o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
+  if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
+  if (h.head_groups < 0) throw InputError("--head-groups: must be 0 (choose) or a positive count");
+  if (scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;
+  return o;
+}
+
+std::vector<std::string> select_schemes(const std::string& list, const Topology& t, bool causal) {
+  std::vector<std::string> out;
+  if (list == "all") {
+    for (const auto& s : scheme_names())
+      if (scheme_applies(s, t, causal, nullptr)) out.push_back(s);
+    return out;
+  }
+  std::stringstream ss(list);
+  std::string s;
+  while (std::getline(ss, s, ',')) {
+    std::string why;
+    if (s.empty()) continue;
+    if (!scheme_applies(s, t, causal, &why)) throw InputError("--schemes: " + s + ": " + why);
+    out.push_back(s);
+  }
+  if (out.empty()) throw InputError("--schemes: no scheme named");
+  return out;
+}
+
+Profile choose_profile(const std::string& path, const Topology& t, std::ostream* log) {
+  if (!path.empty()) return load_profile(path);
+  std::string chosen;
+  Profile p = builtin_profile(t.name, &chosen);
+  if (log && chosen != t.name)
+    *log << "note: no profile for '" << t.name << "': using the built-in " << chosen << " profile (--profile to choose)\n";
+  return p;
+}
+
+namespace {
+
+// Plans `scheme` into r.plan: "" when the workload fits it, else why not (pieces, heads).
+std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const PlanChoices& head, SchemeRun& r) {
+  r.scheme = scheme;
+  r.plan = build_plan(t, scheme, plan_options(scheme, w, head));
+  std::string why = check_split(split_of(r.plan, w.S));
+  if (why.empty() && r.plan.ulysses > 1) why = check_head_groups(r.plan.ulysses, r.plan.head_groups, w);
+  return why;
+}
+
+// usp with the group size and scheme across groups that simulate fastest, simulated; an empty scheme when
+// none fits, and `why` says how the first one failed. Group sizes: the one given; on a cluster a node's GPUs
+// (the all-to-alls stay on NVSwitch and the NICs carry the fewest heads: smaller groups lost every case of
+// docs/measurements/scheme-tables.md, and searching them on 128 nodes tripled the time of `simulate`); on one
+// node every divisor >= 2 of its GPUs that leaves two groups. Pieces far below a kernel tile (128 keys) cannot win and cost the most to simulate (hamilton
+// across 128 groups: 127 rings of 4-token pieces): not tried. Causal ring across groups takes the zigzag
+// layout, so it is zigzag itself.
+SchemeRun best_usp(const Topology& t, const Workload& w, const Profile& prof, const SimOptions& opt,
+                   const PlanChoices& head, std::string* why) {
+  SchemeRun best;
+  std::string tried, first_no;
+  std::vector<int> sizes;
+  if (head.ulysses > 0) sizes = {head.ulysses};
+  else if (t.nodes >= 2) sizes = {t.gpus_per_node};
+  else
+    for (int u = 2; u <= t.ranks() / 2; ++u)
+      if (t.ranks() % u == 0 && check_heads(u, w).empty()) sizes.push_back(u);
+  if (sizes.empty()) {
+    *why = "no group size of at least 2 GPUs splits the heads (H=" + std::to_string(w.H) + ", Hkv=" + std::to_string(w.Hkv) + ")";
+    return best;
+  }
+  const std::vector<std::string> inners =
+      head.inner == "auto" ? std::vector<std::string>{"ring", "zigzag", "allgather", "hamilton", "two-level"}
+                           : std::vector<std::string>{head.inner};
+  for (int u : sizes)
+  for (const std::string& inner : inners) {
+    if (inner == "ring" && w.causal) continue;
+    PlanChoices h = head;
+    h.inner = inner, h.ulysses = u;
+    const std::string name = (sizes.size() > 1 ? std::to_string(u) + "x" : "") + inner;
+    SchemeRun r;
+    std::string no;
+    try {
+      no = plan_for(t, w, "usp", h, r);
+    } catch (const InputError& e) {
+      no = e.what();
+    }
+    if (!no.empty()) {
+      if (first_no.empty()) first_no = name + ": " + no;
+      continue;
+    }
+    const double piece_tokens =
+        double(w.S) / (double(r.plan.ranks) * r.plan.pieces_per_rank * (r.plan.layout == Layout::Contiguous ? 1 : 2));
+    if (r.plan.ranks > 1 && piece_tokens < 32) {
+      tried += (tried.empty() ? "" : ", ") + name + " not tried (" + std::to_string(long(piece_tokens)) + "-token pieces)";
+      continue;
+    }
+    r.sim = simulate(r.plan, t, w, prof, opt);
+    tried += (tried.empty() ? "" : ", ") + name + " " + std::to_string(r.sim.total_us / 1e3).substr(0, 7);
+    if (best.scheme.empty() || r.sim.total_us < best.sim.total_us) best = std::move(r), best.inner = inner;
+  }
+  if (!best.scheme.empty())
+    best.detail = "groups of " + std::to_string(best.plan.ulysses) + ", across them " + best.inner + " (tried" +
+                  (sizes.size() > 1 ? ", groups x scheme" : "") + ", ms: " + tried + ")";
+  else *why = first_no.empty() ? "no scheme across groups fits" : first_no;
+  return best;
+}
+
+}  // namespace
+
+std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const std::vector<std::string>& schemes,
+                                   const Profile& prof, const SimOptions& opt,
+                                   std::vector<Skipped>* skipped, const PlanChoices& head) {
+  std::vector<SchemeRun> runs;
+  std::string first_why;
+  for (const auto& s : schemes) {
+    SchemeRun r;
+    std::string why;
+    const bool search = s == "usp" && (head.inner == "auto" || head.ulysses == 0);
+    if (search) {
+      r = best_usp(t, w, prof, opt, head, &why);
+      if (!why.empty() && !skipped) throw InputError("usp: " + why);
+    } else {
+      why = plan_for(t, w, s, head, r);
+    }
+    if (!why.empty() && skipped) {
+      skipped->push_back({s, why});
+      if (first_why.empty()) first_why = s + ": " + why;
+      continue;
+    }
+    if (!search) {
+      if (head.head_groups == 0 && r.plan.ulysses > 1) r.detail = choose_head_groups(r.plan, t, w, prof, opt);
+      r.sim = simulate(r.plan, t, w, prof, opt);  // a misfit throws its own clear error
+    }
+    // Packed causal documents: zigzag shards balance each rank's total work, zigzag-docs ones each step's (every
+    // document split in 2n chunks), both spread every document over all ranks; contiguous ones keep short
+    // documents on one rank so that pruning drops their transfers. Which wins depends on the documents and
+    // the GPUs (docs/measurements/executor.md): simulate all three.
+    if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && r.plan.ranks > 1) {
+      auto ms = [](const SchemeRun& x) { return std::to_string(x.sim.total_us / 1e3).substr(0, 7); };
+      std::string tried = " (tried zigzag " + ms(r) + " ms";
+      for (Layout l : {Layout::ZigzagDocs, Layout::Contiguous}) {
+        if (s == "zigzag" && l == Layout::Contiguous) continue;  // the zigzag scheme is a zigzag layout
+        PlanOptions o = plan_options(s, w, head);
+        o.layout_given = true, o.layout = l;
+        SchemeRun c = r;
+        try {
+          c.plan = build_plan(t, s, o);
+        } catch (const InputError& e) {
+          tried += std::string(", ") + layout_name(l) + " does not fit";
+          continue;
+        }
+        c.sim = simulate(c.plan, t, w, prof, opt);
+        tried += std::string(", ") + layout_name(l) + " " + ms(c) + " ms";
+        if (c.sim.total_us < r.sim.total_us) r = std::move(c);
+      }
+      r.detail = std::string("layout ") + layout_name(r.plan.layout) + tried + ")";
+    }
+    runs.push_back(std::move(r));
+  }
+  if (runs.empty()) throw InputError("workload: no scheme fits it (" + first_why + ")");
+  return runs;
+}
+
+std::string choose_head_groups(Plan& p, const Topology& t, const Workload& w, const Profile& prof,
+                               const SimOptions& opt) {
+  if (p.ulysses < 2) return "";
+  std::string tried;
+  int best = 1;
+  double best_us = 0;
+  for (int g : {1, 2, 4, 8, 16}) {
+    if (!check_head_groups(p.ulysses, g, w).empty()) continue;
+    p.head_groups = g;
+    SimOptions o = opt;
+    o.max_timeline_cells = 0;
+    const double us = simulate(p, t, w, prof, o).total_us;
+    tried += (tried.empty() ? "" : ", ") + std::to_string(g) + ": " + std::to_string(us / 1e3).substr(0, 7);
+    if (g == 1 || us < best_us) best = g, best_us = us;
+  }
+  p.head_groups = best;
+  return "head groups " + std::to_string(best) + " (tried, ms: " + tried + ")";
+}
+
+size_t fastest(const std::vector<SchemeRun>& runs) {
+  size_t best = 0;
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].sim.total_us < runs[best].sim.total_us) best = i;
+  return best;
+}
+
+}  // namespace tasp::simulator

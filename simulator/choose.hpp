@@ -1,0 +1,59 @@
+#pragma once
+// Choosing by simulating: plan each scheme for a topology and workload, simulate it, and keep the fastest (tasp
+// simulate, plan --scheme auto, run's head groups, the C ABI's "auto"); also the planner options each scheme takes
+// and the machine profile. Pure but for reading a profile file.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "planner/schemes/schemes.hpp"
+#include "planner/workload.hpp"
+#include "simulator/engine.hpp"
+#include "simulator/profile.hpp"
+
+namespace tasp::simulator {
+
+struct SchemeRun {
+  std::string scheme;
+  std::string detail;  // what was chosen inside the scheme (usp: the scheme across groups), for people
+  std::string inner;   // usp: the scheme across groups it was simulated with
+  planner::Plan plan;
+  SimResult sim;
+};
+
+// How each scheme is planned for a workload: ring is plain ring attention (contiguous shards, also when
+// causal), zigzag its causal variant, the others take zigzag shards when causal.
+// The choices plan, simulate and run share: usp's group size (0: a node's GPUs) and scheme across groups
+// (--ulysses, --inner), head groups (--head-groups), and the memory a rank may keep (--memory-budget).
+struct PlanChoices {
+  int ulysses = 0;
+  std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
+  int head_groups = 0;         // Plan::head_groups; 0: the count the simulator finds fastest (a plan alone: 1)
+  double memory_budget_gib = 0;  // 0: none (planner::PlanOptions::memory_budget_bytes)
+};
+planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
+
+// "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
+std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);
+
+// Machine profile: a file, or the built-in one for the topology (named in `log`).
+Profile choose_profile(const std::string& path, const planner::Topology& t, std::ostream* log);
+
+// A scheme whose pieces do not fit the workload (more pieces than tokens, say) is an error, or, when
+// `skipped` is given (the "all" list), left out with the reason; an error still when none is left.
+struct Skipped {
+  std::string scheme, why;
+};
+std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Workload& w,
+                                   const std::vector<std::string>& schemes, const Profile& prof,
+                                   const SimOptions& opt, std::vector<Skipped>* skipped = nullptr,
+                                   const PlanChoices& head = {});
+// Index of the fastest run.
+size_t fastest(const std::vector<SchemeRun>& runs);
+
+// A head-parallel plan's head groups (Plan::head_groups) set to the count that simulates fastest among 1, 2, 4,
+// 8 and 16 that split the workload's heads; returns what was tried ("" for other plans, which keep one group).
+std::string choose_head_groups(planner::Plan& p, const planner::Topology& t, const planner::Workload& w,
+                               const Profile& prof, const SimOptions& opt);
+
+}  // namespace tasp::simulator
