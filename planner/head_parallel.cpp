@@ -110,7 +110,7 @@ Plan build_ulysses(const Topology& t, const PlanOptions& o) {
 
 Plan build_usp(const Topology& t, const std::string& inner, int u, const PlanOptions& opt) {
   const int n = t.ranks();
-  if (u < 1 || n % u) throw InputError(t.source + ": usp: " + std::to_string(n) + " GPUs do not form groups of " + std::to_string(u));
+  if (u < 1 || n % u) throw InputError(t.source + ": usp: ulysses " + std::to_string(u) + " does not divide the " + std::to_string(n) + " GPUs into groups");
   if (inner == "usp" || inner == "ulysses") throw InputError("usp: the scheme across groups must be a ring scheme, not " + inner);
   const int g = n / u;
   if (g < 2) throw InputError(t.source + ": usp needs at least two groups (use ulysses for one)");

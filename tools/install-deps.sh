@@ -3,7 +3,7 @@
 # expected to be on the machine already when the GPU parts are wanted; the CPU build works without them.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build libboost-dev libyaml-cpp-dev libcli11-dev libeigen3-dev
-      nlohmann-json3-dev libgtest-dev clang libclang-rt-dev)
+      nlohmann-json3-dev libgtest-dev clang libclang-rt-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,3 +13,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+"$(dirname "$0")/install-python.sh"

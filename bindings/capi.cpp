@@ -1,0 +1,222 @@
+// The C ABI (bindings/tasp.h) over the planner, the simulator's choices and the cpu backend. Every entry point
+// catches everything: an error becomes a status and a message for tasp_last_error(), never an exception across
+// the C boundary or an abort.
+#include "bindings/tasp.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "executor/backend.hpp"
+#include "executor/cuda_heads.hpp"
+#include "planner/head_parallel.hpp"
+#include "planner/layout.hpp"
+#include "planner/topology.hpp"
+#include "planner/verify_plan.hpp"
+#include "planner/workload.hpp"
+#include "simulator/choose.hpp"
+
+struct tasp_plan {
+  tasp::planner::Plan plan;
+  tasp::planner::Workload workload;
+  std::string json;
+};
+
+namespace tasp::bindings {
+namespace {
+
+thread_local std::string last_error;
+
+// Runs `f`, turning what it throws into a status and the thread's message.
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    last_error.clear();
+    return TASP_OK;
+  } catch (const planner::InputError& e) {
+    last_error = e.what();
+    return TASP_ERR_INPUT;
+  } catch (const std::invalid_argument& e) {
+    last_error = e.what();
+    return TASP_ERR_INPUT;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return TASP_ERR_RUNTIME;
+  } catch (...) {
+    last_error = "unknown error";
+    return TASP_ERR_RUNTIME;
+  }
+}
+
+void need(const void* p, const char* name) {
+  if (!p) throw std::invalid_argument(std::string(name) + ": must not be NULL");
+}
+
+struct Options {
+  simulator::PlanChoices choices;
+  std::string profile, layout;
+  planner::Passes passes{true, true};
+};
+
+Options parse_options(const char* text) {
+  Options o;
+  if (!text || !*text) return o;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw planner::InputError(std::string("options: not JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) throw planner::InputError("options: expected a JSON object");
+  for (const auto& [k, v] : j.items()) {
+    auto integer = [&] {
+      if (!v.is_number_integer() || v.get<long>() < 0) throw planner::InputError("options." + k + ": expected a non-negative integer");
+      return int(v.get<long>());
+    };
+    auto text_of = [&] {
+      if (!v.is_string()) throw planner::InputError("options." + k + ": expected a string");
+      return v.get<std::string>();
+    };
+    if (k == "profile") o.profile = text_of();
+    else if (k == "layout") o.layout = text_of();
+    else if (k == "inner") o.choices.inner = text_of();
+    else if (k == "ulysses") o.choices.ulysses = integer();
+    else if (k == "head_groups") o.choices.head_groups = integer();
+    else if (k == "memory_budget_gib") {
+      if (!v.is_number() || v.get<double>() < 0) throw planner::InputError("options.memory_budget_gib: expected a non-negative number");
+      o.choices.memory_budget_gib = v.get<double>();
+    } else if (k == "pass") {
+      if (!planner::parse_passes(text_of(), &o.passes) || !o.passes.fwd)
+        throw planner::InputError("options.pass: expected fwd or fwd+bwd");
+    } else {
+      throw planner::InputError("options." + k + ": unknown option (profile, layout, inner, ulysses, head_groups, "
+                                "memory_budget_gib, pass)");
+    }
+  }
+  return o;
+}
+
+// Each GPU's tokens of the sequence, in the order it holds them: its plan rank's shard, or with head parallelism
+// its part of its group's shard (executor/cuda_heads.hpp).
+nlohmann::json gpu_tokens(const planner::Plan& p, const planner::Workload& w) {
+  nlohmann::json all = nlohmann::json::array();
+  const int u = p.ulysses;
+  const planner::Workload sw = u > 1 ? planner::slot_workload(u, planner::head_group_workload(p.head_groups, w)) : w;
+  const executor::cuda::Geometry g = executor::cuda::make_geometry(p, sw);
+  for (int gpu = 0; gpu < p.gpus(); ++gpu) {
+    const int r = gpu / u;
+    std::vector<planner::Range> ranges = g.qranges[r];
+    if (u > 1) {
+      const executor::cuda::Part part = executor::cuda::token_part(g.qrows[r], u, gpu % u);
+      ranges = executor::cuda::shard_rows_tokens(g, r, part.begin, part.begin + part.size);
+    }
+    nlohmann::json mine = nlohmann::json::array();
+    for (const auto& x : ranges) mine.push_back({x.begin, x.end});
+    all.push_back(mine);
+  }
+  return all;
+}
+
+}  // namespace
+}  // namespace tasp::bindings
+
+using namespace tasp;
+using bindings::guarded;
+
+extern "C" int tasp_api_version(void) { return TASP_API_VERSION; }
+
+extern "C" const char* tasp_last_error(void) { return bindings::last_error.c_str(); }
+
+extern "C" int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
+                                tasp_plan** out) {
+  return guarded([&] {
+    bindings::need(topology, "topology"), bindings::need(scheme, "scheme"), bindings::need(workload, "workload");
+    bindings::need(out, "out");
+    *out = nullptr;
+    const bindings::Options o = bindings::parse_options(options_json);
+    auto h = std::make_unique<tasp_plan>();
+    h->workload = planner::parse_workload(workload);
+    const planner::Topology t = planner::load_topology(topology);
+    const simulator::Profile prof = simulator::choose_profile(o.profile, t, nullptr);
+    simulator::SimOptions so;
+    so.passes = o.passes;
+    so.max_timeline_cells = 0;
+    std::string s = scheme, detail;
+    double predicted = 0;
+    if (s == "auto") {
+      std::vector<simulator::Skipped> skipped;
+      auto runs = simulator::run_schemes(t, h->workload, simulator::select_schemes("all", t, h->workload.causal), prof, so,
+                                         &skipped, o.choices);
+      simulator::SchemeRun& best = runs[simulator::fastest(runs)];
+      h->plan = std::move(best.plan), s = best.scheme, detail = best.detail, predicted = best.sim.total_us;
+      std::string tried;
+      for (const auto& r : runs) tried += (tried.empty() ? "" : ", ") + r.scheme + " " + std::to_string(r.sim.total_us);
+      detail = "auto: fastest simulated (us: " + tried + ")" + (detail.empty() ? "" : "; " + detail);
+    } else {
+      planner::PlanOptions po = simulator::plan_options(s, h->workload, o.choices);
+      po.backward = o.passes.bwd;
+      if (!o.layout.empty()) {
+        if (!planner::parse_layout(o.layout, &po.layout)) throw planner::InputError("options.layout: expected contiguous, zigzag or zigzag-docs");
+        po.layout_given = true;
+      }
+      h->plan = planner::build_plan(t, s, po);
+      if (const std::string e = planner::check_split(planner::split_of(h->plan, h->workload.S)); !e.empty())
+        throw planner::InputError("workload: " + e);
+      if (h->plan.ulysses > 1) {
+        if (const std::string e = planner::check_head_groups(h->plan.ulysses, h->plan.head_groups, h->workload); !e.empty())
+          throw planner::InputError("workload: " + e);
+        if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
+      }
+      predicted = simulator::simulate(h->plan, t, h->workload, prof, so).total_us;
+    }
+    if (const std::string e = planner::verify_plan(h->plan); !e.empty()) throw std::logic_error("invalid plan: " + e);
+    const planner::Plan& p = h->plan;
+    nlohmann::json j = {{"scheme", s},
+                        {"ranks", p.ranks},
+                        {"gpus", p.gpus()},
+                        {"ulysses", p.ulysses},
+                        {"head_groups", p.head_groups},
+                        {"layout", planner::layout_name(p.layout)},
+                        {"causal", p.causal},
+                        {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},
+                        {"keeps_kv", p.has_backward && p.backward.keeps_kv},
+                        {"detail", detail},
+                        {"profile", prof.name},
+                        {"predicted_us", predicted},
+                        {"workload", planner::to_string(h->workload)},
+                        {"gpu_tokens", bindings::gpu_tokens(p, h->workload)}};
+    h->json = j.dump();
+    *out = h.release();
+  });
+}
+
+extern "C" void tasp_plan_destroy(tasp_plan* plan) { delete plan; }
+
+extern "C" const char* tasp_plan_json(const tasp_plan* plan) { return plan ? plan->json.c_str() : ""; }
+
+extern "C" int tasp_cpu_run(const tasp_plan* plan, int precision_bits, const double* q, const double* k, const double* v,
+                            const double* dout, double* out, double* lse, double* dq, double* dk, double* dv) {
+  return guarded([&] {
+    bindings::need(plan, "plan"), bindings::need(q, "q"), bindings::need(k, "k"), bindings::need(v, "v");
+    bindings::need(out, "out"), bindings::need(lse, "lse");
+    if (dout) bindings::need(dq, "dq"), bindings::need(dk, "dk"), bindings::need(dv, "dv");
+    if (precision_bits != 64 && precision_bits != 32) throw std::invalid_argument("precision_bits: 64 or 32");
+    if (dout && !plan->plan.has_backward) throw std::invalid_argument("dout: the plan has no backward (options.pass)");
+    const planner::Workload& w = plan->workload;
+    const size_t nq = size_t(w.B) * w.S * w.H * w.D, nk = size_t(w.B) * w.S * w.Hkv * w.D, nl = size_t(w.B) * w.S * w.H;
+    executor::Problem pr;
+    pr.w = w;
+    pr.q.assign(q, q + nq), pr.k.assign(k, k + nk), pr.v.assign(v, v + nk);
+    if (dout) pr.dout.assign(dout, dout + nq);
+    auto backend = executor::make_cpu_backend(precision_bits == 64 ? "fp64" : "fp32");
+    const executor::Result r = backend->run(plan->plan, pr, planner::Passes{true, dout != nullptr});
+    std::copy(r.out.begin(), r.out.end(), out);
+    std::copy(r.lse.begin(), r.lse.end(), lse);
+    if (r.out.size() != nq || r.lse.size() != nl) throw std::logic_error("cpu backend: unexpected output sizes");
+    if (dout) std::copy(r.dq.begin(), r.dq.end(), dq), std::copy(r.dk.begin(), r.dk.end(), dk), std::copy(r.dv.begin(), r.dv.end(), dv);
+  });
+}

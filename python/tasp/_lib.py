@@ -1,0 +1,61 @@
+"""The C ABI (bindings/tasp.h) through ctypes: no compile against Python or PyTorch, so one build serves every
+interpreter and framework version. The library is found at $TASP_LIBRARY, beside this package (pip install), or in
+the repository's build/ (a source checkout after tools/build.sh)."""
+import ctypes
+import os
+from pathlib import Path
+
+_NAME = "libtasp_c.so"
+
+
+def _candidates():
+    if os.environ.get("TASP_LIBRARY"):
+        yield Path(os.environ["TASP_LIBRARY"])
+    here = Path(__file__).resolve().parent
+    yield here / _NAME
+    for build in ("build", "build-cpu", "build-gpu"):
+        yield here.parents[1] / build / "bindings" / _NAME
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        tried.append(str(path))
+        if path.is_file():
+            lib = ctypes.CDLL(str(path))
+            break
+    else:
+        raise ImportError("tasp: the C library was not found (set TASP_LIBRARY, or build with tools/build.sh); tried "
+                          + ", ".join(tried))
+    c_double_p = ctypes.POINTER(ctypes.c_double)
+    lib.tasp_api_version.restype = ctypes.c_int
+    lib.tasp_last_error.restype = ctypes.c_char_p
+    lib.tasp_plan_create.argtypes = [ctypes.c_char_p] * 4 + [ctypes.POINTER(ctypes.c_void_p)]
+    lib.tasp_plan_create.restype = ctypes.c_int
+    lib.tasp_plan_destroy.argtypes = [ctypes.c_void_p]
+    lib.tasp_plan_json.argtypes = [ctypes.c_void_p]
+    lib.tasp_plan_json.restype = ctypes.c_char_p
+    lib.tasp_cpu_run.argtypes = [ctypes.c_void_p, ctypes.c_int] + [c_double_p] * 9
+    lib.tasp_cpu_run.restype = ctypes.c_int
+    if lib.tasp_api_version() != 1:
+        raise ImportError(f"tasp: {path} speaks C ABI version {lib.tasp_api_version()}, this package 1")
+    return lib
+
+
+lib = _load()
+
+OK, ERR_INPUT, ERR_RUNTIME = 0, 2, 3
+
+
+class TaspError(RuntimeError):
+    """Something failed inside tasp while running (CUDA, NCCL, a numeric check)."""
+
+
+def check(status, what):
+    """Raises for a C ABI status: ValueError for bad input (the message names the argument), TaspError else."""
+    if status == OK:
+        return
+    message = lib.tasp_last_error().decode()
+    if status == ERR_INPUT:
+        raise ValueError(f"{what}: {message}")
+    raise TaspError(f"{what}: {message}")
