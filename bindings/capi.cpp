@@ -72,7 +72,9 @@ Options parse_options(const char* text) {
     throw planner::InputError(std::string("options: not JSON (") + e.what() + ")");
   }
   if (!j.is_object()) throw planner::InputError("options: expected a JSON object");
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();
+    const nlohmann::json& v = item.value();  // named, not a structured binding: clang 14's C++17 lambdas cannot capture one
     auto integer = [&] {
       if (!v.is_number_integer() || v.get<long>() < 0) throw planner::InputError("options." + k + ": expected a non-negative integer");
       return int(v.get<long>());
