@@ -1,0 +1,81 @@
+// Fewest bytes: what each scheme's plan makes the busiest GPU send, forward and backward, against what the
+// problem needs. Every GPU must receive K/V of the other n-1 shards, so no token-moving forward sends less than
+// (n-1) K/V shards; a backward that keeps the forward's K/V needs only the others' dK/dV partial sums back
+// ((n-1) shards at the accumulator's width); Ulysses moves (n-1)/n of the GPU's Q, K, V, O shards forward and of
+// dO, dQ, dK, dV backward.
+#include <gtest/gtest.h>
+#include <algorithm>
+#include <string>
+#include "planner/schemes/schemes.hpp"
+#include "simulator/choose.hpp"
+#include "simulator/engine.hpp"
+#include "simulator/profile.hpp"
+
+using namespace tasp;
+
+namespace {
+
+struct PassBytes {
+  double fwd = 0, bwd = 0;
+};
+
+// The busiest GPU's bytes per pass, read off the timeline the simulator writes (what `tasp run` reports too).
+PassBytes busiest(const planner::Timeline& t) {
+  PassBytes b;
+  for (const auto& rank : t.per_rank) {
+    PassBytes mine;
+    for (size_t s = 0; s < rank.size(); ++s) (t.backward_step(int(s)) ? mine.bwd : mine.fwd) += rank[s].bytes;
+    b.fwd = std::max(b.fwd, mine.fwd), b.bwd = std::max(b.bwd, mine.bwd);
+  }
+  return b;
+}
+
+PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr) {
+  const auto prof = simulator::builtin_profile("h200-hgx-8");
+  const auto t = planner::load_topology("complete:" + std::to_string(n));
+  planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w));
+  simulator::SimOptions so;
+  so.passes = {true, true};
+  const PassBytes b = busiest(simulator::simulate(p, t, w, prof, so).timeline);
+  if (plan) *plan = std::move(p);
+  return b;
+}
+
+}  // namespace
+
+TEST(Bytes, EverySchemeAgainstTheMinimum) {
+  const planner::Workload w = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
+  for (int n : {2, 4, 8}) {
+    const double shard = double(w.S) / n * w.D * 2;  // one head's bf16 rows of a GPU's shard
+    const double kv = 2 * w.Hkv * shard;              // its K and V
+    for (const std::string s : {"ring", "zigzag", "allgather", "hamilton"}) {
+      SCOPED_TRACE(s + " on " + std::to_string(n));
+      planner::Plan p;
+      const PassBytes b = sent(s, n, w, &p);
+      const double grad = kv * p.accumulator_bytes / 2;
+      EXPECT_NEAR(b.fwd, (n - 1) * kv, 1e-6 * kv);
+      if (p.backward.keeps_kv) {
+        EXPECT_NEAR(b.bwd, (n - 1) * grad, 1e-6 * kv);                  // the minimum
+      } else {
+        // Ring-flow backwards send the K/V again and carry each accumulator home: n-1 K/V hops, n accumulator hops.
+        EXPECT_NEAR(b.bwd, (n - 1) * kv + n * grad, 1e-6 * kv);
+      }
+    }
+    SCOPED_TRACE("ulysses on " + std::to_string(n));
+    const PassBytes u = sent("ulysses", n, w);
+    EXPECT_NEAR(u.fwd, (n - 1.0) / n * shard * (w.H + 2 * w.Hkv + w.H), 1e-6 * kv);
+    // Backward: the forward's head-layout Q, K, V, O stay; dO goes in, dQ, dK, dV come out (16 bits).
+    EXPECT_NEAR(u.bwd, (n - 1.0) / n * shard * (w.H + w.H + 2 * w.Hkv), 1e-6 * kv);
+  }
+}
+
+// allgather's default backward keeps the forward's K/V and sends bf16 partial sums: the least any token-moving
+// backward can send, and (n-1)/(n-1+n*2) of what a ring's backward sends with fp32 accumulators.
+TEST(Bytes, AllgatherBackwardSendsOnlyTheOthersPartialSums) {
+  const planner::Workload w = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
+  planner::Plan ag, ring;
+  const PassBytes a = sent("allgather", 8, w, &ag), r = sent("ring", 8, w, &ring);
+  EXPECT_TRUE(ag.backward.keeps_kv);
+  EXPECT_EQ(ag.accumulator_bytes, 2);
+  EXPECT_NEAR(a.bwd / r.bwd, 7.0 / (7 + 8 * ring.accumulator_bytes / 2.0), 1e-9);
+}
