@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+tools/install-python.sh   # PyTorch and pytest in .venv, for tests/python (registered when .venv exists)
 tools/build.sh
 ctest --test-dir build -j "$(nproc)" --output-on-failure --timeout 600 | grep -vE "^ *Start +[0-9]+:|^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* (Passed|Skipped)"
 tools/cpu-check.sh
