@@ -58,7 +58,7 @@ void need(const void* p, const char* name) {
 
 struct Options {
   simulator::PlanChoices choices;
-  std::string profile, layout;
+  std::string profile;
   planner::Passes passes{true, true};
 };
 
@@ -84,7 +84,11 @@ Options parse_options(const char* text) {
       return v.get<std::string>();
     };
     if (k == "profile") o.profile = text_of();
-    else if (k == "layout") o.layout = text_of();
+    else if (k == "layout") {
+      planner::Layout l;
+      if (!planner::parse_layout(o.choices.layout = text_of(), &l))
+        throw planner::InputError("options.layout: expected contiguous, zigzag or zigzag-docs");
+    }
     else if (k == "inner") o.choices.inner = text_of();
     else if (k == "ulysses") o.choices.ulysses = integer();
     else if (k == "head_groups") o.choices.head_groups = integer();
@@ -161,18 +165,9 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     } else {
       planner::PlanOptions po = simulator::plan_options(s, h->workload, o.choices);
       po.backward = o.passes.bwd;
-      if (!o.layout.empty()) {
-        if (!planner::parse_layout(o.layout, &po.layout)) throw planner::InputError("options.layout: expected contiguous, zigzag or zigzag-docs");
-        po.layout_given = true;
-      }
       h->plan = planner::build_plan(t, s, po);
-      if (const std::string e = planner::check_split(planner::split_of(h->plan, h->workload.S)); !e.empty())
-        throw planner::InputError("workload: " + e);
-      if (h->plan.ulysses > 1) {
-        if (const std::string e = planner::check_head_groups(h->plan.ulysses, h->plan.head_groups, h->workload); !e.empty())
-          throw planner::InputError("workload: " + e);
-        if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
-      }
+      if (const std::string e = simulator::misfit(h->plan, h->workload); !e.empty()) throw planner::InputError("workload: " + e);
+      if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
       predicted = simulator::simulate(h->plan, t, h->workload, prof, so).total_us;
     }
     if (const std::string e = planner::verify_plan(h->plan); !e.empty()) throw std::logic_error("invalid plan: " + e);

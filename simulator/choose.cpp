@@ -23,6 +23,10 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
   if (h.head_groups < 0) throw InputError("--head-groups: must be 0 (choose) or a positive count");
   if (scheme == "ring") o.layout_given = true, o.layout = Layout::Contiguous;
+  if (!h.layout.empty()) {
+    if (!parse_layout(h.layout, &o.layout)) throw InputError("layout: expected contiguous, zigzag or zigzag-docs, got '" + h.layout + "'");
+    o.layout_given = true;
+  }
   return o;
 }
 
@@ -54,15 +58,19 @@ Profile choose_profile(const std::string& path, const Topology& t, std::ostream*
   return p;
 }
 
+std::string misfit(const Plan& p, const Workload& w) {
+  std::string why = check_split(split_of(p, w.S));
+  if (why.empty() && p.ulysses > 1) why = check_head_groups(p.ulysses, p.head_groups, w);
+  return why;
+}
+
 namespace {
 
 // Plans `scheme` into r.plan: "" when the workload fits it, else why not (pieces, heads).
 std::string plan_for(const Topology& t, const Workload& w, const std::string& scheme, const PlanChoices& head, SchemeRun& r) {
   r.scheme = scheme;
   r.plan = build_plan(t, scheme, plan_options(scheme, w, head));
-  std::string why = check_split(split_of(r.plan, w.S));
-  if (why.empty() && r.plan.ulysses > 1) why = check_head_groups(r.plan.ulysses, r.plan.head_groups, w);
-  return why;
+  return misfit(r.plan, w);
 }
 
 // usp with the group size and scheme across groups that simulate fastest, simulated; an empty scheme when
@@ -153,7 +161,8 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
     // document split in 2n chunks), both spread every document over all ranks; contiguous ones keep short
     // documents on one rank so that pruning drops their transfers. Which wins depends on the documents and
     // the GPUs (docs/measurements/executor.md): simulate all three.
-    if (!search && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag && r.plan.ranks > 1) {
+    if (!search && head.layout.empty() && w.causal && w.packed() && !w.windowed() && r.plan.layout == Layout::Zigzag &&
+        r.plan.ranks > 1) {
       auto ms = [](const SchemeRun& x) { return std::to_string(x.sim.total_us / 1e3).substr(0, 7); };
       std::string tried = " (tried zigzag " + ms(r) + " ms";
       for (Layout l : {Layout::ZigzagDocs, Layout::Contiguous}) {

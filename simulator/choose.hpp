@@ -30,8 +30,13 @@ struct PlanChoices {
   std::string inner = "auto";  // auto: simulate/auto try every one; a plan alone takes hamilton
   int head_groups = 0;         // Plan::head_groups; 0: the count the simulator finds fastest (a plan alone: 1)
   double memory_budget_gib = 0;  // 0: none (planner::PlanOptions::memory_budget_bytes)
+  std::string layout;            // contiguous | zigzag | zigzag-docs; "": the scheme's own (and, for packed causal
+                                 // documents, the fastest of the three)
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
+
+// "" when workload `w` fits plan `p` (its pieces hold tokens, its head-parallel groups split the heads), else why not.
+std::string misfit(const planner::Plan& p, const planner::Workload& w);
 
 // "all" or a comma list; "all" keeps the schemes that apply, a named one that does not is an error.
 std::vector<std::string> select_schemes(const std::string& list, const planner::Topology& t, bool causal);

@@ -31,3 +31,9 @@ def test_shard_unshard_round_trip(scheme, workload, options):
 def test_zigzag_pairs_chunks_from_both_ends():
     p = tasp.Plan("complete:2", "zigzag", "B=1,S=16,H=2,D=8,causal")
     assert p.tokens(0) == [(0, 4), (12, 16)] and p.tokens(1) == [(4, 8), (8, 12)]
+
+
+def test_a_given_layout_holds_for_auto_too():
+    for scheme in ("auto", "allgather"):
+        p = tasp.Plan("complete:4", scheme, "B=1,S=4096,H=32,Hkv=8,D=128,causal,docs=1000+3096", layout="contiguous")
+        assert p.info["layout"] == "contiguous", scheme
