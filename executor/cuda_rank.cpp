@@ -93,23 +93,20 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   for (const auto& tr : pw.steps[t].transfers) moves = moves || tr.src == r || tr.dst == r;
   const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
   const size_t own = se * g.P;  // elements of this rank's pieces (or of one owner's accumulators)
-  if (!moves) {
-    TASP_CUDA(cudaEventRecord(e[0], x.compute));
-    TASP_CUDA(cudaEventRecord(e[1], x.compute));
-  } else if (how == Exchange::AllGather) {
+  const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+  // The transfer interval [e0, e1]: on the comm stream after the previous step when this rank moves something,
+  // else an empty one on the compute stream.
+  const cudaStream_t on = moves ? x.comm : x.compute;
+  if (moves) TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+  TASP_CUDA(cudaEventRecord(e[0], on));
+  if (moves && how == Exchange::AllGather) {
     // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
-    const ncclDataType_t t16 = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
-    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
-    TASP_CUDA(cudaEventRecord(e[0], x.comm));
-    TASP_NCCL(ncclAllGather(kv + own * r, kv, own, t16, x.nccl, x.comm));
-    TASP_CUDA(cudaEventRecord(e[1], x.comm));
-  } else if (how == Exchange::ReduceScatter) {
+    TASP_NCCL(ncclAllGather(kv + own * r, kv, own, kv_type, x.nccl, x.comm));
+  } else if (moves && how == Exchange::ReduceScatter) {
     // Every owner's accumulators in its block of rs_send (this rank's own block zero: its own accumulators are being
     // computed beside), summed across ranks into rs_recv: what the others added to this rank's pieces.
     const size_t bytes = size_t(pw.accumulator_bytes);
     auto* send = static_cast<char*>(buf.rs_send);
-    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
-    TASP_CUDA(cudaEventRecord(e[0], x.comm));
     TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
     for (const auto& tr : pw.steps[t].transfers) {
       if (tr.src != r) continue;
@@ -119,10 +116,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
     TASP_NCCL(ncclReduceScatter(send, buf.rs_recv, own, half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
-    TASP_CUDA(cudaEventRecord(e[1], x.comm));
-  } else {
-    TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
-    TASP_CUDA(cudaEventRecord(e[0], x.comm));
+  } else if (moves) {
     // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
     // made in), received ones land in staging and are added after the step (below).
     int sends16 = 0;
@@ -144,14 +138,13 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         if (tr.dst == r)
           TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
       } else {
-        const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
-        if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, t, tr.dst, x.nccl, x.comm));
-        if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, t, tr.src, x.nccl, x.comm));
+        if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
       }
     }
     TASP_NCCL(ncclGroupEnd());
-    TASP_CUDA(cudaEventRecord(e[1], x.comm));
   }
+  TASP_CUDA(cudaEventRecord(e[1], on));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
   for (int slot : s.grad_zero) TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
