@@ -425,16 +425,7 @@ void add_all_to_alls(SimResult& r, const Network& net, const CommProfile& cp, do
     }
   };
   for (int g = 0; g < G; ++g) transfer_only(g * tin, in_end[g], (p.ulysses - 1) * in_bytes);
-  for (int g = 0; g < G; ++g) {
-    planner::Timeline shifted = one;
-    for (auto& row : shifted.per_rank)
-      for (auto& st : row)
-        for (double* v : {&st.comm_start_us, &st.comm_end_us, &st.compute_start_us, &st.compute_end_us, &st.post_start_us,
-                          &st.post_end_us})
-          *v += c_start[g];
-    for (size_t k = 0; k < tl.per_rank.size(); ++k)
-      tl.per_rank[k].insert(tl.per_rank[k].end(), shifted.per_rank[k].begin(), shifted.per_rank[k].end());
-  }
+  for (int g = 0; g < G; ++g) tl.append(one, c_start[g]);
   for (int g = 0; g < G; ++g) transfer_only(o_start[g], o_end[g], (p.ulysses - 1) * out_bytes);
   r.timeline = std::move(tl);
   const double comm_one = r.comm_us;
