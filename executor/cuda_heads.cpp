@@ -132,7 +132,8 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
       for (int kv = 0; kv < 2; ++kv)
         x.fwd_in.pack.push_back(block({at(kv ? sb.v : sb.k, kc, 2), e16, chunk * HkvD, HkvD},
                                       at(send_q, n_q + kv * n_kv, 2), e16, chunk * hkv, hkv, B, own.size, hkv));
-      x.bwd_in.pack.push_back(block({at(sb.dout, qc, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
+      if (!grad_final.empty())  // a forward alone has no dO
+        x.bwd_in.pack.push_back(block({at(sb.dout, qc, 2), e16, chunk * HD, HD}, send_o, e16, chunk * hq, hq, B, own.size, hq));
     }
     if (theirs.size > 0) {
       x.fwd_in.unpack[0].push_back(block({recv_q, e16, chunk * hq, hq}, at(b.q, theirs.begin * hq, 2), e16, rows * hq, hq, B, theirs.size, hq));
@@ -141,7 +142,8 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
           x.fwd_in.unpack[0].push_back(block({at(recv_q, n_q + kv * n_kv + run.part_off * hkv, 2), e16, chunk * hkv, hkv},
                                           at(b.kv, se * run.piece + kv * g.half_slot() + run.piece_off * hkv, 2), e16,
                                           g.max_piece * hkv, hkv, B, run.len, hkv));
-      x.bwd_in.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(b.dout, theirs.begin * hq, 2), e16, rows * hq, hq, B, theirs.size, hq));
+      if (!grad_final.empty())
+        x.bwd_in.unpack[0].push_back(block({recv_o, e16, chunk * hq, hq}, at(b.dout, theirs.begin * hq, 2), e16, rows * hq, hq, B, theirs.size, hq));
     }
     // Out (forward O; backward dQ, dK, dV): peer j's part's rows of my heads go to j; from j come my part's
     // rows of j's heads.

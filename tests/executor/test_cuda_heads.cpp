@@ -281,6 +281,35 @@ TEST(CudaHeads, ExchangesPutEveryHeadAndTokenInPlace) {
   EXPECT_GE(checked[2], 5) << "too few cases split into two head groups";
 }
 
+// A forward alone (no backward buffers: dO, dQ, dK, dV null) has forward copy lists only, and each passes the
+// descriptor check the cuda backend applies before launching (a forward-only Ulysses once failed it on dO).
+TEST(CudaHeads, ForwardAloneNeedsNoBackwardBuffers) {
+  using namespace executor::cuda;
+  PlanOptions o;
+  o.causal = true;
+  const Plan p = build_plan(load_topology("complete:4"), "ulysses", o);
+  Workload w;
+  w.B = 2, w.S = 48, w.H = 8, w.Hkv = 2, w.D = 8, w.causal = true;
+  const Workload sw = slot_workload(p.ulysses, w);
+  const Geometry g = make_geometry(p, sw);
+  const size_t count = a2a_max_count(g, w, p.ulysses), big = size_t(w.B) * w.S * w.H * w.D * 4;
+  for (int x = 0; x < p.gpus(); ++x) {
+    Gpu G;
+    SeqBuffers& s = G.s;
+    s.q = G.take(big), s.k = G.take(big), s.v = G.take(big), s.out = G.take(big);
+    s.send = G.take(p.ulysses * count * 2), s.recv = G.take(p.ulysses * count * 2);
+    RankBuffers b;
+    b.q = G.take(big), b.kv = G.take(big * g.P), b.out = static_cast<float*>(G.take(big));
+    const HeadExchange hx = make_head_exchange(g, w, p.ulysses, x / p.ulysses, x % p.ulysses, b, s, {}, layer_side(w, 1, 0));
+    EXPECT_TRUE(hx.bwd_in.pack.empty() && hx.bwd_in.unpack[0].empty() && hx.bwd_out.pack.empty());
+    for (const A2a* a : {&hx.fwd_in, &hx.fwd_out}) {
+      EXPECT_FALSE(a->pack.empty());
+      EXPECT_NO_THROW(kernels::check_copies(a->pack));
+      for (const auto& wave : a->unpack) EXPECT_NO_THROW(kernels::check_copies(wave));
+    }
+  }
+}
+
 // Collective exchanges: allgather's gather and reduce-scatter steps are recognised (and nothing else is), and K/V
 // slots laid out by owner put every piece at owner * P + piece, the forward's kept ones too.
 TEST(CudaExchange, AllGatherAndReduceScatterSteps) {

@@ -10,7 +10,7 @@
 #   FABRIC=nvlink|shm|socket: NCCL forced off NVLink (a slow fabric on any 2+ GPU host), for tasp and PyTorch alike.
 #   HEAT_MS (2000), KERNELS (cudnn; "cudnn,fa2" adds FlashAttention-2 baselines), BASELINES (ring,ulysses,allgather),
 #   PROFILE (the shipped profile of the GPU kind), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
-#   options, e.g. --collectives).
+#   options, e.g. --collectives or --check), BASELINES=none (tasp alone).
 # Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report/ (tasp report).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -25,6 +25,13 @@ cfgs=()
 for a in "$@"; do
   case $a in set:*) cfgs+=($(workload_set "${a#set:}")) || exit 2 ;; *) cfgs+=("$a") ;; esac
 done
+# baselines -w W...: the PyTorch baselines on these workloads, appended to baseline.csv (BASELINES=none: none).
+baselines() {
+  [ "${BASELINES:-}" = none ] && return 0
+  timeout 600 python3 tools/gpu/lib/torch_ring.py "$@" --kernel "${KERNELS:-cudnn}" --algo "${BASELINES:-ring,ulysses,allgather}" \
+    --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
+  [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
+}
 echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
@@ -36,9 +43,7 @@ for w in "${cfgs[@]}"; do
     p=$(predict_ms -t $TOPO "${args[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-}" | tee -a "$OUT/runs.csv"
   done
-  timeout 600 python3 tools/gpu/lib/torch_ring.py -w "$w" --kernel "${KERNELS:-cudnn}" --algo "${BASELINES:-ring,ulysses,allgather}" \
-    --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
-  [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
+  baselines -w "$w"
 done
 python3 - "$OUT/runs.csv" "$OUT/baseline.csv" "$PASS" <<'PY' | tee "$OUT/best.md"
 import csv, sys

@@ -19,7 +19,8 @@ case ${FABRIC:-nvlink} in
   *) echo "FABRIC=$FABRIC: expected nvlink, shm or socket" >&2; exit 2 ;;
 esac
 
-# The shipped profile of this machine's GPU kind (PROFILE overrides): the H100 one on H100s, else the H200 one; on the
+# The shipped profile of this machine's GPU kind (PROFILE overrides): the H100 one on H100s, else the H200 box's of this
+# size (h200-hgx-4 on 4 GPUs, else h200-hgx-8); on the
 # socket fabric of 2 GPUs its own machine file and profile (fitted there: docs/measurements/fabrics.md).
 if [ "${FABRIC:-nvlink}" = socket ] && [ "$N" = 2 ]; then
   TOPO=${TOPO_SOCKET:-topologies/h100x2-socket.yaml}
@@ -27,7 +28,8 @@ if [ "${FABRIC:-nvlink}" = socket ] && [ "$N" = 2 ]; then
 fi
 if [ -z "${PROFILE:-}" ]; then
   case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1) in
-    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;; *) PROFILE=topologies/h200-hgx-8.profile.yaml ;;
+    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;;
+    *) PROFILE=topologies/h200-hgx-8.profile.yaml; [ -f "topologies/$TOPO.profile.yaml" ] && PROFILE=topologies/$TOPO.profile.yaml ;;
   esac
 fi
 

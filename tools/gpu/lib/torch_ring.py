@@ -308,11 +308,10 @@ def heat(fn, heat_ms):
     torch.cuda.synchronize()
 
 
-def worker(rank, n, args, port, q_out):
+def worker(rank, n, args, port):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", rank))
-    rows = []
     for text in args.workload:
         w = parse(text)
         B, S, H, Hkv, D, causal = w["B"], w["S"], w["H"], w["Hkv"], w["D"], w["causal"]
@@ -373,8 +372,10 @@ def worker(rank, n, args, port, q_out):
                             res["err_" + name] = ((x - r).norm() / r.norm()).item()
             except Exception as e:  # a kernel that refuses the shape
                 res["error"] = str(e).splitlines()[0][:120]
+            if rank == 0 and args.csv and "error" not in res:  # row by row: a run cut short keeps what it measured
+                with open(args.csv, "a") as f:
+                    f.write(f"\"{text}\",{kernel},{res['algo']},{res['fwd_ms']},{res['fwd_bwd_ms']},{n}\n")
             if rank == 0:
-                rows.append(res)
                 errs = " ".join(f"{k[4:]} {v:.1e}" for k, v in res.items() if k.startswith("err_"))
                 if "error" in res:
                     print(f"  {text:32} {kernel:6} error: {res['error']}", flush=True)
@@ -382,8 +383,6 @@ def worker(rank, n, args, port, q_out):
                     print(f"  {text:32} {kernel:6} {res['algo']:7} fwd {res['fwd_ms']:9.3f} ms  fwd+bwd "
                           f"{res['fwd_bwd_ms']:9.3f} ms  {errs}", flush=True)
             torch.cuda.empty_cache()
-    if rank == 0:
-        q_out.put(rows)
     dist.destroy_process_group()
 
 
@@ -405,21 +404,17 @@ def main():
             sys.exit(f"{text}: S must split into {2 * n if w['causal'] else n} equal chunks")
     print(f"# torch_ring: {n} x {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, median of {a.iters}, "
           f"slowest rank")
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = 29500 + os.getpid() % 1000
-    procs = [ctx.Process(target=worker, args=(r, n, a, port, q)) for r in range(n)]
-    for p in procs:
-        p.start()
-    rows = q.get()
-    for p in procs:
-        p.join()
     if a.csv:
         with open(a.csv, "w") as f:
             f.write("config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks\n")
-            for r in rows:
-                if "error" not in r:
-                    f.write(f"\"{r['workload']}\",{r['kernel']},{r['algo']},{r['fwd_ms']},{r['fwd_bwd_ms']},{r['ranks']}\n")
+    ctx = mp.get_context("spawn")
+    port = 29500 + os.getpid() % 1000
+    procs = [ctx.Process(target=worker, args=(r, n, a, port)) for r in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    sys.exit(max(p.exitcode for p in procs))
 
 
 if __name__ == "__main__":
