@@ -12,6 +12,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cuda_heads.hpp"
+#include "executor/rank_session.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
@@ -23,6 +24,10 @@ struct tasp_plan {
   tasp::planner::Plan plan;
   tasp::planner::Workload workload;
   std::string json;
+};
+
+struct tasp_rank {
+  tasp::executor::RankSessionPtr session;
 };
 
 namespace tasp::bindings {
@@ -58,7 +63,7 @@ void need(const void* p, const char* name) {
 
 struct Options {
   simulator::PlanChoices choices;
-  std::string profile;
+  std::string profile, schemes = "all";
   planner::Passes passes{true, true};
 };
 
@@ -84,6 +89,7 @@ Options parse_options(const char* text) {
       return v.get<std::string>();
     };
     if (k == "profile") o.profile = text_of();
+    else if (k == "schemes") o.schemes = text_of();
     else if (k == "layout") {
       planner::Layout l;
       if (!planner::parse_layout(o.choices.layout = text_of(), &l))
@@ -99,8 +105,8 @@ Options parse_options(const char* text) {
       if (!planner::parse_passes(text_of(), &o.passes) || !o.passes.fwd)
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
-      throw planner::InputError("options." + k + ": unknown option (profile, layout, inner, ulysses, head_groups, "
-                                "memory_budget_gib, pass)");
+      throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
+                                "head_groups, memory_budget_gib, pass)");
     }
   }
   return o;
@@ -155,7 +161,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     double predicted = 0;
     if (s == "auto") {
       std::vector<simulator::Skipped> skipped;
-      auto runs = simulator::run_schemes(t, h->workload, simulator::select_schemes("all", t, h->workload.causal), prof, so,
+      auto runs = simulator::run_schemes(t, h->workload, simulator::select_schemes(o.schemes, t, h->workload.causal), prof, so,
                                          &skipped, o.choices);
       simulator::SchemeRun& best = runs[simulator::fastest(runs)];
       h->plan = std::move(best.plan), s = best.scheme, detail = best.detail, predicted = best.sim.total_us;
@@ -215,5 +221,53 @@ extern "C" int tasp_cpu_run(const tasp_plan* plan, int precision_bits, const dou
     std::copy(r.lse.begin(), r.lse.end(), lse);
     if (r.out.size() != nq || r.lse.size() != nl) throw std::logic_error("cpu backend: unexpected output sizes");
     if (dout) std::copy(r.dq.begin(), r.dq.end(), dq), std::copy(r.dk.begin(), r.dk.end(), dk), std::copy(r.dv.begin(), r.dv.end(), dv);
+  });
+}
+
+extern "C" int tasp_nccl_id(unsigned char* id) {
+  return guarded([&] {
+    bindings::need(id, "id");
+    executor::make_nccl_id(id);
+  });
+}
+
+extern "C" int tasp_rank_create(const tasp_plan* plan, int rank, int device, const unsigned char* id, int timeout_s,
+                                tasp_rank** out) {
+  return guarded([&] {
+    bindings::need(plan, "plan"), bindings::need(id, "id"), bindings::need(out, "out");
+    *out = nullptr;
+    auto h = std::make_unique<tasp_rank>();
+    h->session = executor::open_rank_session(plan->plan, plan->workload, rank, device, id, timeout_s);
+    *out = h.release();
+  });
+}
+
+extern "C" void tasp_rank_destroy(tasp_rank* rank) { delete rank; }
+
+extern "C" int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
+                                 void* stream) {
+  return guarded([&] {
+    bindings::need(rank, "rank");
+    executor::ShardTensors t;
+    t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse;
+    executor::session_forward(*rank->session, t, stream);
+  });
+}
+
+extern "C" int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
+                                  const float* lse, const void* dout, void* dq, void* dk, void* dv, void* stream) {
+  return guarded([&] {
+    bindings::need(rank, "rank");
+    executor::ShardTensors t;
+    t.q = q, t.k = k, t.v = v, t.out = const_cast<void*>(out), t.lse = const_cast<float*>(lse), t.dout = dout;
+    t.dq = dq, t.dk = dk, t.dv = dv;
+    executor::session_backward(*rank->session, t, stream);
+  });
+}
+
+extern "C" int tasp_rank_wait(tasp_rank* rank) {
+  return guarded([&] {
+    bindings::need(rank, "rank");
+    executor::session_wait(*rank->session);
   });
 }

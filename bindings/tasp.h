@@ -1,5 +1,6 @@
-/* tasp's C ABI: plans chosen by the simulator, and the whole problem run through a plan on the CPU (the exact
- * backend, for tests of everything above it). Every function returns TASP_OK or an error code; tasp_last_error()
+/* tasp's C ABI: plans chosen by the simulator; the whole problem run through a plan on the CPU (the exact
+ * backend, for tests of everything above it); and one rank of a plan inside a training process, on the caller's
+ * GPU tensors and CUDA stream (CUDA builds). Every function returns TASP_OK or an error code; tasp_last_error()
  * then says why, naming the argument or field. Nothing aborts, nothing is printed. Plain C, so that Python
  * (ctypes), another framework's FFI or a C++ trainer can call it without compiling against tasp. */
 #ifndef TASP_H
@@ -11,7 +12,7 @@
 extern "C" {
 #endif
 
-#define TASP_API_VERSION 1
+#define TASP_API_VERSION 2
 
 #if defined(TASP_C_BUILD) && defined(__GNUC__)
 #define TASP_API __attribute__((visibility("default")))
@@ -26,6 +27,7 @@ enum tasp_status {
 };
 
 typedef struct tasp_plan tasp_plan;
+typedef struct tasp_rank tasp_rank;
 
 TASP_API int tasp_api_version(void);
 /* The calling thread's last error message ("" after a success). */
@@ -34,7 +36,8 @@ TASP_API const char* tasp_last_error(void);
 /* A plan for `topology` (a machine file or complete:N, cluster:UxM, ...), `scheme` (ring, zigzag, allgather,
  * hamilton, two-level, ulysses, usp, or auto: the fastest the simulator finds) and `workload`
  * ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]"). `options_json`: NULL or a JSON object with
- * any of "profile" (a profile file for the simulator's choices), "ulysses", "inner", "head_groups",
+ * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
+ * a comma list), "ulysses", "inner", "head_groups",
  * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
@@ -50,6 +53,34 @@ TASP_API const char* tasp_plan_json(const tasp_plan* plan);
  * (non-NULL) the backward too, writing dq, dk, dv (shaped as q, k, v). */
 TASP_API int tasp_cpu_run(const tasp_plan* plan, int precision_bits, const double* q, const double* k, const double* v,
                  const double* dout, double* out, double* lse, double* dq, double* dk, double* dv);
+
+/* ---- One rank of a plan in a training process (one process per GPU; builds without CUDA return TASP_ERR_RUNTIME).
+ * The plan's workload is the whole sequence; each rank holds its shard with tokens in the order gpu_tokens lists
+ * for its GPU (tasp.Plan.shard lays a tensor out so). Tensors are device addresses on the rank's GPU, contiguous:
+ * q, out, dout, dq [B][rows][H][D]; k, v, dk, dv [B][rows][Hkv][D], bf16 (fp16 with the workload's fp16);
+ * lse fp32 [B][H][rows]. `stream` is a cudaStream_t (NULL: the legacy default stream); the work is enqueued after
+ * what the stream holds, and the stream's later work waits for it: no call waits on the host but tasp_rank_wait.
+ * The same rank object serves every layer of that shape: each call reads only its arguments. */
+
+#define TASP_NCCL_ID_BYTES 128
+/* A new NCCL unique id for a group of ranks: made on one rank, given to the others by the caller. */
+TASP_API int tasp_nccl_id(unsigned char* id);
+/* Rank `rank` of `plan` on CUDA device `device`, in the group of `id`; every rank of the plan calls it together (it
+ * returns when all have joined). `timeout_s` (0: 60) bounds tasp_rank_wait. Head-parallel plans (ulysses, usp) are
+ * not run this way yet (TASP_ERR_INPUT). */
+TASP_API int tasp_rank_create(const tasp_plan* plan, int rank, int device, const unsigned char* id, int timeout_s,
+                              tasp_rank** out);
+TASP_API void tasp_rank_destroy(tasp_rank* rank);
+/* The forward: reads q, k, v; writes out and lse. */
+TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
+                               void* stream);
+/* The backward of a forward with these q, k, v, out, lse (the plan made with "pass": "fwd+bwd"): reads dout too;
+ * writes dq, dk, dv. */
+TASP_API int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
+                                const float* lse, const void* dout, void* dq, void* dk, void* dv, void* stream);
+/* Waits on the host for the rank's work so far, at most its timeout: TASP_ERR_RUNTIME with NCCL's message when a
+ * peer failed, or naming the deadline when one stalled (the communicator is then aborted). */
+TASP_API int tasp_rank_wait(tasp_rank* rank);
 
 #ifdef __cplusplus
 }

@@ -216,34 +216,11 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
-      const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D, nl = size_t(w.B) * sw.H * g.qrows[r];
+      const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D;
       const int own0 = collectives ? r * g.P : 0;  // the slot of the rank's first own K/V piece
       x.groups.resize(G);
       for (cuda::HeadGroupDevice& hg : x.groups) {
-        cuda::RankBuffers& b = hg.buf;
-        b.q = x.alloc<uint16_t>(nq);
-        b.kv = x.alloc<uint16_t>(se * kv_slots[gpu]);
-        b.out = x.alloc<float>(nq);
-        b.lse = x.alloc<float>(nl);
-        if (passes.bwd) {
-          b.dout = x.alloc<uint16_t>(nq);
-          b.dsum = x.alloc<float>(nl);
-          b.dq = x.alloc<float>(nq);
-          const int rows = kernels::dq_accum_tile_rows(w.D);
-          const size_t tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[r], rows);
-          b.dq_accum = x.alloc<float>(size_t(w.B) * sw.H * tiles * rows * w.D);
-          b.grad = x.alloc<float>(se * std::max(1, grad_slots[gpu]));
-          if (plan.accumulator_bytes == 2) {
-            const auto [sends, recvs] = cuda::most_grad_transfers(planner::plan_slots(plan, Pass::Bwd, r, collectives));
-            b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));
-            b.grad_recv16 = x.alloc<uint16_t>(se * std::max(1, recvs));
-          }
-          if (collectives) {  // a reduce-scatter's every owner's slots, and this rank's share of the result
-            const size_t own = se * plan.pieces_per_rank;
-            b.rs_send = x.alloc<uint32_t>(own * plan.ranks * plan.accumulator_bytes / 4 + 1);
-            b.rs_recv = x.alloc<uint32_t>(own * plan.accumulator_bytes / 4 + 1);
-          }
-        }
+        hg.buf = cuda::alloc_rank_buffers(x, plan, sw, g, r, kv_slots[gpu], grad_slots[gpu], passes.bwd, collectives);
         hg.ev_fwd.resize(kStepEvents * plan.num_steps());
         hg.ev_bwd.resize(passes.bwd ? kStepEvents * plan.num_steps(Pass::Bwd) : 0);
         hg.ev_a2a.resize(u > 1 ? 4 * kStepEvents : 0);

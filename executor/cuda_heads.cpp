@@ -27,26 +27,6 @@ long shard_pos(const Geometry& g, int r, long token) {
   return -1;
 }
 
-// Where rows of a token part lie in the rank's own K/V pieces: piece, offset in the piece, offset in the
-// part, length (shard order and piece order differ for zigzag pieces, which take a slice of both halves).
-struct Run {
-  int piece = 0;
-  long piece_off = 0, part_off = 0, len = 0;
-};
-std::vector<Run> piece_runs(const Geometry& g, int r, Part part) {
-  std::vector<Run> runs;
-  for (int c = 0; c < g.P; ++c) {
-    long off = 0;
-    for (const Range& rg : g.pranges[g.key(r, c)]) {
-      const long p0 = shard_pos(g, r, rg.begin);
-      const long lo = std::max(p0, part.begin), hi = std::min(p0 + rg.size(), part.begin + part.size);
-      if (hi > lo) runs.push_back({c, off + lo - p0, lo - part.begin, hi - lo});
-      off += rg.size();
-    }
-  }
-  return runs;
-}
-
 Elem elem_of(const planner::Workload& w) { return w.dtype == "fp16" ? Elem::FP16 : Elem::BF16; }
 
 template <class T>
@@ -73,6 +53,20 @@ BlockCopy block(const Side& s, void* dst, Elem dt, long dbatch, long drow, int B
   return c;
 }
 }  // namespace
+
+std::vector<PieceRun> piece_runs(const Geometry& g, int r, Part part) {
+  std::vector<PieceRun> runs;
+  for (int c = 0; c < g.P; ++c) {
+    long off = 0;
+    for (const Range& rg : g.pranges[g.key(r, c)]) {
+      const long p0 = shard_pos(g, r, rg.begin);
+      const long lo = std::max(p0, part.begin), hi = std::min(p0 + rg.size(), part.begin + part.size);
+      if (hi > lo) runs.push_back({c, off + lo - p0, lo - part.begin, hi - lo});
+      off += rg.size();
+    }
+  }
+  return runs;
+}
 
 std::vector<Range> shard_rows_tokens(const Geometry& g, int r, long begin, long end) {
   std::vector<Range> out;

@@ -58,6 +58,13 @@ long part_chunk(long rows, int u);
 Part token_part(long rows, int u, int slot);
 // The tokens of rows [begin, end) of rank r's shard (shard order: its query ranges one after the other).
 std::vector<planner::Range> shard_rows_tokens(const Geometry& g, int r, long begin, long end);
+// Where rows of a part lie in the rank's own K/V pieces: the piece, the offset in it, the offset in the part and
+// the length (shard order and piece order differ for zigzag pieces, which take a slice of both halves).
+struct PieceRun {
+  int piece = 0;
+  long piece_off = 0, part_off = 0, len = 0;
+};
+std::vector<PieceRun> piece_runs(const Geometry& g, int r, Part part);
 // Elements each GPU of a group sends every slot in the largest of the four all-to-alls.
 size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u);
 

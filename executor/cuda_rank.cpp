@@ -201,6 +201,35 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
 }
 
+RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const planner::Workload& w, const Geometry& g, int r,
+                               int kv_slots, int grad_slots, bool backward, bool collectives) {
+  const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D, nl = size_t(w.B) * w.H * g.qrows[r], se = g.slot_elems();
+  RankBuffers b;
+  b.q = x.alloc<uint16_t>(nq);
+  b.kv = x.alloc<uint16_t>(se * kv_slots);
+  b.out = x.alloc<float>(nq);
+  b.lse = x.alloc<float>(nl);
+  if (!backward) return b;
+  b.dout = x.alloc<uint16_t>(nq);
+  b.dsum = x.alloc<float>(nl);
+  b.dq = x.alloc<float>(nq);
+  const int rows = kernels::dq_accum_tile_rows(w.D);
+  const size_t tiles = dq_tiles(planner::make_mask(w), g.qranges[r], rows);
+  b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * rows * w.D);
+  b.grad = x.alloc<float>(se * std::max(1, grad_slots));
+  if (p.accumulator_bytes == 2) {
+    const auto [sends, recvs] = most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));
+    b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));
+    b.grad_recv16 = x.alloc<uint16_t>(se * std::max(1, recvs));
+  }
+  if (collectives) {  // a reduce-scatter's every owner's slots, and this rank's share of the result
+    const size_t own = se * p.pieces_per_rank;
+    b.rs_send = x.alloc<uint32_t>(own * p.ranks * p.accumulator_bytes / 4 + 1);
+    b.rs_recv = x.alloc<uint32_t>(own * p.accumulator_bytes / 4 + 1);
+  }
+  return b;
+}
+
 A2aLaunch upload_a2a(RankDevice& x, const A2a& a) {
   A2aLaunch l;
   auto put = [&](const std::vector<kernels::BlockCopy>& c) {

@@ -63,6 +63,11 @@ struct RankDevice {
   void release();
 };
 
+// One head group's buffers on GPU `x`, which runs plan rank `r` on workload `w` (one GPU's: its slot's heads), sized
+// by the rank's slot plans (`kv_slots`, `grad_slots`); the backward's only with `backward`.
+RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const planner::Workload& w, const Geometry& g, int r,
+                               int kv_slots, int grad_slots, bool backward, bool collectives);
+
 // Host-side bf16 or fp16 conversion (round to nearest even), so the backend needs no device code of its own.
 uint16_t to_half_bits(double x, kernels::DType t);
 double from_half_bits(uint16_t h, kernels::DType t);

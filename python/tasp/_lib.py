@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 _NAME = "libtasp_c.so"
+API_VERSION = 2  # bindings/tasp.h's TASP_API_VERSION
 
 
 def _candidates():
@@ -37,14 +38,27 @@ def _load():
     lib.tasp_plan_json.restype = ctypes.c_char_p
     lib.tasp_cpu_run.argtypes = [ctypes.c_void_p, ctypes.c_int] + [c_double_p] * 9
     lib.tasp_cpu_run.restype = ctypes.c_int
-    if lib.tasp_api_version() != 1:
-        raise ImportError(f"tasp: {path} speaks C ABI version {lib.tasp_api_version()}, this package 1")
+    vp, c_int = ctypes.c_void_p, ctypes.c_int
+    lib.tasp_nccl_id.argtypes = [ctypes.c_char_p]
+    lib.tasp_nccl_id.restype = c_int
+    lib.tasp_rank_create.argtypes = [vp, c_int, c_int, ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
+    lib.tasp_rank_create.restype = c_int
+    lib.tasp_rank_destroy.argtypes = [vp]
+    lib.tasp_rank_forward.argtypes = [vp] * 7
+    lib.tasp_rank_forward.restype = c_int
+    lib.tasp_rank_backward.argtypes = [vp] * 11
+    lib.tasp_rank_backward.restype = c_int
+    lib.tasp_rank_wait.argtypes = [vp]
+    lib.tasp_rank_wait.restype = c_int
+    if lib.tasp_api_version() != API_VERSION:
+        raise ImportError(f"tasp: {path} speaks C ABI version {lib.tasp_api_version()}, this package {API_VERSION}")
     return lib
 
 
 lib = _load()
 
 OK, ERR_INPUT, ERR_RUNTIME = 0, 2, 3
+NCCL_ID_BYTES = 128
 
 
 class TaspError(RuntimeError):

@@ -1,4 +1,6 @@
-"""tasp from PyTorch. `attention_ranks` runs a plan's n ranks in this process on the CPU (tasp's exact backend, ranks
+"""tasp from PyTorch. `attention` (with a `Context` per process group) is the training path: this rank's shard on
+its GPU through tasp's kernels and NCCL schedule, autograd through tasp's backward (tasp/torch/context.py);
+`tasp.torch.compat` has ring-flash-attention's entry points over it. `attention_ranks` runs a plan's n ranks in this process on the CPU (tasp's exact backend, ranks
 as threads), full tensors in and out, differentiable: every scheme's plumbing checked by torch.autograd.gradcheck
 without GPUs. Tensors are in flash-attn's layout: q [B, S, H, D], k and v [B, S, Hkv, D] (GQA/MQA: Hkv divides H)."""
 import ctypes
@@ -9,7 +11,7 @@ import torch
 import tasp
 from tasp._lib import check, lib
 
-__all__ = ["attention_ranks", "workload_text"]
+__all__ = ["Context", "attention", "attention_ranks", "workload_text"]
 
 _DOUBLE_P = ctypes.POINTER(ctypes.c_double)
 
@@ -126,3 +128,6 @@ def attention_ranks(q, k, v, n, scheme, causal=False, window=None, cu_seqlens=No
         q = q * (softmax_scale * math.sqrt(D))
     bits = 64 if q.dtype == torch.float64 else 32
     return _Ranks.apply(q, k, v, plan, bits)
+
+
+from tasp.torch.context import Context, attention  # noqa: E402 (uses workload_text and _check_qkv above)

@@ -1,0 +1,223 @@
+// A plan's rank in a training process (rank_session.hpp) on the cuda backend's pieces: the same buffers
+// (alloc_rank_buffers), work lists (make_pass_work) and step launches (issue_step) as `tasp run`, between the
+// caller's tensors and stream.
+#include "executor/rank_session.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "executor/cuda_heads.hpp"
+#include "executor/cuda_pass.hpp"
+#include "executor/cuda_rank.hpp"
+#include "planner/slot_plan.hpp"
+#include "kernels/attention.hpp"
+
+namespace tasp::executor {
+
+using planner::Pass;
+
+struct RankSession {
+  planner::Plan plan;
+  planner::Workload w;
+  int r = 0, timeout_s = 60;
+  cuda::Geometry g;
+  cuda::RankDevice x;  // groups[0]: the buffers and the steps' events; origin, done: a call's start and end
+  cuda::PassWork fwd, bwd;
+  cudaEvent_t staged = nullptr;
+  std::vector<cuda::PieceRun> runs;  // where the own pieces' rows lie in the caller's shard
+  size_t nq = 0, nl = 0;
+};
+
+void RankSessionDelete::operator()(RankSession* s) const {
+  if (!s) return;
+  cudaSetDevice(s->x.dev);
+  if (s->x.compute) cudaStreamSynchronize(s->x.compute), cudaStreamSynchronize(s->x.comm);
+  if (s->staged) cudaEventDestroy(s->staged);
+  s->x.release();
+  delete s;
+}
+
+void make_nccl_id(unsigned char* nccl_id) {
+  static_assert(sizeof(ncclUniqueId) == kNcclIdBytes, "ncclUniqueId's size changed");
+  ncclUniqueId id;
+  TASP_NCCL(ncclGetUniqueId(&id));
+  std::memcpy(nccl_id, &id, kNcclIdBytes);
+}
+
+RankSessionPtr open_rank_session(const planner::Plan& p, const planner::Workload& w, int rank, int device,
+                                 const unsigned char* nccl_id, int timeout_s) {
+  if (p.ulysses > 1)
+    throw planner::InputError("plan: head-parallel plans (" + p.scheme +
+                              ") do not run in a rank session yet; pick ring, zigzag, allgather or hamilton");
+  if (rank < 0 || rank >= p.ranks)
+    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of the plan's " + std::to_string(p.ranks));
+  if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
+  if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
+    throw planner::InputError("workload: " + e);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || device < 0 || device >= devices)
+    throw planner::InputError("device: " + std::to_string(device) + " is not one of the " + std::to_string(devices) +
+                              " CUDA devices visible");
+  RankSessionPtr s(new RankSession);
+  s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60;
+  // Each layer's backward stages its own K/V: K/V kept from a forward would be the last layer's.
+  if (s->plan.has_backward && s->plan.backward.keeps_kv) planner::add_backward(s->plan, s->plan.accumulator_bytes, false);
+  const planner::Plan& plan = s->plan;
+  cuda::RankDevice& x = s->x;
+  x.dev = device;
+  TASP_CUDA(cudaSetDevice(device));
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // as the cuda backend: NVLink multicast off unless set otherwise
+  ncclUniqueId id;
+  std::memcpy(&id, nccl_id, kNcclIdBytes);
+  TASP_NCCL(ncclCommInitRank(&x.nccl, plan.ranks, id, rank));
+  int least = 0, greatest = 0;  // the comm stream at the highest priority, as in the cuda backend (why: there)
+  TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
+  TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
+  s->g = cuda::make_geometry(plan, w);
+  const cuda::Geometry& g = s->g;
+  const bool bwd = plan.has_backward;
+  int kv_slots = 0, grad_slots = 0;
+  for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
+    if (pass == Pass::Bwd && !bwd) continue;
+    const planner::RankSlots sl = planner::plan_slots(plan, pass, rank, false);
+    kv_slots = std::max(kv_slots, sl.kv_slots), grad_slots = std::max(grad_slots, sl.grad_slots);
+  }
+  x.groups.resize(1);
+  cuda::HeadGroupDevice& hg = x.groups[0];
+  hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, kv_slots, grad_slots, bwd, false);
+  std::vector<cuda::RankBuffers> bufs(plan.ranks);
+  bufs[rank] = hg.buf;
+  s->fwd = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
+  if (bwd) s->bwd = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
+  hg.ev_fwd.resize(cuda::kStepEvents * s->fwd.num_steps());
+  hg.ev_bwd.resize(bwd ? cuda::kStepEvents * s->bwd.num_steps() : 0);
+  for (auto* v : {&hg.ev_fwd, &hg.ev_bwd})
+    for (auto& e : *v) TASP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  TASP_CUDA(cudaEventCreateWithFlags(&x.origin, cudaEventDisableTiming));
+  TASP_CUDA(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
+  TASP_CUDA(cudaEventCreateWithFlags(&s->staged, cudaEventDisableTiming));
+  s->runs = cuda::piece_runs(g, rank, {0, g.qrows[rank]});
+  s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
+  return s;
+}
+
+namespace {
+
+void need(const void* p, const char* name) {
+  if (!p) throw planner::InputError(std::string(name) + ": NULL");
+}
+
+// Both streams start after what the caller's stream holds; the own K/V pieces go into their slots (0..P-1) as
+// one strided copy per piece run, K and V: B rows of `len` tokens each.
+void begin(RankSession& s, const ShardTensors& t, cudaStream_t caller) {
+  cuda::RankDevice& x = s.x;
+  TASP_CUDA(cudaSetDevice(x.dev));
+  TASP_CUDA(cudaEventRecord(x.origin, caller));
+  TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
+  TASP_CUDA(cudaStreamWaitEvent(x.comm, x.origin));
+  const cuda::Geometry& g = s.g;
+  const size_t row = size_t(g.row_elems) * 2, se = g.slot_elems();
+  auto* kv = static_cast<char*>(x.groups[0].buf.kv);
+  for (const cuda::PieceRun& run : s.runs)
+    for (int half = 0; half < 2; ++half)
+      TASP_CUDA(cudaMemcpy2DAsync(kv + (se * run.piece + half * g.half_slot() + run.piece_off * g.row_elems) * 2,
+                                  g.max_piece * row, static_cast<const char*>(half ? t.v : t.k) + run.part_off * row,
+                                  g.qrows[s.r] * row, run.len * row, g.B, cudaMemcpyDeviceToDevice, x.compute));
+}
+
+// The pass's steps on the session's streams, q (and dO) read where the caller keeps them.
+void steps(RankSession& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::vector<cudaEvent_t>& ev) {
+  TASP_CUDA(cudaEventRecord(s.staged, s.x.compute));
+  if (size_t(s.r) < pw.fwd.size())
+    for (auto& f : pw.fwd[s.r]) f.q = b.q;
+  if (size_t(s.r) < pw.bwd.size())
+    for (auto& k : pw.bwd[s.r]) k.q = b.q, k.dout = b.dout;
+  cudaEvent_t prev = s.staged;
+  for (int t = 0; t < pw.num_steps(); ++t) {
+    cuda::issue_step(s.x, b, pw, s.g, s.w, s.r, s.r, t, &ev[cuda::kStepEvents * t], prev);
+    prev = ev[cuda::kStepEvents * t + 4];
+  }
+}
+
+void end(RankSession& s, cudaStream_t caller) {
+  TASP_CUDA(cudaEventRecord(s.x.done, s.x.compute));  // after the last step, whose end waited for its transfers
+  TASP_CUDA(cudaStreamWaitEvent(caller, s.x.done));
+}
+
+}  // namespace
+
+void session_forward(RankSession& s, const ShardTensors& t, void* stream) {
+  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse");
+  const auto caller = static_cast<cudaStream_t>(stream);
+  begin(s, t, caller);
+  cuda::RankBuffers b = s.x.groups[0].buf;
+  b.q = const_cast<void*>(t.q);
+  steps(s, s.fwd, b, s.x.groups[0].ev_fwd);
+  // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
+  kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
+  TASP_CUDA(cudaMemcpyAsync(t.lse, b.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
+  end(s, caller);
+}
+
+void session_backward(RankSession& s, const ShardTensors& t, void* stream) {
+  if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
+  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
+  need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv");
+  const auto caller = static_cast<cudaStream_t>(stream);
+  const kernels::DType dt = cuda::dtype_of(s.w);
+  begin(s, t, caller);
+  cuda::RankBuffers b = s.x.groups[0].buf;
+  // The forward's out and LSE as the backward's prepare reads them (fp32 out; the caller keeps it in 16 bits).
+  kernels::add_half_into(b.out, t.out, dt, s.nq, true, s.x.compute);
+  TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
+  b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout);
+  steps(s, s.bwd, b, s.x.groups[0].ev_bwd);
+  kernels::cast_out(b.dq, t.dq, dt, s.nq, s.x.compute);
+  // dK/dV: each own piece's final accumulator, run by run and batch by batch, into the caller's rows.
+  const cuda::Geometry& g = s.g;
+  const auto& fin = s.bwd.slots[s.r].grad_final;
+  const size_t se = g.slot_elems(), rows = g.qrows[s.r];
+  for (const cuda::PieceRun& run : s.runs)
+    for (int half = 0; half < 2; ++half) {
+      char* dst = static_cast<char*>(half ? t.dv : t.dk);
+      const auto f = fin.find(g.key(s.r, run.piece));
+      for (int bt = 0; bt < g.B; ++bt) {
+        char* to = dst + (size_t(bt) * rows + run.part_off) * g.row_elems * 2;
+        const size_t n = size_t(run.len) * g.row_elems;
+        if (f == fin.end()) {  // no query sees the piece (a pruned plan): no gradient
+          TASP_CUDA(cudaMemsetAsync(to, 0, n * 2, s.x.compute));
+          continue;
+        }
+        const float* acc = b.grad + se * f->second + half * g.half_slot() + (size_t(bt) * g.max_piece + run.piece_off) * g.row_elems;
+        kernels::cast_out(acc, to, dt, n, s.x.compute);
+      }
+    }
+  end(s, caller);
+}
+
+void session_wait(RankSession& s) {
+  TASP_CUDA(cudaSetDevice(s.x.dev));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
+  while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(s.x.nccl, &async);
+    if (async != ncclSuccess && async != ncclInProgress)
+      throw std::runtime_error(std::string("rank ") + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async));
+    if (std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(s.x.nccl), s.x.nccl = nullptr;
+      throw std::runtime_error("rank " + std::to_string(s.r) + ": the pass did not finish within " +
+                               std::to_string(s.timeout_s) + " s (a peer missing or stalled?); its communicator is aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  TASP_CUDA(cudaGetLastError());
+}
+
+}  // namespace tasp::executor

@@ -1,0 +1,54 @@
+#pragma once
+// One rank of a plan inside a training process (the C ABI's tasp_rank, bindings/tasp.h): the layer's tensors
+// stay where the framework put them (device addresses on this rank's GPU, the framework's stream), the session
+// stages K/V into the plan's slots, runs the pass's steps (the cuda backend's, cuda_rank.hpp) on its own two
+// streams after the caller's stream, and leaves the results in the caller's tensors, with the caller's stream
+// waiting for them: no host synchronisation. Its NCCL communicator is made from an id the caller distributed.
+// Plain C++ interface (no CUDA types): the C ABI builds against it with or without CUDA.
+#include <memory>
+
+#include "planner/plan.hpp"
+#include "planner/workload.hpp"
+
+namespace tasp::executor {
+
+// This rank's shard as the caller holds it, tokens in the plan's order for the rank (its query ranges one after
+// the other: what tasp_plan_json's gpu_tokens lists). q, out, dout, dq: [B][rows][H][D]; k, v, dk, dv:
+// [B][rows][Hkv][D], all in the workload's 16-bit type; lse: fp32 [B][H][rows] (flash-attn's layout).
+struct ShardTensors {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;  // written by the forward, read by the backward
+  float* lse = nullptr;
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+};
+
+constexpr int kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
+
+struct RankSession;  // cuda backend state: its buffers, work lists, streams and communicator
+struct RankSessionDelete {
+  void operator()(RankSession* s) const;
+};
+using RankSessionPtr = std::unique_ptr<RankSession, RankSessionDelete>;
+
+// Rank `rank` of plan `p` for workload `w` on CUDA device `device`, joining the communicator of id `nccl_id`
+// (kNcclIdBytes, from make_nccl_id on one rank). Token-parallel plans (ring, zigzag, allgather, hamilton,
+// two-level); a plan that keeps the forward's K/V for the backward is run without (each layer's backward stages its
+// own K/V again). Throws planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
+RankSessionPtr open_rank_session(const planner::Plan& p, const planner::Workload& w, int rank, int device,
+                                 const unsigned char* nccl_id, int timeout_s);
+void make_nccl_id(unsigned char* nccl_id);
+// The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
+// the stream's later work waits for it.
+void session_forward(RankSession& s, const ShardTensors& t, void* stream);
+// The backward: reads q, k, v, out, lse, dout; writes dq, dk, dv.
+void session_backward(RankSession& s, const ShardTensors& t, void* stream);
+// Waits (on the host) until the session's work so far has finished, at most its timeout; throws with NCCL's
+// message when a peer failed, and names the deadline when one stalled.
+void session_wait(RankSession& s);
+
+}  // namespace tasp::executor

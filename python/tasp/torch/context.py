@@ -1,0 +1,217 @@
+"""tasp inside a training script: `Context` holds one process group's plans (one per shape, dtype and mask) and
+each plan's rank on this process's GPU (the C ABI's tasp_rank: tasp's kernels and NCCL schedule on PyTorch's
+tensors and current stream); `attention` is the autograd function over it, on this rank's shard in flash-attn's
+layout. One process per GPU (torchrun); the shard's tokens in the plan's order, which `Context.shard` makes."""
+import ctypes
+import math
+import os
+
+import torch
+
+import tasp
+from tasp._lib import NCCL_ID_BYTES, check, lib
+
+__all__ = ["Context", "attention"]
+
+# Schemes a rank runs on the caller's tensors (bindings/tasp.h): the token-parallel ones.
+_SCHEMES = ("ring", "zigzag", "allgather", "hamilton", "two-level")
+
+
+def _detect_topology(n):
+    """complete:N on one node (an NVSwitch box); cluster:MxU across M nodes of U GPUs (torchrun's LOCAL_WORLD_SIZE)."""
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", n) or n)
+    if per_node >= n or n % per_node:
+        return f"complete:{n}"
+    return f"cluster:{n // per_node}x{per_node}"
+
+
+class _Shape:
+    """A tensor's shape alone (the whole sequence's, which no rank holds)."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+
+class _Rank:
+    """A plan's rank on this GPU (tasp_rank), destroyed with the object."""
+
+    def __init__(self, plan, rank, device, nccl_id, timeout):
+        handle = ctypes.c_void_p()
+        check(lib.tasp_rank_create(plan._handle, rank, device, nccl_id, int(timeout), ctypes.byref(handle)), "Context")
+        self.handle, self.plan = handle, plan
+
+    def __del__(self):
+        if getattr(self, "handle", None) and lib is not None:
+            lib.tasp_rank_destroy(self.handle)
+            self.handle = None
+
+
+class Context:
+    """One process group's tasp plans. group: a torch.distributed group (default the world's; one GPU per process,
+    NCCL); topology: a machine file or shorthand (default: complete:N on one node, cluster:MxU over nodes);
+    scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton);
+    profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
+    (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
+    zigzag ring zigzag); timeout: seconds `synchronize` waits before it names a stalled peer."""
+
+    def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
+                 timeout=60):
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
+        if scheme != "auto" and scheme not in _SCHEMES:
+            raise ValueError(f"scheme: expected auto or one of {', '.join(_SCHEMES)}, got {scheme!r}")
+        if layout not in (None, "contiguous", "zigzag"):
+            raise ValueError(f"layout: expected None, 'contiguous' or 'zigzag', got {layout!r}")
+        if memory_budget is not None and not (isinstance(memory_budget, (int, float)) and memory_budget > 0):
+            raise ValueError(f"memory_budget: expected GiB (a positive number), got {memory_budget!r}")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout: expected seconds (a positive number), got {timeout!r}")
+        self.group = group if group is not None else dist.group.WORLD
+        self.n, self.rank = dist.get_world_size(self.group), dist.get_rank(self.group)
+        self.topology = str(topology) if topology is not None else _detect_topology(self.n)
+        self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
+        self.layout, self.timeout = layout, timeout
+        self._ranks = {}    # plan key -> _Rank
+        self._layouts = {}  # (S, causal, docs) -> the layout plan (token order only)
+
+    # ---- plans
+
+    def _options(self, causal, docs):
+        o = {"layout": self.layout or ("zigzag-docs" if causal and docs else "zigzag" if causal else "contiguous")}
+        if self.scheme == "auto":
+            # zigzag needs a causal mask, two-level nodes (the shorthand's; a machine file's nodes get the others)
+            o["schemes"] = ",".join(s for s in _SCHEMES if (s != "zigzag" or causal) and
+                                    (s != "two-level" or self.topology.startswith("cluster:")))
+        if self.profile:
+            o["profile"] = str(self.profile)
+        if self.memory_budget:
+            o["memory_budget_gib"] = float(self.memory_budget)
+        return o
+
+    def _workload(self, q, k, causal, window, cu_seqlens):
+        """The whole sequence's workload text from this rank's shard (S = S_local * n, or cu_seqlens' end)."""
+        B, s_local, H, D = q.shape
+        S = int(cu_seqlens[-1]) if cu_seqlens is not None else s_local * self.n
+        text = tasp.torch.workload_text(_Shape(B, S, H, D), _Shape(B, S, k.shape[2], D), causal, window, cu_seqlens)
+        return text + (",fp16" if q.dtype == torch.float16 else ""), S
+
+    def _rank_for(self, q, k, causal, window, cu_seqlens):
+        text, S = self._workload(q, k, causal, window, cu_seqlens)
+        key = (text, q.device.index)
+        r = self._ranks.get(key)
+        if r is None:
+            docs = cu_seqlens is not None and len(cu_seqlens) > 2
+            plan = tasp.Plan(self.topology, self.scheme, text, **self._options(causal, docs))
+            if plan.info["gpus"] != self.n:
+                raise ValueError(f"topology: {self.topology} has {plan.info['gpus']} GPUs, the group {self.n}")
+            mine = sum(e - b for b, e in plan.tokens(self.rank))
+            if mine != q.shape[1]:
+                raise ValueError(f"q: this rank's shard holds {mine} tokens under the plan, q has {q.shape[1]} "
+                                 f"(lay the sequence out with Context.shard)")
+            r = self._ranks[key] = _Rank(plan, self.rank, q.device.index, self._nccl_id(), self.timeout)
+        return r
+
+    def _nccl_id(self):
+        """A new NCCL id made on the group's first rank and broadcast to the others (at plan time only)."""
+        import torch.distributed as dist
+        box = [None]
+        if self.rank == 0:
+            buf = ctypes.create_string_buffer(NCCL_ID_BYTES)
+            check(lib.tasp_nccl_id(buf), "Context")
+            box[0] = buf.raw
+        dist.broadcast_object_list(box, src=dist.get_global_rank(self.group, 0), group=self.group)
+        return box[0]
+
+    def scheme_for(self, q, k, causal=False, window=None, cu_seqlens=None):
+        """What the plan for this shard runs and why (auto: every scheme's predicted time)."""
+        info = self._rank_for(q, k, causal, window, cu_seqlens).plan.info
+        return f"{info['scheme']} ({info['detail'] or 'named'}; predicted {info['predicted_us'] / 1e3:.3f} ms)"
+
+    # ---- the token order
+
+    def _layout_plan(self, S, causal, cu_seqlens):
+        docs = tuple(int(x) for x in cu_seqlens) if cu_seqlens is not None else ()
+        key = (S, causal, docs)
+        if key not in self._layouts:
+            text = f"B=1,S={S},H={self.n},D=64" + (",causal" if causal else "")
+            if len(docs) > 2:
+                text += ",docs=" + "+".join(str(b - a) for a, b in zip(docs, docs[1:]))
+            o = self._options(causal, len(docs) > 2)
+            o.pop("schemes", None), o.pop("profile", None), o.pop("memory_budget_gib", None)
+            self._layouts[key] = tasp.Plan(self.topology, "ring", text, **o)
+        return self._layouts[key]
+
+    def shard(self, x, dim=1, causal=False, cu_seqlens=None):
+        """This rank's shard of the full tensor x (the sequence along `dim`), in the order its plans want."""
+        return self._layout_plan(x.shape[dim], causal, cu_seqlens).shard(x, self.rank, dim)
+
+    def unshard(self, x, dim=1, causal=False, cu_seqlens=None):
+        """The full tensor from this rank's shard x: every rank's gathered over the group (all_gather), reordered."""
+        import torch.distributed as dist
+        parts = [torch.empty_like(x) for _ in range(self.n)]
+        dist.all_gather(parts, x.contiguous(), group=self.group)
+        S = int(cu_seqlens[-1]) if cu_seqlens is not None else x.shape[dim] * self.n
+        return self._layout_plan(S, causal, cu_seqlens).unshard(parts, dim)
+
+    def synchronize(self):
+        """Waits for every plan's work so far, at most the timeout; raises tasp.TaspError naming NCCL's error or the
+        stalled wait."""
+        for r in self._ranks.values():
+            check(lib.tasp_rank_wait(r.handle), "synchronize")
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, q, k, v, rank):
+        B, S, H, D = q.shape
+        out = torch.empty_like(q)
+        lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        check(lib.tasp_rank_forward(rank.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                                    stream), "attention")
+        fctx.rank = rank
+        fctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(fctx, dout):
+        q, k, v, out, lse = fctx.saved_tensors
+        dout = dout.contiguous()
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        check(lib.tasp_rank_backward(fctx.rank.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                     lse.data_ptr(), dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream),
+              "attention backward")
+        return dq, dk, dv, None
+
+
+def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale=None, ctx=None):
+    """Attention over the whole sequence from this rank's shard: q [B, S_local, H, D], k and v [B, S_local, Hkv, D]
+    (bf16 or fp16, on this process's GPU, tokens in the order Context.shard gives), causal, window=(left, right) as
+    flash-attn's window_size (-1 unbounded), cu_seqlens: the packed documents' offsets [0, ..., S] of the whole B=1
+    sequence, softmax_scale (default 1/sqrt(D)), ctx: a Context (default: one on the world group). Returns this
+    rank's output shard; differentiable in q, k and v through tasp's backward."""
+    tasp.torch._check_qkv(q, k, v, devices=("cuda",), dtypes=(torch.bfloat16, torch.float16))
+    if ctx is None:
+        ctx = _default_context()
+    elif not isinstance(ctx, Context):
+        raise ValueError(f"ctx: expected a tasp.torch.Context, got {type(ctx).__name__}")
+    if softmax_scale is not None:
+        if not isinstance(softmax_scale, (int, float)) or not softmax_scale > 0:
+            raise ValueError(f"softmax_scale: expected a positive number, got {softmax_scale!r}")
+        # tasp's kernels scale by 1/sqrt(D): another scale is q scaled by the ratio (dq follows through autograd).
+        q = q * (softmax_scale * math.sqrt(q.shape[3]))
+    q, k, v = (x.contiguous() for x in (q, k, v))
+    return _Attention.apply(q, k, v, ctx._rank_for(q, k, causal, window, cu_seqlens))
+
+
+_DEFAULT = {}
+
+
+def _default_context():
+    import torch.distributed as dist
+    key = id(dist.group.WORLD) if dist.is_available() and dist.is_initialized() else None
+    if key not in _DEFAULT:
+        _DEFAULT[key] = Context()
+    return _DEFAULT[key]

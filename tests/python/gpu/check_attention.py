@@ -1,0 +1,114 @@
+"""tasp.torch.attention on GPUs against one-GPU SDPA on the whole sequence (run under torchrun, one process per GPU):
+every token-parallel scheme, bf16 and fp16, full, causal, GQA, a window and packed documents (cu_seqlens), forward
+and backward, and the ring-flash-attention compat functions on their own layouts. Random normal inputs, the same on
+every rank (seeded); each rank's shard laid out by Context.shard, results gathered by Context.unshard. Prints one
+line per case on rank 0 and exits 1 when any is over tolerance (relative error: out 1e-2, gradients 2e-2; bf16).
+Usage: torchrun --nproc_per_node=N tests/python/gpu/check_attention.py   (tools/gpu/python.sh)"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import tasp.torch as tt
+from tasp.torch import compat
+
+
+def reference(q, k, v, dout, causal, window, cu):
+    """SDPA in fp32 on the whole sequence ([B, S, H, D] in and out), with an explicit mask for windows and documents."""
+    qf, kf, vf = (x.float().transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+    S = q.shape[1]
+    mask = None
+    if window is not None or cu is not None:
+        i = torch.arange(S, device=q.device)[:, None]
+        j = torch.arange(S, device=q.device)[None, :]
+        mask = torch.ones(S, S, dtype=torch.bool, device=q.device)
+        if causal:
+            mask &= j <= i
+        if window is not None:
+            left, right = window
+            if left >= 0:
+                mask &= j >= i - left
+            if right >= 0:
+                mask &= j <= i + right
+        if cu is not None:
+            doc = torch.bucketize(torch.arange(S, device=q.device), torch.tensor(cu[1:], device=q.device), right=True)
+            mask &= doc[:, None] == doc[None, :]
+    o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, is_causal=causal and mask is None,
+                                       enable_gqa=k.shape[2] != q.shape[2])
+    o.backward(dout.float().transpose(1, 2))
+    return o.transpose(1, 2), qf.grad.transpose(1, 2), kf.grad.transpose(1, 2), vf.grad.transpose(1, 2)
+
+
+def rel(x, r):
+    return ((x.float() - r.float()).norm() / r.float().norm()).item()
+
+
+def main():
+    dist.init_process_group("nccl")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    S = 2048 * n
+    cases = []  # (name, scheme, dtype, B, H, Hkv, D, causal, window, cu, fn)
+    for scheme in ("ring", "zigzag", "allgather", "hamilton"):
+        for causal in (False, True):
+            if scheme == "zigzag" and not causal:
+                continue
+            cases.append((scheme, torch.bfloat16, 2, 8, 8, 128, causal, None, None, None))
+    cases += [("allgather", torch.float16, 1, 8, 8, 128, True, None, None, None),
+              ("auto", torch.bfloat16, 1, 16, 4, 128, True, None, None, None),      # GQA 4:1
+              ("auto", torch.bfloat16, 1, 8, 1, 64, False, None, None, None),       # MQA, D=64
+              ("ring", torch.bfloat16, 1, 8, 2, 128, True, (700, 0), None, None),   # window
+              ("auto", torch.bfloat16, 1, 8, 2, 128, True, None, [0, 1000, 1001, 3500, S], None)]  # documents
+    for layout, fn in (("contiguous", compat.ring_flash_attn_func), ("zigzag", compat.zigzag_ring_flash_attn_func)):
+        cases.append((f"compat {fn.__name__}", torch.bfloat16, 1, 32, 32, 128, True, None, None, (layout, fn)))
+    bad = 0
+    for name, dtype, B, H, Hkv, D, causal, window, cu, fn in cases:
+        g = torch.Generator(device=dev).manual_seed(11)
+        q, dout = (torch.randn(B, S, H, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
+        k, v = (torch.randn(B, S, Hkv, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
+        ref = reference(q, k, v, dout, causal, window, cu)
+        scheme = name if not name.startswith("compat") else "auto"
+        ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else None)
+        lay = dict(causal=causal, cu_seqlens=cu)
+        if fn:  # ring-flash-attention's own layouts, sharded by hand as its users do
+            c = S // (2 * n)
+            idx = (list(range(rank * 2 * c, (rank + 1) * 2 * c)) if fn[0] == "contiguous" else
+                   list(range(rank * c, (rank + 1) * c)) + list(range((2 * n - 1 - rank) * c, (2 * n - rank) * c)))
+            mine = [x[:, idx].contiguous().requires_grad_() for x in (q, k, v)]
+            out = fn[1](*mine, causal=causal)
+            out.backward(dout[:, idx])
+            got = [out] + [x.grad for x in mine]
+            full = []
+            for x in got:
+                parts = [torch.empty_like(x) for _ in range(n)]
+                dist.all_gather(parts, x.contiguous())
+                order = []
+                for r in range(n):
+                    order += (list(range(r * 2 * c, (r + 1) * 2 * c)) if fn[0] == "contiguous" else
+                              list(range(r * c, (r + 1) * c)) + list(range((2 * n - 1 - r) * c, (2 * n - r) * c)))
+                y = torch.empty_like(torch.cat(parts, 1))
+                y[:, order] = torch.cat(parts, 1)
+                full.append(y)
+        else:
+            mine = [ctx.shard(x, 1, **lay).contiguous().requires_grad_() for x in (q, k, v)]
+            out = tt.attention(*mine, causal=causal, window=window, cu_seqlens=cu, ctx=ctx)
+            out.backward(ctx.shard(dout, 1, **lay))
+            full = [ctx.unshard(x, 1, **lay) for x in [out] + [m.grad for m in mine]]
+        errs = [rel(x, r) for x, r in zip(full, ref)]
+        ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2
+        bad += not ok
+        if rank == 0:
+            what = ctx.scheme_for(mine[0], mine[1], causal, window, cu) if not fn else "compat"
+            print(f"{'PASS' if ok else 'FAIL'} {name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}"
+                  f"{' causal' if causal else ''}{' window' if window else ''}{' docs' if cu else ''}: out {errs[0]:.1e} "
+                  f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}  [{what[:60]}]", flush=True)
+    ctx.synchronize()
+    dist.destroy_process_group()
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
