@@ -12,7 +12,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cuda_heads.hpp"
-#include "executor/rank_session.hpp"
+#include "executor/rank_runner.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
@@ -27,7 +27,7 @@ struct tasp_plan {
 };
 
 struct tasp_rank {
-  tasp::executor::RankSessionPtr session;
+  tasp::executor::RankRunnerPtr runner;
 };
 
 namespace tasp::bindings {
@@ -237,7 +237,7 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, int rank, int device, con
     bindings::need(plan, "plan"), bindings::need(id, "id"), bindings::need(out, "out");
     *out = nullptr;
     auto h = std::make_unique<tasp_rank>();
-    h->session = executor::open_rank_session(plan->plan, plan->workload, rank, device, id, timeout_s);
+    h->runner = executor::open_rank_runner(plan->plan, plan->workload, rank, device, id, timeout_s);
     *out = h.release();
   });
 }
@@ -250,7 +250,7 @@ extern "C" int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, 
     bindings::need(rank, "rank");
     executor::ShardTensors t;
     t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse;
-    executor::session_forward(*rank->session, t, stream);
+    executor::runner_forward(*rank->runner, t, stream);
   });
 }
 
@@ -261,13 +261,13 @@ extern "C" int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k,
     executor::ShardTensors t;
     t.q = q, t.k = k, t.v = v, t.out = const_cast<void*>(out), t.lse = const_cast<float*>(lse), t.dout = dout;
     t.dq = dq, t.dk = dk, t.dv = dv;
-    executor::session_backward(*rank->session, t, stream);
+    executor::runner_backward(*rank->runner, t, stream);
   });
 }
 
 extern "C" int tasp_rank_wait(tasp_rank* rank) {
   return guarded([&] {
     bindings::need(rank, "rank");
-    executor::session_wait(*rank->session);
+    executor::runner_wait(*rank->runner);
   });
 }

@@ -6,6 +6,7 @@ line per case on rank 0 and exits 1 when any is over tolerance (relative error: 
 Usage: torchrun --nproc_per_node=N tests/python/gpu/check_attention.py   (tools/gpu/python.sh)"""
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -14,27 +15,15 @@ import torch.nn.functional as F
 import tasp.torch as tt
 from tasp.torch import compat
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reference import allowed  # noqa: E402 (the [S, S] mask of tests/python/reference.py)
+
 
 def reference(q, k, v, dout, causal, window, cu):
     """SDPA in fp32 on the whole sequence ([B, S, H, D] in and out), with an explicit mask for windows and documents."""
     qf, kf, vf = (x.float().transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     S = q.shape[1]
-    mask = None
-    if window is not None or cu is not None:
-        i = torch.arange(S, device=q.device)[:, None]
-        j = torch.arange(S, device=q.device)[None, :]
-        mask = torch.ones(S, S, dtype=torch.bool, device=q.device)
-        if causal:
-            mask &= j <= i
-        if window is not None:
-            left, right = window
-            if left >= 0:
-                mask &= j >= i - left
-            if right >= 0:
-                mask &= j <= i + right
-        if cu is not None:
-            doc = torch.bucketize(torch.arange(S, device=q.device), torch.tensor(cu[1:], device=q.device), right=True)
-            mask &= doc[:, None] == doc[None, :]
+    mask = allowed(S, causal, window, cu).to(q.device) if window is not None or cu is not None else None
     o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, is_causal=causal and mask is None,
                                        enable_gqa=k.shape[2] != q.shape[2])
     o.backward(dout.float().transpose(1, 2))

@@ -1,6 +1,6 @@
 #pragma once
 // One rank of a plan inside a training process (the C ABI's tasp_rank, bindings/tasp.h): the layer's tensors
-// stay where the framework put them (device addresses on this rank's GPU, the framework's stream), the session
+// stay where the framework put them (device addresses on this rank's GPU, the framework's stream), the runner
 // stages K/V into the plan's slots, runs the pass's steps (the cuda backend's, cuda_rank.hpp) on its own two
 // streams after the caller's stream, and leaves the results in the caller's tensors, with the caller's stream
 // waiting for them: no host synchronisation. Its NCCL communicator is made from an id the caller distributed.
@@ -29,26 +29,26 @@ struct ShardTensors {
 
 constexpr int kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 
-struct RankSession;  // cuda backend state: its buffers, work lists, streams and communicator
-struct RankSessionDelete {
-  void operator()(RankSession* s) const;
+struct RankRunner;  // cuda backend state: its buffers, work lists, streams and communicator
+struct RankRunnerDelete {
+  void operator()(RankRunner* s) const;
 };
-using RankSessionPtr = std::unique_ptr<RankSession, RankSessionDelete>;
+using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 
 // Rank `rank` of plan `p` for workload `w` on CUDA device `device`, joining the communicator of id `nccl_id`
 // (kNcclIdBytes, from make_nccl_id on one rank). Token-parallel plans (ring, zigzag, allgather, hamilton,
 // two-level); a plan that keeps the forward's K/V for the backward is run without (each layer's backward stages its
 // own K/V again). Throws planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
-RankSessionPtr open_rank_session(const planner::Plan& p, const planner::Workload& w, int rank, int device,
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
                                  const unsigned char* nccl_id, int timeout_s);
 void make_nccl_id(unsigned char* nccl_id);
 // The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
-void session_forward(RankSession& s, const ShardTensors& t, void* stream);
+void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);
 // The backward: reads q, k, v, out, lse, dout; writes dq, dk, dv.
-void session_backward(RankSession& s, const ShardTensors& t, void* stream);
-// Waits (on the host) until the session's work so far has finished, at most its timeout; throws with NCCL's
+void runner_backward(RankRunner& s, const ShardTensors& t, void* stream);
+// Waits (on the host) until the runner's work so far has finished, at most its timeout; throws with NCCL's
 // message when a peer failed, and names the deadline when one stalled.
-void session_wait(RankSession& s);
+void runner_wait(RankRunner& s);
 
 }  // namespace tasp::executor

@@ -1,7 +1,7 @@
-// A plan's rank in a training process (rank_session.hpp) on the cuda backend's pieces: the same buffers
+// A plan's rank in a training process (rank_runner.hpp) on the cuda backend's pieces: the same buffers
 // (alloc_rank_buffers), work lists (make_pass_work) and step launches (issue_step) as `tasp run`, between the
 // caller's tensors and stream.
-#include "executor/rank_session.hpp"
+#include "executor/rank_runner.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -22,7 +22,7 @@ namespace tasp::executor {
 
 using planner::Pass;
 
-struct RankSession {
+struct RankRunner {
   planner::Plan plan;
   planner::Workload w;
   int r = 0, timeout_s = 60;
@@ -34,7 +34,7 @@ struct RankSession {
   size_t nq = 0, nl = 0;
 };
 
-void RankSessionDelete::operator()(RankSession* s) const {
+void RankRunnerDelete::operator()(RankRunner* s) const {
   if (!s) return;
   cudaSetDevice(s->x.dev);
   if (s->x.compute) cudaStreamSynchronize(s->x.compute), cudaStreamSynchronize(s->x.comm);
@@ -50,11 +50,11 @@ void make_nccl_id(unsigned char* nccl_id) {
   std::memcpy(nccl_id, &id, kNcclIdBytes);
 }
 
-RankSessionPtr open_rank_session(const planner::Plan& p, const planner::Workload& w, int rank, int device,
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
                                  const unsigned char* nccl_id, int timeout_s) {
   if (p.ulysses > 1)
     throw planner::InputError("plan: head-parallel plans (" + p.scheme +
-                              ") do not run in a rank session yet; pick ring, zigzag, allgather or hamilton");
+                              ") do not run in a rank runner yet; pick ring, zigzag, allgather or hamilton");
   if (rank < 0 || rank >= p.ranks)
     throw planner::InputError("rank: " + std::to_string(rank) + " is not one of the plan's " + std::to_string(p.ranks));
   if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
@@ -64,7 +64,7 @@ RankSessionPtr open_rank_session(const planner::Plan& p, const planner::Workload
   if (cudaGetDeviceCount(&devices) != cudaSuccess || device < 0 || device >= devices)
     throw planner::InputError("device: " + std::to_string(device) + " is not one of the " + std::to_string(devices) +
                               " CUDA devices visible");
-  RankSessionPtr s(new RankSession);
+  RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60;
   // Each layer's backward stages its own K/V: K/V kept from a forward would be the last layer's.
   if (s->plan.has_backward && s->plan.backward.keeps_kv) planner::add_backward(s->plan, s->plan.accumulator_bytes, false);
@@ -116,7 +116,7 @@ void need(const void* p, const char* name) {
 
 // Both streams start after what the caller's stream holds; the own K/V pieces go into their slots (0..P-1) as
 // one strided copy per piece run, K and V: B rows of `len` tokens each.
-void begin(RankSession& s, const ShardTensors& t, cudaStream_t caller) {
+void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
   cuda::RankDevice& x = s.x;
   TASP_CUDA(cudaSetDevice(x.dev));
   TASP_CUDA(cudaEventRecord(x.origin, caller));
@@ -132,8 +132,8 @@ void begin(RankSession& s, const ShardTensors& t, cudaStream_t caller) {
                                   g.qrows[s.r] * row, run.len * row, g.B, cudaMemcpyDeviceToDevice, x.compute));
 }
 
-// The pass's steps on the session's streams, q (and dO) read where the caller keeps them.
-void steps(RankSession& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::vector<cudaEvent_t>& ev) {
+// The pass's steps on the runner's streams, q (and dO) read where the caller keeps them.
+void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::vector<cudaEvent_t>& ev) {
   TASP_CUDA(cudaEventRecord(s.staged, s.x.compute));
   if (size_t(s.r) < pw.fwd.size())
     for (auto& f : pw.fwd[s.r]) f.q = b.q;
@@ -146,14 +146,14 @@ void steps(RankSession& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::
   }
 }
 
-void end(RankSession& s, cudaStream_t caller) {
+void end(RankRunner& s, cudaStream_t caller) {
   TASP_CUDA(cudaEventRecord(s.x.done, s.x.compute));  // after the last step, whose end waited for its transfers
   TASP_CUDA(cudaStreamWaitEvent(caller, s.x.done));
 }
 
 }  // namespace
 
-void session_forward(RankSession& s, const ShardTensors& t, void* stream) {
+void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse");
   const auto caller = static_cast<cudaStream_t>(stream);
   begin(s, t, caller);
@@ -166,7 +166,7 @@ void session_forward(RankSession& s, const ShardTensors& t, void* stream) {
   end(s, caller);
 }
 
-void session_backward(RankSession& s, const ShardTensors& t, void* stream) {
+void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
   need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv");
@@ -202,7 +202,7 @@ void session_backward(RankSession& s, const ShardTensors& t, void* stream) {
   end(s, caller);
 }
 
-void session_wait(RankSession& s) {
+void runner_wait(RankRunner& s) {
   TASP_CUDA(cudaSetDevice(s.x.dev));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
   while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
