@@ -17,6 +17,7 @@
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
 #include "planner/verify_plan.hpp"
+#include "planner/workload_catalogue.hpp"
 #include "planner/workload.hpp"
 #include "simulator/choose.hpp"
 
@@ -198,6 +199,11 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
 }
 
 extern "C" void tasp_plan_destroy(tasp_plan* plan) { delete plan; }
+
+extern "C" const char* tasp_configs_json(void) {
+  static const std::string text = planner::workload_catalogue_json();
+  return text.c_str();
+}
 
 extern "C" const char* tasp_plan_json(const tasp_plan* plan) { return plan ? plan->json.c_str() : ""; }
 

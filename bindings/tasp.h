@@ -48,6 +48,10 @@ TASP_API void tasp_plan_destroy(tasp_plan* plan);
  * The text lives as long as the plan. */
 TASP_API const char* tasp_plan_json(const tasp_plan* plan);
 
+/* The named workloads (`tasp configs`: the nnscaler ring-attention benchmark's and Llama-3 layers) as a JSON array of
+ * {name, group, workload, B, S, H, Hkv, D, causal, dtype, window_left, window_right, note}; static text. */
+TASP_API const char* tasp_configs_json(void);
+
 /* The whole problem through the plan on the cpu backend (ranks as threads, `precision_bits` 64 or 32 arithmetic):
  * q [B][S][H][D], k and v [B][S][Hkv][D], row-major doubles; writes out [B][S][H][D] and lse [B][S][H]; with `dout`
  * (non-NULL) the backward too, writing dq, dk, dv (shaped as q, k, v). */

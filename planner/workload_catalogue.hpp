@@ -20,6 +20,9 @@ const NamedWorkload& find_workload(const std::string& name);
 // A workload from `--config` (may be empty) and `-w` keys (may be empty; they override the config's), with the
 // document lengths of `docs_file` (`--docs FILE`) when given.
 Workload workload_from(const std::string& config, const std::string& keys, const std::string& docs_file = "");
+// The catalogue as JSON text, one object per entry: name, group, workload (its -w text), B, S, H, Hkv, D, causal,
+// dtype, window_left, window_right, note (`tasp configs --json`, the C ABI's tasp_configs_json).
+std::string workload_catalogue_json();
 // Document lengths from a file: positive integers separated by spaces, commas, '+' or new lines; '#' starts a
 // comment. InputError naming the file and line of the first bad entry.
 std::vector<long> read_docs_file(const std::string& path);

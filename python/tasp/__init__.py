@@ -5,7 +5,13 @@ import json
 
 from tasp._lib import TaspError, check, lib
 
-__all__ = ["Plan", "TaspError"]
+__all__ = ["Plan", "TaspError", "configs"]
+
+
+def configs():
+    """The named workloads (`tasp configs`): a list of dicts with name, group, workload (the -w text), B, S, H, Hkv,
+    D, causal, dtype, window_left, window_right, note."""
+    return json.loads(lib.tasp_configs_json().decode())
 
 
 def _cat(pieces, dim):

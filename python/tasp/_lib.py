@@ -36,6 +36,7 @@ def _load():
     lib.tasp_plan_destroy.argtypes = [ctypes.c_void_p]
     lib.tasp_plan_json.argtypes = [ctypes.c_void_p]
     lib.tasp_plan_json.restype = ctypes.c_char_p
+    lib.tasp_configs_json.restype = ctypes.c_char_p
     lib.tasp_cpu_run.argtypes = [ctypes.c_void_p, ctypes.c_int] + [c_double_p] * 9
     lib.tasp_cpu_run.restype = ctypes.c_int
     vp, c_int = ctypes.c_void_p, ctypes.c_int

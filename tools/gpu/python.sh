@@ -1,16 +1,54 @@
 #!/usr/bin/env bash
-# Does tasp work from PyTorch on these GPUs? Builds the C library (build-gpu/), then under torchrun on every GPU:
-# tests/python/gpu/check_attention.py (tasp.torch.attention and the ring-flash-attention compat functions against
-# one-GPU SDPA, forward and backward) and `pip install --no-build-isolation --no-deps .` into a scratch prefix (the
-# package as users install it). Logs in $OUT.
-# Usage: tools/gpu/python.sh
+# Does tasp work from PyTorch on these GPUs, and how fast? Builds the C library (build-gpu/), then, one process per
+# GPU under torchrun:
+#   check  tests/python/gpu/check_attention.py: tasp.torch.attention (every token-parallel scheme, bf16/fp16, GQA,
+#          MQA, window, documents) and the ring-flash-attention compat functions against one-GPU SDPA, fwd and bwd;
+#   bench  python -m tasp.bench --baseline on CONFIGS (default: medium large large_seq xlarge qwen3_14b qwen3_32b),
+#          tasp beside the PyTorch ring, Ulysses and all-gather -> $OUT/bench-NAME.json, $OUT/bench.md;
+#   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
+#          data; the losses compared step by step (within 1%) and both runs' tokens/s;
+#   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it).
+# Usage: tools/gpu/python.sh [check] [bench] [train] [pip]   (default: all)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
+steps=" ${*:-check bench train pip} "
 device_info
 build tasp_c
 export TASP_LIBRARY=$PWD/build-gpu/bindings/libtasp_c.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-timeout 600 torchrun --nproc_per_node="$N" tests/python/gpu/check_attention.py 2>&1 | tee "$OUT/check_attention.log"
-rc=${PIPESTATUS[0]}
-echo "check_attention: rc $rc, $(grep -c '^PASS' "$OUT/check_attention.log") PASS, $(grep -c '^FAIL' "$OUT/check_attention.log") FAIL"
-exit "$rc"
+fail=0
+launch=(torchrun --standalone --nproc_per_node="$N")
+if [[ $steps == *" check "* ]]; then
+  timeout 600 "${launch[@]}" tests/python/gpu/check_attention.py 2>&1 | tee "$OUT/check_attention.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  echo "check_attention: $(grep -c '^PASS' "$OUT/check_attention.log") PASS, $(grep -c '^FAIL' "$OUT/check_attention.log") FAIL"
+fi
+if [[ $steps == *" bench "* ]]; then
+  for c in ${CONFIGS:-medium large large_seq xlarge qwen3_14b qwen3_32b}; do
+    timeout 300 "${launch[@]}" -m tasp.bench --config "$c" --baseline --timing-runs "${ITERS:-5}" --json "$OUT/bench-$c.json" 2>&1 |
+      tee -a "$OUT/bench.log" | grep -E "^tasp / best|^# tasp:"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/bench.md"
+import glob, json, sys
+print("| config | tasp | fwd+bwd ms | best baseline | fwd+bwd ms | tasp / baseline | tokens/s | peak GiB | efficiency |")
+print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+for f in sorted(glob.glob(sys.argv[1] + "/bench-*.json")):
+    j = json.load(open(f)); t = j["rows"][0]; r = j["vs_best_baseline"] or {}
+    b = next((x for x in j["rows"] if x["name"] == r.get("baseline")), None)
+    eff = f"{100 * t['parallel_efficiency']:.0f}%" if "parallel_efficiency" in t else "-"
+    print(f"| {j['config']} | {t['name']} | {t['fwd_bwd_ms']:.3f} | {r.get('baseline', '-')} | "
+          f"{b['fwd_bwd_ms'] if b else 0:.3f} | {r.get('fwd_bwd', 0):.2f}x | {t['tokens_per_s']:.0f} | "
+          f"{max(t['torch_peak_gib'], t['device_used_gib']):.2f} | {eff} |")
+PY
+fi
+if [[ $steps == *" train "* ]]; then
+  timeout 400 "${launch[@]}" examples/train_tiny_llama.py --mode tasp --log "$OUT/train-tasp.json" > "$OUT/train-tasp.log" 2>&1 || fail=1
+  timeout 400 python3 examples/train_tiny_llama.py --mode sdpa --log "$OUT/train-sdpa.json" > "$OUT/train-sdpa.log" 2>&1 || fail=1
+  tail -1 "$OUT/train-tasp.log" "$OUT/train-sdpa.log"
+  python3 examples/train_tiny_llama.py --compare "$OUT/train-tasp.json" "$OUT/train-sdpa.json" || fail=1
+fi
+if [[ $steps == *" pip "* ]]; then
+  timeout 600 python3 -m pip install --no-build-isolation --no-deps --prefix /tmp/tasp-pip . > "$OUT/pip.log" 2>&1 &&
+    echo "pip install: ok ($(find /tmp/tasp-pip -name libtasp_c.so | head -1))" || { echo "pip install: failed"; tail -20 "$OUT/pip.log"; fail=1; }
+fi
+exit $fail

@@ -1,7 +1,6 @@
 // tasp configs: the named workloads --config takes.
 #include <iomanip>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
@@ -17,12 +16,7 @@ void register_configs(CLI::App& app) {
   cmd->callback([json] {
     const auto& c = planner::workload_catalogue();
     if (*json) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& e : c)
-        j.push_back({{"name", e.name}, {"group", e.group}, {"workload", planner::to_string(e.w)}, {"B", e.w.B}, {"S", e.w.S},
-                     {"H", e.w.H}, {"Hkv", e.w.Hkv}, {"D", e.w.D}, {"causal", e.w.causal}, {"dtype", e.w.dtype},
-                     {"window_left", e.w.window_left}, {"window_right", e.w.window_right}, {"note", e.note}});
-      std::cout << j.dump(1) << "\n";
+      std::cout << planner::workload_catalogue_json() << "\n";
       return;
     }
     std::cout << std::left << std::setw(21) << "# name" << std::setw(17) << "group" << std::right << std::setw(4) << "B"

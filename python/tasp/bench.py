@@ -1,0 +1,246 @@
+"""The ring-attention benchmark people already run, through tasp (`tasp.torch.attention`), with the PyTorch
+baselines beside it in the same run. The interface of nnscaler's benchmark_ring_attn.py:
+
+  python -m tasp.bench --list-configs
+  torchrun --nproc_per_node=2 -m tasp.bench --config medium [--baseline]
+  torchrun --nproc_per_node=2 -m tasp.bench --seqlen 8192 --nheads 16 --head-dim 128 --batch-size 4 --causal
+
+Prints, per implementation, forward, backward and forward+backward ms (median of the slowest rank), tokens/s, peak
+GPU memory, and the speedup over one GPU (SDPA on cuDNN over the whole sequence) with its parallel efficiency;
+with --baseline also ring-flash-attention's ring / zigzag ring, DeepSpeed-Ulysses and llama3-style all-gather on
+PyTorch's cuDNN kernels (tasp.torch.baselines) and tasp's ratio to the best of them. --json writes the same."""
+import argparse
+import json
+import os
+import sys
+
+import tasp
+
+TIMING_METHODS = ("simple", "warmup", "profiler")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tasp.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="a named configuration (--list-configs)")
+    ap.add_argument("--list-configs", action="store_true", help="list the named configurations and exit")
+    ap.add_argument("--seqlen", type=int, help="tokens of the whole sequence (overrides the config's)")
+    ap.add_argument("--nheads", type=int, help="query heads")
+    ap.add_argument("--nheads-kv", type=int, help="K/V heads (GQA/MQA; default --nheads)")
+    ap.add_argument("--head-dim", type=int, help="head dim")
+    ap.add_argument("--batch-size", type=int, help="sequences")
+    mask = ap.add_mutually_exclusive_group()
+    mask.add_argument("--causal", dest="causal", action="store_true", default=None, help="causal mask")
+    mask.add_argument("--full", dest="causal", action="store_false", help="no mask")
+    ap.add_argument("--window", help="sliding window L:R as flash-attn's window_size (-1 unbounded)")
+    ap.add_argument("--dtype", choices=("bf16", "fp16"), help="input type (default the config's, else bf16)")
+    ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton")
+    ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
+                    help="simple: timed runs alone; warmup: warm-up runs and --heat-ms first (default); profiler: "
+                         "warmup's, then one torch.profiler pass whose table rank 0 prints")
+    ap.add_argument("--warmup-runs", type=int, default=3, help="untimed runs first (default 3)")
+    ap.add_argument("--timing-runs", type=int, default=10, help="timed runs, the median reported (default 10)")
+    ap.add_argument("--heat-ms", type=float, default=2000,
+                    help="warmup: run for at least this long before timing (the power limiter settles over ~1 s)")
+    ap.add_argument("--baseline", action="store_true", help="the PyTorch baselines in the same run, and the ratios")
+    ap.add_argument("--no-single", action="store_true", help="skip the one-GPU run (speedup, parallel efficiency)")
+    ap.add_argument("--json", help="write the results here (rank 0)")
+    a = ap.parse_args(argv)
+    for name in ("seqlen", "nheads", "nheads_kv", "head_dim", "batch_size", "warmup_runs", "timing_runs"):
+        v = getattr(a, name)
+        if v is not None and v < (0 if name == "warmup_runs" else 1):
+            ap.error(f"--{name.replace('_', '-')}: expected a positive number, got {v}")
+    return a
+
+
+def shape_of(a):
+    """(B, S, H, Hkv, D, causal, window, dtype) from the config and the overrides; ValueError naming what is wrong."""
+    base = {"B": 4, "S": 8192, "H": 16, "Hkv": None, "D": 128, "causal": False, "window_left": -1, "window_right": -1,
+            "dtype": "bf16"}
+    if a.config:
+        found = {c["name"]: c for c in tasp.configs()}
+        if a.config not in found:
+            raise ValueError(f"--config: no configuration named {a.config!r} (--list-configs lists them)")
+        base.update(found[a.config])
+    elif not (a.seqlen and a.nheads and a.head_dim):
+        raise ValueError("--config NAME, or --seqlen, --nheads and --head-dim (with --batch-size, --causal, ...)")
+    B = a.batch_size or base["B"]
+    S = a.seqlen or base["S"]
+    H = a.nheads or base["H"]
+    Hkv = a.nheads_kv or (base["Hkv"] if base["Hkv"] and not a.nheads else H)
+    D = a.head_dim or base["D"]
+    causal = base["causal"] if a.causal is None else a.causal
+    window = None
+    if a.window:
+        try:
+            window = tuple(int(x) for x in a.window.split(":"))
+            assert len(window) == 2
+        except (ValueError, AssertionError):
+            raise ValueError(f"--window: expected L:R, got {a.window!r}") from None
+    elif base["window_left"] >= 0 or base["window_right"] >= 0:
+        window = (base["window_left"], base["window_right"])
+    if H % Hkv:
+        raise ValueError(f"--nheads-kv: {Hkv} does not divide --nheads {H}")
+    return B, S, H, Hkv, D, causal, window, a.dtype or base["dtype"]
+
+
+def list_configs():
+    print(f"{'name':20} {'group':16} {'B':>3} {'S':>7} {'H':>4} {'Hkv':>4} {'D':>4} {'mask':>7} {'dtype':>5}  tokens")
+    for c in tasp.configs():
+        print(f"{c['name']:20} {c['group']:16} {c['B']:3d} {c['S']:7d} {c['H']:4d} {c['Hkv']:4d} {c['D']:4d} "
+              f"{'causal' if c['causal'] else 'full':>7} {c['dtype']:>5}  {c['B'] * c['S'] // 1024}K")
+
+
+def run(a):
+    import torch
+    import torch.distributed as dist
+
+    import tasp.torch as tt
+    from tasp.torch import baselines as bl
+
+    B, S, H, Hkv, D, causal, window, dtype_name = shape_of(a)
+    dist.init_process_group("nccl")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
+    say = print if rank == 0 else (lambda *x, **k: None)
+    say(f"# tasp.bench: {n} x {torch.cuda.get_device_name()}, torch {torch.__version__}; B={B} S={S} H={H} Hkv={Hkv} "
+        f"D={D} {'causal' if causal else 'full'}{f' window={window}' if window else ''} {dtype_name}; "
+        f"{a.timing_method}, median of {a.timing_runs} (slowest rank)")
+    g = torch.Generator(device=dev).manual_seed(1234)
+    full = [torch.randn(B, S, h, D, generator=g, device=dev, dtype=dtype) for h in (H, Hkv, Hkv, H)]  # q, k, v, dO
+
+    def timed(fn):
+        """fn's median ms over --timing-runs, each the slowest rank's; warm-up and heat by --timing-method."""
+        warm = 0 if a.timing_method == "simple" else a.warmup_runs
+        heat = 0 if a.timing_method == "simple" else a.heat_ms
+        ms = bl.median_ms(fn, warm, a.timing_runs, heat)
+        if a.timing_method == "profiler":
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            say(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
+        return ms
+
+    rows = []
+
+    def record(name, fwd, fwd_bwd):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        free0, total = torch.cuda.mem_get_info()
+        f, fb = timed(fwd), timed(fwd_bwd)
+        free1, _ = torch.cuda.mem_get_info()
+        peak = torch.tensor([torch.cuda.max_memory_allocated() / 2**30, (total - min(free0, free1)) / 2**30], device=dev)
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+        rows.append({"name": name, "fwd_ms": f, "bwd_ms": fb - f, "fwd_bwd_ms": fb, "tokens_per_s": B * S / (fb / 1e3),
+                     "torch_peak_gib": peak[0].item(), "device_used_gib": peak[1].item()})
+        say(f"  {name:28} fwd {f:9.3f} ms  bwd {fb - f:9.3f} ms  fwd+bwd {fb:9.3f} ms  {B * S / (fb / 1e3):12.0f} tok/s  "
+            f"peak {peak[0].item():6.2f} GiB (device {peak[1].item():6.2f})", flush=True)
+
+    # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
+    ctx = tt.Context(scheme=a.scheme)
+    q, k, v, do = (ctx.shard(x, 1, causal=causal).contiguous() for x in full)
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+
+    def tasp_fwd():
+        with torch.no_grad():
+            return tt.attention(q, k, v, causal=causal, window=window, ctx=ctx)
+
+    def tasp_fwd_bwd():
+        out = tt.attention(q, k, v, causal=causal, window=window, ctx=ctx)
+        out.backward(do)
+        q.grad = k.grad = v.grad = None
+
+    scheme = ctx.scheme_for(q, k, causal, window)
+    say(f"# tasp: {scheme}")
+    record(f"tasp {scheme.split(' ')[0]}", tasp_fwd, tasp_fwd_bwd)
+
+    if a.baseline:
+        if window:
+            say("# baselines: no windowed ring/Ulysses/all-gather in tasp.torch.baselines; skipped")
+        else:
+            heads = [x.transpose(1, 2).contiguous() for x in full]  # the kernels' [B, heads, S, D]
+            for algo in bl.ALGOS:
+                why = bl.splits(algo, H, Hkv, n)
+                if why:
+                    say(f"  {bl.name_of(algo, causal)}: {why}")
+                    continue
+                fwd, fwd_bwd = bl.baseline(algo, "cudnn", heads, causal, rank, n)
+                record(f"torch {bl.name_of(algo, causal)} (cudnn)", fwd, fwd_bwd)
+            del heads
+
+    single = None
+    if not a.no_single:
+        # One GPU, the whole sequence: SDPA on cuDNN (window: the math mask on one GPU is not the field's best; skip).
+        if window:
+            say("# one GPU: skipped under a window")
+        else:
+            qs, ks, vs, ds = (x.transpose(1, 2) for x in full)
+            qs, ks, vs = (x.detach().requires_grad_() for x in (qs, ks, vs))
+            gq = H // Hkv
+
+            def sdpa():
+                return torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=gq > 1)
+
+            def one_fwd():
+                with torch.no_grad():
+                    sdpa()
+
+            def one_fwd_bwd():
+                sdpa().backward(ds)
+                qs.grad = ks.grad = vs.grad = None
+
+            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
+                f, fb = timed(one_fwd), timed(one_fwd_bwd)
+            single = {"fwd_ms": f, "fwd_bwd_ms": fb}
+            say(f"  {'one GPU, SDPA cuDNN':28} fwd {f:9.3f} ms  bwd {fb - f:9.3f} ms  fwd+bwd {fb:9.3f} ms")
+
+    if rank == 0:
+        print()
+        print(f"| implementation | fwd ms | bwd ms | fwd+bwd ms | tokens/s | peak GiB | speedup | efficiency |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if single:
+                r["speedup"] = single["fwd_bwd_ms"] / r["fwd_bwd_ms"]
+                r["parallel_efficiency"] = r["speedup"] / n
+            sp = f"{r['speedup']:.2f}x | {100 * r['parallel_efficiency']:.0f}%" if single else "- | -"
+            print(f"| {r['name']} | {r['fwd_ms']:.3f} | {r['bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
+                  f"{r['tokens_per_s']:.0f} | {max(r['torch_peak_gib'], r['device_used_gib']):.2f} | {sp} |")
+        base = [r for r in rows if r["name"].startswith("torch ")]
+        ratio = None
+        if base:
+            best = min(base, key=lambda r: r["fwd_bwd_ms"])
+            ratio = {"baseline": best["name"], "fwd_bwd": best["fwd_bwd_ms"] / rows[0]["fwd_bwd_ms"],
+                     "fwd": min(r["fwd_ms"] for r in base) / rows[0]["fwd_ms"]}
+            print(f"\ntasp / best baseline ({best['name']}): fwd+bwd {ratio['fwd_bwd']:.2f}x, fwd {ratio['fwd']:.2f}x")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"format": "tasp-bench/1", "ranks": n, "device": torch.cuda.get_device_name(),
+                           "shape": {"B": B, "S": S, "H": H, "Hkv": Hkv, "D": D, "causal": causal, "window": window,
+                                     "dtype": dtype_name}, "config": a.config, "timing_method": a.timing_method,
+                           "rows": rows, "single_gpu": single, "vs_best_baseline": ratio}, f, indent=1)
+    ctx.synchronize()
+    dist.destroy_process_group()
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    if a.list_configs:
+        list_configs()
+        return 0
+    try:
+        shape_of(a)
+    except ValueError as e:
+        print(f"tasp.bench: {e}", file=sys.stderr)
+        return 2
+    if "RANK" not in os.environ:
+        print("tasp.bench: run it under torchrun (torchrun --nproc_per_node=N -m tasp.bench ...)", file=sys.stderr)
+        return 2
+    run(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

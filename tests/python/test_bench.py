@@ -1,0 +1,46 @@
+"""python -m tasp.bench without GPUs: the configurations it lists and how a shape is made from a config and the
+overrides; bad arguments end with a message and status 2 (the runs themselves need GPUs: tools/gpu/python.sh)."""
+import pytest
+
+import tasp
+from tasp import bench
+
+
+def test_list_configs(capsys):
+    assert bench.main(["--list-configs"]) == 0
+    out = capsys.readouterr().out
+    for name in ("medium", "qwen3_14b", "llama3-8b"):
+        assert name in out
+    assert len(out.splitlines()) == len(tasp.configs()) + 1
+
+
+def test_shape_from_config_and_overrides():
+    shape = lambda *argv: bench.shape_of(bench.parse_args(list(argv)))
+    assert shape("--config", "medium") == (4, 8192, 24, 24, 128, True, None, "bf16")
+    assert shape("--config", "qwen3_14b") == (4, 16384, 40, 8, 128, True, None, "bf16")
+    assert shape("--config", "medium", "--seqlen", "4096", "--full") == (4, 4096, 24, 24, 128, False, None, "bf16")
+    assert shape("--config", "small_window")[6] == (512, 0)
+    assert shape("--seqlen", "2048", "--nheads", "8", "--head-dim", "64", "--nheads-kv", "2", "--causal",
+                 "--dtype", "fp16") == (4, 2048, 8, 2, 64, True, None, "fp16")
+
+
+@pytest.mark.parametrize("argv,names", [
+    (["--config", "nosuch"], "--config"),
+    (["--seqlen", "2048"], "--config NAME, or"),
+    (["--config", "medium", "--nheads-kv", "5"], "--nheads-kv"),
+    (["--config", "medium", "--window", "5"], "--window"),
+])
+def test_bad_arguments(argv, names, capsys):
+    assert bench.main(argv) == 2
+    assert names in capsys.readouterr().err
+
+
+def test_needs_torchrun(capsys, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    assert bench.main(["--config", "tiny"]) == 2
+    assert "torchrun" in capsys.readouterr().err
+
+
+def test_negative_counts_are_refused():
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--config", "tiny", "--timing-runs", "0"])
