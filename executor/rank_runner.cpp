@@ -52,12 +52,7 @@ void make_nccl_id(unsigned char* nccl_id) {
 
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
                                  const unsigned char* nccl_id, int timeout_s) {
-  if (p.ulysses > 1)
-    throw planner::InputError("plan: head-parallel plans (" + p.scheme +
-                              ") do not run in a rank runner yet; pick ring, zigzag, allgather or hamilton");
-  if (rank < 0 || rank >= p.ranks)
-    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of the plan's " + std::to_string(p.ranks));
-  if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
+  check_rank_plan(p, w, rank);
   if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
     throw planner::InputError("workload: " + e);
   int devices = 0;

@@ -42,6 +42,9 @@ using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
                                  const unsigned char* nccl_id, int timeout_s);
 void make_nccl_id(unsigned char* nccl_id);
+// What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
+// the plan is head-parallel, `rank` is not one of its ranks, or plan and workload disagree on the mask.
+void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int rank);
 // The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);

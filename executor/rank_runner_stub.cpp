@@ -13,7 +13,10 @@ namespace {
 
 struct RankRunner {};
 void RankRunnerDelete::operator()(RankRunner* s) const { delete s; }
-RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, int, int, const unsigned char*, int) { missing(); }
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int, const unsigned char*, int) {
+  check_rank_plan(p, w, rank);
+  missing();
+}
 void make_nccl_id(unsigned char*) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }

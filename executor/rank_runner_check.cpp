@@ -1,0 +1,18 @@
+// The plan checks of a rank runner (rank_runner.hpp), the same with or without CUDA.
+#include <string>
+
+#include "executor/rank_runner.hpp"
+#include "planner/topology.hpp"  // InputError
+
+namespace tasp::executor {
+
+void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int rank) {
+  if (p.ulysses > 1)
+    throw planner::InputError("plan: head-parallel plans (" + p.scheme +
+                              ") do not run in a rank runner yet; pick ring, zigzag, allgather or hamilton");
+  if (rank < 0 || rank >= p.ranks)
+    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of the plan's " + std::to_string(p.ranks));
+  if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
+}
+
+}  // namespace tasp::executor
