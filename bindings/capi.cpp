@@ -91,6 +91,10 @@ Options parse_options(const char* text) {
     };
     if (k == "profile") o.profile = text_of();
     else if (k == "schemes") o.schemes = text_of();
+    else if (k == "prune_plain") {
+      if (!v.is_boolean()) throw planner::InputError("options.prune_plain: expected true or false");
+      o.choices.prune_plain = v.get<bool>();
+    }
     else if (k == "layout") {
       planner::Layout l;
       if (!planner::parse_layout(o.choices.layout = text_of(), &l))
@@ -107,7 +111,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, pass)");
+                                "head_groups, memory_budget_gib, prune_plain, pass)");
     }
   }
   return o;

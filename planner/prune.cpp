@@ -101,9 +101,9 @@ void drop_empty(std::vector<Step>& steps) {
 
 }  // namespace
 
-void prune(Plan& p, const Workload& w, const Digraph* arcs, int max_ranks) {
+void prune(Plan& p, const Workload& w, const Digraph* arcs, int max_ranks, bool plain) {
   const Mask m = make_mask(w);
-  if (m.plain() || p.ranks > max_ranks) return;
+  if ((m.plain() && !plain) || p.ranks > max_ranks || w.S <= 0) return;
   expand(p);
   const auto need = needed_blocks(p, m);
   const int before = p.num_steps(), before_bwd = p.has_backward ? p.backward.num_steps() : 0;

@@ -16,9 +16,9 @@ Mask plan_mask(const Plan& p, long S);
 // needed[(rank * ranks + owner) * pieces + piece]: the rank's queries see some key of the piece.
 std::vector<unsigned char> needed_blocks(const Plan& p, const Mask& m);
 // Prunes `p` (expanding compact passes) for workload `w`'s mask; a no-op when the mask is plain (no documents,
-// no window) or the plan has more than `max_ranks` ranks. A backward accumulator goes straight to its owner
-// only over an arc of `arcs` (any pair when null) that the step does not already use.
-void prune(Plan& p, const Workload& w, const Digraph* arcs, int max_ranks = 128);
+// no window) unless `plain` asks for it, or when the plan has more than `max_ranks` ranks. A backward accumulator
+// goes straight to its owner only over an arc of `arcs` (any pair when null) that the step does not already use.
+void prune(Plan& p, const Workload& w, const Digraph* arcs, int max_ranks = 128, bool plain = false);
 // Empty when plan `p` can run workload `w` as far as masks go; else why not.
 std::string mask_mismatch(const Plan& p, const Workload& w);
 

@@ -18,6 +18,7 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.ulysses = h.ulysses;
   o.inner = h.inner == "auto" ? "hamilton" : h.inner;
   o.head_groups = std::max(1, h.head_groups);
+  o.prune_plain = h.prune_plain;
   if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
   o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");

@@ -32,6 +32,7 @@ struct PlanChoices {
   double memory_budget_gib = 0;  // 0: none (planner::PlanOptions::memory_budget_bytes)
   std::string layout;            // contiguous | zigzag | zigzag-docs; "": the scheme's own (and, for packed causal
                                  // documents, the fastest of the three)
+  bool prune_plain = false;      // planner::PlanOptions::prune_plain
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
 

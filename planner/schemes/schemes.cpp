@@ -76,7 +76,9 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag
     p.layout_docs = o.workload.docs.empty() ? std::vector<long>{o.workload.S} : o.workload.docs;
   }
-  const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed());
+  // allgather keeps its forward's K/V instead: pruning would cost it a second gather (PlanOptions::prune_plain).
+  const bool prune_plain = o.prune_plain && scheme != "allgather";
+  const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed() || prune_plain);
   if (o.backward) {
     const int acc = o.accumulator_bytes ? o.accumulator_bytes : scheme == "allgather" && n > 1 ? 2 : 4;
     // Kept K/V: not with pruning, whose backward moves K/V pieces on its own terms (planner/prune.hpp).
@@ -90,7 +92,7 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     if (const std::string e = check_split(split_of(p, o.workload.S)); !e.empty()) throw InputError("workload: " + e);
   if (masked) {
     const Digraph arcs = rank_digraph(t);
-    prune(p, o.workload, &arcs, o.expand_max_ranks);
+    prune(p, o.workload, &arcs, o.expand_max_ranks, prune_plain);
   }
   return p;
 }

@@ -195,6 +195,38 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MaskedEveryScheme, ::testing::ValuesIn(mask_cases(
   return test_name(info.param.scheme + std::to_string(info.param.n) + (info.param.doc_zigzag ? "_zigzag_docs" : ""));
 });
 
+// Plain masks pruned on request (PlanOptions::prune_plain): under a causal mask a rank gets only the K/V its
+// queries see, and every owner's partial dK/dV stays home; exact in fp64 for every token-moving scheme, full and
+// causal, lengths that divide and do not.
+TEST(CpuExecutor, PlainMasksPrunedOnRequestAreExact) {
+  struct Case {
+    std::string topology, scheme;
+  };
+  std::vector<Case> cases;
+  for (int n : {2, 3, 4, 8})
+    for (const char* s : {"ring", "zigzag", "hamilton"}) cases.push_back({"complete:" + std::to_string(n), s});
+  cases.push_back({"cluster:2x4", "two-level"});
+  cases.push_back({"complete:4", "usp"});
+  cases.push_back({"complete:2", "allgather"});  // not pruned: it keeps the forward's K/V instead
+  for (const Case& c : cases)
+    for (bool causal : {false, true}) {
+      if (c.scheme == "zigzag" && !causal) continue;
+      const Topology t = load_topology(c.topology);
+      PlanOptions o;
+      o.causal = causal, o.prune_plain = true, o.ulysses = c.scheme == "usp" ? 2 : 0;
+      const long unit = unit_tokens(build_plan(t, c.scheme, o));
+      Workload w;
+      w.B = 2, w.H = 4, w.Hkv = 2, w.D = 8, w.causal = causal, w.S = unit * 3 + (causal ? 0 : 1);
+      o.workload = w;
+      const Plan p = build_plan(t, c.scheme, o);
+      SCOPED_TRACE(c.topology + " " + c.scheme + (causal ? " causal" : " full"));
+      ASSERT_EQ(verify_plan(p), "");
+      if (c.scheme == "allgather") EXPECT_TRUE(p.backward.keeps_kv && !p.pruned.any());
+      else if (c.scheme != "usp") EXPECT_TRUE(p.pruned.any());
+      check_plan(p, w, "fp64", 1e-10, c.scheme);
+    }
+}
+
 // A window narrower than a shard on a contiguous ring: only the neighbour's piece moves, so the plan shrinks
 // to two forward steps; a plan pruned for one mask refuses another.
 TEST(CpuExecutor, WindowedRingShrinksAndPrunedPlansKeepTheirMask) {

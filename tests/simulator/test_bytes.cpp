@@ -30,10 +30,13 @@ PassBytes busiest(const planner::Timeline& t) {
   return b;
 }
 
-PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr) {
+PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr,
+               bool prune_plain = false) {
   const auto prof = simulator::builtin_profile("h200-hgx-8");
   const auto t = planner::load_topology("complete:" + std::to_string(n));
-  planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w));
+  simulator::PlanChoices h;
+  h.prune_plain = prune_plain;
+  planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w, h));
   simulator::SimOptions so;
   so.passes = {true, true};
   const PassBytes b = busiest(simulator::simulate(p, t, w, prof, so).timeline);
@@ -78,4 +81,32 @@ TEST(Bytes, AllgatherBackwardSendsOnlyTheOthersPartialSums) {
   EXPECT_TRUE(ag.backward.keeps_kv);
   EXPECT_EQ(ag.accumulator_bytes, 2);
   EXPECT_NEAR(a.bwd / r.bwd, 7.0 / (7 + 8 * ring.accumulator_bytes / 2.0), 1e-9);
+}
+
+// Plain masks pruned on request (PlanOptions::prune_plain): each owner's own partial dK/dV waits at home, so a
+// ring-flow backward carries accumulators n-1 hops instead of n (full mask: the K/V hops stay n-1); under a causal
+// zigzag layout a rank also gets only the K/V its queries see: on 2 GPUs the first rank's second chunk never
+// travels, and the busiest GPU's backward drops from K/V + 2 accumulators to K/V + 1.
+TEST(Bytes, PlainMasksPrunedOnRequest) {
+  const planner::Workload full = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128");
+  const planner::Workload causal = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
+  for (int n : {2, 4, 8}) {
+    const double kv = 2 * full.Hkv * double(full.S) / n * full.D * 2;  // a GPU's K and V shard, bf16
+    for (const std::string s : {"ring", "hamilton"}) {
+      SCOPED_TRACE(s + " on " + std::to_string(n));
+      planner::Plan p;
+      const PassBytes b = sent(s, n, full, &p, true);
+      const double grad = kv * p.accumulator_bytes / 2;
+      EXPECT_TRUE(p.pruned.any());
+      EXPECT_NEAR(b.fwd, (n - 1) * kv, 1e-6 * kv);
+      EXPECT_NEAR(b.bwd, (n - 1) * kv + (n - 1) * grad, 1e-6 * kv);
+    }
+    SCOPED_TRACE("zigzag, causal, on " + std::to_string(n));
+    planner::Plan p;
+    const PassBytes plain = sent("zigzag", n, causal, &p), pruned = sent("zigzag", n, causal, nullptr, true);
+    const double grad = kv * p.accumulator_bytes / 2;
+    EXPECT_LE(pruned.fwd, plain.fwd + 1e-6 * kv);
+    EXPECT_LE(pruned.bwd, plain.bwd - grad + 1e-6 * kv);  // at least one accumulator hop fewer
+    if (n == 2) EXPECT_NEAR(pruned.bwd, kv + grad, 1e-6 * kv);
+  }
 }
