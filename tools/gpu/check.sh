@@ -65,6 +65,13 @@ echo "== allgather's gather and reduce-scatter as NCCL collectives (--collective
 for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128"; do
   check "allgather --collectives $w" 120 $T run --backend cuda -t $TOPO -s allgather --collectives -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
 done
+echo "== plain masks pruned on request (--prune-plain: only the K/V a rank's queries see; partial dK/dV home once)"
+for w in "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64"; do
+  for s in $(schemes_for "$w"); do
+    case $s in allgather|ulysses|usp) continue ;; esac  # not pruned (allgather keeps its K/V; head-parallel: no pieces)
+    check "$s --prune-plain $w" 120 $T run --backend cuda -t $TOPO -s $s --prune-plain -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+  done
+done
 echo "== masks: packed documents and windows"
 masked=("B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=8191,H=8,Hkv=2,D=64,causal,window=300")
 [ $quick = 0 ] && masked+=("B=1,S=8192,H=8,Hkv=1,D=64,window=500:40" "B=1,S=1200,H=2,D=64,causal,docs=500+1+699,window=100")
