@@ -27,6 +27,10 @@ struct tasp_plan {
   std::string json;
 };
 
+struct tasp_group {
+  tasp::executor::RankGroupPtr group;
+};
+
 struct tasp_rank {
   tasp::executor::RankRunnerPtr runner;
 };
@@ -241,13 +245,26 @@ extern "C" int tasp_nccl_id(unsigned char* id) {
   });
 }
 
-extern "C" int tasp_rank_create(const tasp_plan* plan, int rank, int device, const unsigned char* id, int timeout_s,
-                                tasp_rank** out) {
+extern "C" int tasp_group_create(int ranks, int rank, int device, const unsigned char* id, tasp_group** out) {
   return guarded([&] {
-    bindings::need(plan, "plan"), bindings::need(id, "id"), bindings::need(out, "out");
+    bindings::need(id, "id"), bindings::need(out, "out");
     *out = nullptr;
+    auto h = std::make_unique<tasp_group>();
+    h->group = executor::open_rank_group(ranks, rank, device, id);
+    *out = h.release();
+  });
+}
+
+extern "C" void tasp_group_destroy(tasp_group* group) { delete group; }
+
+extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out) {
+  return guarded([&] {
+    bindings::need(plan, "plan"), bindings::need(out, "out");
+    *out = nullptr;
+    executor::check_rank_plan(plan->plan, plan->workload, plan->plan.ranks);  // before any device is needed
+    bindings::need(group, "group");
     auto h = std::make_unique<tasp_rank>();
-    h->runner = executor::open_rank_runner(plan->plan, plan->workload, rank, device, id, timeout_s);
+    h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s);
     *out = h.release();
   });
 }

@@ -28,6 +28,7 @@ enum tasp_status {
 
 typedef struct tasp_plan tasp_plan;
 typedef struct tasp_rank tasp_rank;
+typedef struct tasp_group tasp_group;
 
 TASP_API int tasp_api_version(void);
 /* The calling thread's last error message ("" after a success). */
@@ -69,11 +70,14 @@ TASP_API int tasp_cpu_run(const tasp_plan* plan, int precision_bits, const doubl
 #define TASP_NCCL_ID_BYTES 128
 /* A new NCCL unique id for a group of ranks: made on one rank, given to the others by the caller. */
 TASP_API int tasp_nccl_id(unsigned char* id);
-/* Rank `rank` of `plan` on CUDA device `device`, in the group of `id`; every rank of the plan calls it together (it
- * returns when all have joined). `timeout_s` (0: 60) bounds tasp_rank_wait. Head-parallel plans (ulysses, usp) are
- * not run this way yet (TASP_ERR_INPUT). */
-TASP_API int tasp_rank_create(const tasp_plan* plan, int rank, int device, const unsigned char* id, int timeout_s,
-                              tasp_rank** out);
+/* This process's place in a group of `ranks` ranks (one per GPU) on CUDA device `device`: the group's NCCL
+ * communicator from `id`, and the two streams every plan's rank of the group runs on. Every rank calls it together
+ * (it returns when all have joined). Destroy it after its ranks. */
+TASP_API int tasp_group_create(int ranks, int rank, int device, const unsigned char* id, tasp_group** out);
+TASP_API void tasp_group_destroy(tasp_group* group);
+/* The group's rank of `plan` (a plan of the group's size, for the whole sequence). `timeout_s` (0: 60) bounds
+ * tasp_rank_wait. Head-parallel plans (ulysses, usp) are not run this way yet (TASP_ERR_INPUT). */
+TASP_API int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out);
 TASP_API void tasp_rank_destroy(tasp_rank* rank);
 /* The forward: reads q, k, v; writes out and lse. */
 TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
@@ -83,7 +87,8 @@ TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, co
 TASP_API int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
                                 const float* lse, const void* dout, void* dq, void* dk, void* dv, void* stream);
 /* Waits on the host for the rank's work so far, at most its timeout: TASP_ERR_RUNTIME with NCCL's message when a
- * peer failed, or naming the deadline when one stalled (the communicator is then aborted). */
+ * peer failed, or naming the deadline when one stalled (the group's communicator is then aborted, and its ranks
+ * refuse further calls). */
 TASP_API int tasp_rank_wait(tasp_rank* rank);
 
 #ifdef __cplusplus

@@ -22,12 +22,50 @@ namespace tasp::executor {
 
 using planner::Pass;
 
+struct RankGroup {
+  int ranks = 0, rank = 0, dev = 0;
+  ncclComm_t nccl = nullptr;
+  cudaStream_t comm = nullptr, compute = nullptr;
+};
+
+void RankGroupDelete::operator()(RankGroup* g) const {
+  if (!g) return;
+  cudaSetDevice(g->dev);
+  if (g->compute) cudaStreamSynchronize(g->compute), cudaStreamSynchronize(g->comm);
+  if (g->nccl) ncclCommDestroy(g->nccl);
+  if (g->compute) cudaStreamDestroy(g->compute), cudaStreamDestroy(g->comm);
+  delete g;
+}
+
+RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of " + std::to_string(ranks) + " ranks");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || device < 0 || device >= devices)
+    throw planner::InputError("device: " + std::to_string(device) + " is not one of the " + std::to_string(devices) +
+                              " CUDA devices visible");
+  RankGroupPtr g(new RankGroup);
+  g->ranks = ranks, g->rank = rank, g->dev = device;
+  TASP_CUDA(cudaSetDevice(device));
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // as the cuda backend: NVLink multicast off unless set otherwise
+  ncclUniqueId id;
+  std::memcpy(&id, nccl_id, kNcclIdBytes);
+  TASP_NCCL(ncclCommInitRank(&g->nccl, ranks, id, rank));
+  int least = 0, greatest = 0;  // the comm stream at the highest priority, as in the cuda backend (why: there)
+  TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  TASP_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, greatest));
+  TASP_CUDA(cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking));
+  return g;
+}
+
 struct RankRunner {
   planner::Plan plan;
   planner::Workload w;
   int r = 0, timeout_s = 60;
   cuda::Geometry g;
-  cuda::RankDevice x;  // groups[0]: the buffers and the steps' events; origin, done: a call's start and end
+  RankGroup* group = nullptr;
+  cuda::RankDevice x;  // the group's device, streams and communicator (borrowed); groups[0]: the buffers and the
+                       // steps' events; origin, done: a call's start and end
   cuda::PassWork fwd, bwd;
   cudaEvent_t staged = nullptr;
   std::vector<cuda::PieceRun> runs;  // where the own pieces' rows lie in the caller's shard
@@ -39,6 +77,7 @@ void RankRunnerDelete::operator()(RankRunner* s) const {
   cudaSetDevice(s->x.dev);
   if (s->x.compute) cudaStreamSynchronize(s->x.compute), cudaStreamSynchronize(s->x.comm);
   if (s->staged) cudaEventDestroy(s->staged);
+  s->x.comm = s->x.compute = nullptr, s->x.nccl = nullptr;  // the group's, which outlives the runner
   s->x.release();
   delete s;
 }
@@ -50,31 +89,19 @@ void make_nccl_id(unsigned char* nccl_id) {
   std::memcpy(nccl_id, &id, kNcclIdBytes);
 }
 
-RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
-                                 const unsigned char* nccl_id, int timeout_s) {
-  check_rank_plan(p, w, rank);
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s) {
+  check_rank_plan(p, w, group.ranks);
   if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
     throw planner::InputError("workload: " + e);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || device < 0 || device >= devices)
-    throw planner::InputError("device: " + std::to_string(device) + " is not one of the " + std::to_string(devices) +
-                              " CUDA devices visible");
+  const int rank = group.rank;
   RankRunnerPtr s(new RankRunner);
-  s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60;
+  s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   // Each layer's backward stages its own K/V: K/V kept from a forward would be the last layer's.
   if (s->plan.has_backward && s->plan.backward.keeps_kv) planner::add_backward(s->plan, s->plan.accumulator_bytes, false);
   const planner::Plan& plan = s->plan;
   cuda::RankDevice& x = s->x;
-  x.dev = device;
-  TASP_CUDA(cudaSetDevice(device));
-  setenv("NCCL_NVLS_ENABLE", "0", 0);  // as the cuda backend: NVLink multicast off unless set otherwise
-  ncclUniqueId id;
-  std::memcpy(&id, nccl_id, kNcclIdBytes);
-  TASP_NCCL(ncclCommInitRank(&x.nccl, plan.ranks, id, rank));
-  int least = 0, greatest = 0;  // the comm stream at the highest priority, as in the cuda backend (why: there)
-  TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
-  TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
+  x.dev = group.dev, x.nccl = group.nccl, x.comm = group.comm, x.compute = group.compute;
+  TASP_CUDA(cudaSetDevice(x.dev));
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;
@@ -113,6 +140,8 @@ void need(const void* p, const char* name) {
 // one strided copy per piece run, K and V: B rows of `len` tokens each.
 void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
   cuda::RankDevice& x = s.x;
+  if (!s.group->nccl) throw std::runtime_error("rank group: its communicator was aborted after a failure");
+  x.nccl = s.group->nccl;
   TASP_CUDA(cudaSetDevice(x.dev));
   TASP_CUDA(cudaEventRecord(x.origin, caller));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
@@ -202,11 +231,12 @@ void runner_wait(RankRunner& s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
   while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
     ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(s.x.nccl, &async);
+    if (s.group->nccl) ncclCommGetAsyncError(s.group->nccl, &async);
     if (async != ncclSuccess && async != ncclInProgress)
       throw std::runtime_error(std::string("rank ") + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async));
     if (std::chrono::steady_clock::now() > deadline) {
-      ncclCommAbort(s.x.nccl), s.x.nccl = nullptr;
+      if (s.group->nccl) ncclCommAbort(s.group->nccl);  // every runner of the group refuses from now on
+      s.group->nccl = s.x.nccl = nullptr;
       throw std::runtime_error("rank " + std::to_string(s.r) + ": the pass did not finish within " +
                                std::to_string(s.timeout_s) + " s (a peer missing or stalled?); its communicator is aborted");
     }

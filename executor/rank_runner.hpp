@@ -29,22 +29,32 @@ struct ShardTensors {
 
 constexpr int kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 
-struct RankRunner;  // cuda backend state: its buffers, work lists, streams and communicator
+// One process's place in a group of ranks: its CUDA device, the group's NCCL communicator (made from an id one
+// rank made with make_nccl_id and the caller handed to the others) and two streams (exchanges at the highest
+// priority, kernels). Every runner of the group uses them, so a model's layers of different shapes share one
+// communicator and run their steps in the order they were called.
+struct RankGroup;
+struct RankGroupDelete {
+  void operator()(RankGroup* g) const;
+};
+using RankGroupPtr = std::unique_ptr<RankGroup, RankGroupDelete>;
+RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id);
+void make_nccl_id(unsigned char* nccl_id);
+
+struct RankRunner;  // cuda backend state: its buffers, work lists and events, on its group's streams
 struct RankRunnerDelete {
   void operator()(RankRunner* s) const;
 };
 using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 
-// Rank `rank` of plan `p` for workload `w` on CUDA device `device`, joining the communicator of id `nccl_id`
-// (kNcclIdBytes, from make_nccl_id on one rank). Token-parallel plans (ring, zigzag, allgather, hamilton,
-// two-level); a plan that keeps the forward's K/V for the backward is run without (each layer's backward stages its
-// own K/V again). Throws planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
-RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int device,
-                                 const unsigned char* nccl_id, int timeout_s);
-void make_nccl_id(unsigned char* nccl_id);
+// The group's rank of plan `p` for workload `w` (the plan's ranks are the group's). Token-parallel plans (ring,
+// zigzag, allgather, hamilton, two-level); a plan that keeps the forward's K/V for the backward is run without (each
+// layer's backward stages its own K/V again). The group must outlive the runner. Throws planner::InputError (what
+// cannot run) or std::runtime_error (CUDA, NCCL).
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s);
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
-// the plan is head-parallel, `rank` is not one of its ranks, or plan and workload disagree on the mask.
-void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int rank);
+// the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
+void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);
 // The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);

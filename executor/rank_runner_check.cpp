@@ -6,12 +6,12 @@
 
 namespace tasp::executor {
 
-void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int rank) {
+void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks) {
   if (p.ulysses > 1)
     throw planner::InputError("plan: head-parallel plans (" + p.scheme +
                               ") do not run in a rank runner yet; pick ring, zigzag, allgather or hamilton");
-  if (rank < 0 || rank >= p.ranks)
-    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of the plan's " + std::to_string(p.ranks));
+  if (group_ranks != p.ranks)
+    throw planner::InputError("plan: " + std::to_string(p.ranks) + " ranks, the group " + std::to_string(group_ranks));
   if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
 }
 

@@ -11,12 +11,12 @@ namespace {
 }
 }  // namespace
 
+struct RankGroup {};
 struct RankRunner {};
+void RankGroupDelete::operator()(RankGroup* g) const { delete g; }
 void RankRunnerDelete::operator()(RankRunner* s) const { delete s; }
-RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, int rank, int, const unsigned char*, int) {
-  check_rank_plan(p, w, rank);
-  missing();
-}
+RankGroupPtr open_rank_group(int, int, int, const unsigned char*) { missing(); }
+RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int) { missing(); }
 void make_nccl_id(unsigned char*) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }

@@ -42,7 +42,10 @@ def _load():
     vp, c_int = ctypes.c_void_p, ctypes.c_int
     lib.tasp_nccl_id.argtypes = [ctypes.c_char_p]
     lib.tasp_nccl_id.restype = c_int
-    lib.tasp_rank_create.argtypes = [vp, c_int, c_int, ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
+    lib.tasp_group_create.argtypes = [c_int, c_int, c_int, ctypes.c_char_p, ctypes.POINTER(vp)]
+    lib.tasp_group_create.restype = c_int
+    lib.tasp_group_destroy.argtypes = [vp]
+    lib.tasp_rank_create.argtypes = [vp, vp, c_int, ctypes.POINTER(vp)]
     lib.tasp_rank_create.restype = c_int
     lib.tasp_rank_destroy.argtypes = [vp]
     lib.tasp_rank_forward.argtypes = [vp] * 7

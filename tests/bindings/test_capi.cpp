@@ -108,28 +108,32 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
 }
 
 // A rank of a plan on GPUs: what can be checked without one. Misuse names the argument; a head-parallel plan is
-// refused before any device is touched; without a GPU (or a CUDA build) creating a rank fails with a message,
-// never a crash. The rank's numbers are checked on GPUs (tests/python/gpu, tools/gpu/python.sh).
+// refused before any device is touched; without a GPU (or a CUDA build) a group cannot be made, with a message,
+// never a crash. The ranks' numbers are checked on GPUs (tests/python/gpu, tools/gpu/python.sh).
 TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   tasp_plan* p = nullptr;
   ASSERT_EQ(tasp_plan_create("complete:2", "zigzag", "B=1,S=64,H=4,D=64,causal", nullptr, &p), TASP_OK);
   unsigned char id[TASP_NCCL_ID_BYTES] = {};
+  tasp_group* g = nullptr;
   tasp_rank* r = nullptr;
-  EXPECT_EQ(tasp_rank_create(nullptr, 0, 0, id, 0, &r), TASP_ERR_INPUT);
-  EXPECT_NE(std::string(tasp_last_error()).find("plan"), std::string::npos);
-  EXPECT_EQ(tasp_rank_create(p, 0, 0, nullptr, 0, &r), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_group_create(2, 0, 0, nullptr, &g), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("id"), std::string::npos);
-  EXPECT_EQ(tasp_rank_create(p, 5, 0, id, 0, &r) == TASP_OK, false);
+  EXPECT_EQ(tasp_group_create(2, 2, 0, id, &g), TASP_ERR_INPUT);  // rank 2 of 2
+  EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos) << tasp_last_error();
+  EXPECT_EQ(g, nullptr);
+  EXPECT_EQ(tasp_rank_create(nullptr, g, 0, &r), TASP_ERR_INPUT);
+  EXPECT_NE(std::string(tasp_last_error()).find("plan"), std::string::npos);
+  EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
+  EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos);
   EXPECT_EQ(r, nullptr);
-  EXPECT_NE(std::string(tasp_last_error()), "");
   EXPECT_EQ(tasp_rank_forward(nullptr, id, id, id, id, nullptr, nullptr), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos);
   EXPECT_EQ(tasp_rank_backward(nullptr, id, id, id, id, nullptr, id, id, id, id, nullptr), TASP_ERR_INPUT);
   EXPECT_EQ(tasp_rank_wait(nullptr), TASP_ERR_INPUT);
-  tasp_rank_destroy(nullptr);  // harmless
+  tasp_rank_destroy(nullptr), tasp_group_destroy(nullptr);  // harmless
   tasp_plan_destroy(p);
   ASSERT_EQ(tasp_plan_create("complete:2", "ulysses", "B=1,S=64,H=4,D=64", nullptr, &p), TASP_OK);
-  EXPECT_EQ(tasp_rank_create(p, 0, 0, id, 0, &r), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("head-parallel"), std::string::npos) << tasp_last_error();
   tasp_plan_destroy(p);
 }

@@ -1,6 +1,6 @@
 """tasp inside a training script: `Context` holds one process group's plans (one per shape, dtype and mask) and
 each plan's rank on this process's GPU (the C ABI's tasp_rank: tasp's kernels and NCCL schedule on PyTorch's
-tensors and current stream); `attention` is the autograd function over it, on this rank's shard in flash-attn's
+tensors and current stream), all on one NCCL communicator (tasp_group); `attention` is the autograd function over it, on this rank's shard in flash-attn's
 layout. One process per GPU (torchrun); the shard's tokens in the plan's order, which `Context.shard` makes."""
 import ctypes
 import math
@@ -32,13 +32,28 @@ class _Shape:
         self.shape = shape
 
 
-class _Rank:
-    """A plan's rank on this GPU (tasp_rank), destroyed with the object."""
+class _Group:
+    """This process's place in the group (tasp_group: the NCCL communicator and the two streams every plan's rank
+    runs on), destroyed with the object after the ranks that hold it."""
 
-    def __init__(self, plan, rank, device, nccl_id, timeout):
+    def __init__(self, n, rank, device, nccl_id):
         handle = ctypes.c_void_p()
-        check(lib.tasp_rank_create(plan._handle, rank, device, nccl_id, int(timeout), ctypes.byref(handle)), "Context")
-        self.handle, self.plan = handle, plan
+        check(lib.tasp_group_create(n, rank, device, nccl_id, ctypes.byref(handle)), "Context")
+        self.handle = handle
+
+    def __del__(self):
+        if getattr(self, "handle", None) and lib is not None:
+            lib.tasp_group_destroy(self.handle)
+            self.handle = None
+
+
+class _Rank:
+    """A plan's rank on this GPU (tasp_rank), destroyed with the object; it keeps its group alive."""
+
+    def __init__(self, plan, group, timeout):
+        handle = ctypes.c_void_p()
+        check(lib.tasp_rank_create(plan._handle, group.handle, int(timeout), ctypes.byref(handle)), "Context")
+        self.handle, self.plan, self.group = handle, plan, group
 
     def __del__(self):
         if getattr(self, "handle", None) and lib is not None:
@@ -72,6 +87,7 @@ class Context:
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout = layout, timeout
+        self._group = None  # _Group, made with the first plan
         self._ranks = {}    # plan key -> _Rank
         self._layouts = {}  # (S, causal, docs) -> the layout plan (token order only)
 
@@ -109,7 +125,9 @@ class Context:
             if mine != q.shape[1]:
                 raise ValueError(f"q: this rank's shard holds {mine} tokens under the plan, q has {q.shape[1]} "
                                  f"(lay the sequence out with Context.shard)")
-            r = self._ranks[key] = _Rank(plan, self.rank, q.device.index, self._nccl_id(), self.timeout)
+            if self._group is None:  # one communicator for every plan of the context, made with its first
+                self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id())
+            r = self._ranks[key] = _Rank(plan, self._group, self.timeout)
         return r
 
     def _nccl_id(self):
