@@ -38,8 +38,7 @@ void RankGroupDelete::operator()(RankGroup* g) const {
 }
 
 RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id) {
-  if (ranks < 1 || rank < 0 || rank >= ranks)
-    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of " + std::to_string(ranks) + " ranks");
+  check_rank_group(ranks, rank);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || device < 0 || device >= devices)
     throw planner::InputError("device: " + std::to_string(device) + " is not one of the " + std::to_string(devices) +

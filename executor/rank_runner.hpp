@@ -55,6 +55,8 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
 // the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);
+// What open_rank_group checks first: InputError unless 0 <= rank < ranks.
+void check_rank_group(int ranks, int rank);
 // The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);

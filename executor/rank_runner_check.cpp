@@ -15,4 +15,9 @@ void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int gro
   if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
 }
 
+void check_rank_group(int ranks, int rank) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw planner::InputError("rank: " + std::to_string(rank) + " is not one of " + std::to_string(ranks) + " ranks");
+}
+
 }  // namespace tasp::executor

@@ -15,7 +15,10 @@ struct RankGroup {};
 struct RankRunner {};
 void RankGroupDelete::operator()(RankGroup* g) const { delete g; }
 void RankRunnerDelete::operator()(RankRunner* s) const { delete s; }
-RankGroupPtr open_rank_group(int, int, int, const unsigned char*) { missing(); }
+RankGroupPtr open_rank_group(int ranks, int rank, int, const unsigned char*) {
+  check_rank_group(ranks, rank);
+  missing();
+}
 RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int) { missing(); }
 void make_nccl_id(unsigned char*) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
