@@ -55,3 +55,17 @@ kv = torch.randn(1, 64, 2, 64, dtype=torch.bfloat16)
 def test_attention_refuses(call, names):
     with pytest.raises(ValueError, match=names):
         call()
+
+
+def test_custom_ops_have_shapes_for_torch_compile():
+    """tasp::attention_fwd and attention_bwd are registered with fake kernels (what torch.compile traces through)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from tasp.torch import ops  # noqa: F401 (registers the ops)
+    with FakeTensorMode():
+        q = torch.empty(2, 64, 8, 128, dtype=torch.bfloat16)
+        k = torch.empty(2, 64, 2, 128, dtype=torch.bfloat16)
+        out, lse = torch.ops.tasp.attention_fwd(q, k, k, 0)
+        assert out.shape == q.shape and out.dtype == q.dtype
+        assert lse.shape == (2, 8, 64) and lse.dtype == torch.float32
+        dq, dk, dv = torch.ops.tasp.attention_bwd(out, q, k, k, out, lse, 0)
+        assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape

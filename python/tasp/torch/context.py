@@ -10,6 +10,7 @@ import torch
 
 import tasp
 from tasp._lib import NCCL_ID_BYTES, check, lib
+from tasp.torch import ops
 
 __all__ = ["Context", "attention"]
 
@@ -54,6 +55,7 @@ class _Rank:
         handle = ctypes.c_void_p()
         check(lib.tasp_rank_create(plan._handle, group.handle, int(timeout), ctypes.byref(handle)), "Context")
         self.handle, self.plan, self.group = handle, plan, group
+        self.key = ops.register(self)  # what the custom ops (tasp.torch.ops) name it by
 
     def __del__(self):
         if getattr(self, "handle", None) and lib is not None:
@@ -179,31 +181,6 @@ class Context:
             check(lib.tasp_rank_wait(r.handle), "synchronize")
 
 
-class _Attention(torch.autograd.Function):
-    @staticmethod
-    def forward(fctx, q, k, v, rank):
-        B, S, H, D = q.shape
-        out = torch.empty_like(q)
-        lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        check(lib.tasp_rank_forward(rank.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                                    stream), "attention")
-        fctx.rank = rank
-        fctx.save_for_backward(q, k, v, out, lse)
-        return out
-
-    @staticmethod
-    def backward(fctx, dout):
-        q, k, v, out, lse = fctx.saved_tensors
-        dout = dout.contiguous()
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        check(lib.tasp_rank_backward(fctx.rank.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                     lse.data_ptr(), dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream),
-              "attention backward")
-        return dq, dk, dv, None
-
-
 def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale=None, ctx=None):
     """Attention over the whole sequence from this rank's shard: q [B, S_local, H, D], k and v [B, S_local, Hkv, D]
     (bf16 or fp16, on this process's GPU, tokens in the order Context.shard gives), causal, window=(left, right) as
@@ -221,7 +198,8 @@ def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale
         # tasp's kernels scale by 1/sqrt(D): another scale is q scaled by the ratio (dq follows through autograd).
         q = q * (softmax_scale * math.sqrt(q.shape[3]))
     q, k, v = (x.contiguous() for x in (q, k, v))
-    return _Attention.apply(q, k, v, ctx._rank_for(q, k, causal, window, cu_seqlens))
+    out, _ = ops.attention_fwd(q, k, v, ctx._rank_for(q, k, causal, window, cu_seqlens).key)
+    return out
 
 
 _DEFAULT = {}

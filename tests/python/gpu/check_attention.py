@@ -94,6 +94,23 @@ def main():
             print(f"{'PASS' if ok else 'FAIL'} {name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}"
                   f"{' causal' if causal else ''}{' window' if window else ''}{' docs' if cu else ''}: out {errs[0]:.1e} "
                   f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}  [{what[:60]}]", flush=True)
+    # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); same numbers as eager.
+    ctx = tt.Context(scheme="auto")
+    g = torch.Generator(device=dev).manual_seed(5)
+    q, k, v, do = (ctx.shard(torch.randn(1, S, 8, 128, generator=g, device=dev, dtype=torch.bfloat16), 1, causal=True)
+                   .contiguous().requires_grad_() for _ in range(4))
+    f = torch.compile(lambda q, k, v: tt.attention(q, k, v, causal=True, ctx=ctx))
+    outs = []
+    for fn in (lambda q, k, v: tt.attention(q, k, v, causal=True, ctx=ctx), f):
+        o = fn(q, k, v)
+        o.backward(do)
+        outs.append([o.detach().clone()] + [x.grad.clone() for x in (q, k, v)])
+        q.grad = k.grad = v.grad = None
+    errs = [rel(a, b) for a, b in zip(outs[1], outs[0])]
+    ok = max(errs) < 1e-6
+    bad += not ok
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} torch.compile against eager: out, dq, dk, dv {max(errs):.1e}", flush=True)
     ctx.synchronize()
     dist.destroy_process_group()
     sys.exit(1 if bad else 0)
