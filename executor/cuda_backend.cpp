@@ -114,6 +114,29 @@ void head_parallel_outputs(std::vector<RankDevice>& R, const cuda::Geometry& g, 
   }
 }
 
+// Where a rank's run stands when its deadline passes: the first step (of the forward, then the backward) whose end
+// event has not been reached, and the ranks that step exchanges with, which are the ones it waits for.
+std::string pending_step(RankDevice& x, const std::vector<cuda::PassWork>& first, const std::vector<cuda::PassWork>* second,
+                         int r) {
+  for (const auto* pw : {&first, second}) {
+    if (!pw || pw->empty()) continue;
+    const cuda::PassWork& p = (*pw)[0];
+    const std::vector<cudaEvent_t>& ev = p.pass == Pass::Bwd ? x.groups[0].ev_bwd : x.groups[0].ev_fwd;
+    for (int t = 0; t < p.num_steps(); ++t) {
+      if (cudaEventQuery(ev[kStepEvents * t + 4]) != cudaErrorNotReady) continue;
+      std::string peers;
+      for (const auto& tr : p.steps[t].transfers) {
+        const int other = tr.src == r ? tr.dst : tr.dst == r ? tr.src : -1;
+        const std::string o = std::to_string(other);
+        if (other >= 0 && (", " + peers + ",").find(", " + o + ",") == std::string::npos) peers += (peers.empty() ? "" : ", ") + o;
+      }
+      return std::string(p.pass == Pass::Bwd ? "backward" : "forward") + " step " + std::to_string(t) +
+             (peers.empty() ? "" : " (waiting for rank(s) " + peers + ": stalled or gone?)");
+    }
+  }
+  return "the run (its exchanges outside the steps)";
+}
+
 Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes passes) {
   const auto& w = pr.w;
   const int u = plan.ulysses, n = plan.gpus(), G = u > 1 ? plan.head_groups : 1;
@@ -317,7 +340,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           const bool do_fwd = passes.fwd || it < 0, do_bwd = passes.bwd && it >= 0;
           TASP_CUDA(cudaDeviceSynchronize());
           sync.arrive_and_wait();
-          if (env.multi_process()) mpi_.barrier();
+          if (env.multi_process())
+            mpi_.barrier(opt_.timeout_s, "the start of " + std::string(it < 0 ? "the priming forward" : "run ") +
+                                             (it < 0 ? "" : std::to_string(it + 1)));
           TASP_CUDA(cudaEventRecord(x.origin, x.compute));
           cudaEvent_t prev = x.origin;
           // One pass: without head parallelism its steps in order. Head-parallel: every head group's all-to-all
@@ -363,8 +388,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
               throw std::runtime_error(std::string("NCCL error during the run: ") + ncclGetErrorString(async));
             if (abort.load()) throw std::runtime_error("another rank failed");
             if (std::chrono::steady_clock::now() > deadline)
-              throw std::runtime_error("GPU " + std::to_string(gpu) + ": the steps did not finish within " +
-                                       std::to_string(opt_.timeout_s) + " s (NCCL peer missing?)");
+              throw std::runtime_error("GPU " + std::to_string(gpu) + " (rank " + std::to_string(r) + "): " +
+                                       pending_step(x, do_fwd ? fwd : bwd, do_fwd && do_bwd ? &bwd : nullptr, r) +
+                                       " did not finish within " + std::to_string(opt_.timeout_s) + " s");
             std::this_thread::sleep_for(std::chrono::microseconds(50));
           }
           TASP_CUDA(cudaGetLastError());
@@ -409,6 +435,14 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     }
     if (failure) {
       for (int r : local) ncclCommAbort(R[r].nccl), R[r].nccl = nullptr;
+      // Under a launcher the peers may wait in NCCL or MPI calls that nothing else ends: end the job, saying why.
+      if (env.multi_process()) {
+        try {
+          std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+          mpi_.abort("rank " + std::to_string(env.rank) + ": " + e.what());
+        }
+      }
       std::rethrow_exception(failure);
     }
     const int a2a_steps = u > 1 ? 2 : 0;

@@ -89,6 +89,25 @@ if command -v mpirun > /dev/null; then
       -t $TOPO -s $s -w "$w" --pass fwd+bwd --check --iters 3 --warmup 1
   done
 fi
+if command -v mpirun > /dev/null; then
+  echo "== a stalled rank ends the run within its deadline (mpirun, the last rank stopped with SIGSTOP, --timeout 10)"
+  t0=$(date +%s)
+  mpirun --allow-run-as-root --oversubscribe -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda -t $TOPO -s zigzag \
+    -w "B=1,S=$((N * 2 * 1680)),H=32,Hkv=8,D=128,causal" --pass fwd+bwd --iters 100000 --warmup 1 --timeout 10 \
+    > "$OUT/stall.log" 2>&1 &
+  launcher=$!
+  sleep 8
+  victim=$(pgrep -f "^$T run --backend cuda" | sort -n | tail -1)  # a rank (not mpirun, whose line starts otherwise)
+  [ -n "$victim" ] && kill -STOP "$victim"
+  ( sleep 60; kill -9 "$launcher" 2> /dev/null; [ -n "$victim" ] && kill -CONT "$victim" 2> /dev/null ) &
+  wait "$launcher"; rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  [ -n "$victim" ] && kill -CONT "$victim" 2> /dev/null
+  why=$(grep -m1 -oE "tasp: rank [0-9]+: .*" "$OUT/stall.log" | cut -c1-160)
+  if [ "$rc" != 0 ] && [ "$secs" -lt 40 ] && [ -n "$why" ]; then r=PASS; else r=FAIL; fi
+  note "stalled rank under mpirun: $r (rc $rc after ${secs} s)"
+  echo "  its message: $why"
+fi
 if [ $multi = 0 ] && python3 -c "import torch" 2> /dev/null; then
   echo "== the PyTorch baselines (lib/torch_ring.py) against one-GPU autograd"
   timeout 300 python3 tools/gpu/lib/torch_ring.py -w "B=1,S=$((N * 2 * 512)),H=8,Hkv=2,D=128,causal" -w "B=2,S=$((N * 1024)),H=8,D=64" \
