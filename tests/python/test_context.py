@@ -69,3 +69,43 @@ def test_custom_ops_have_shapes_for_torch_compile():
         assert lse.shape == (2, 8, 64) and lse.dtype == torch.float32
         dq, dk, dv = torch.ops.tasp.attention_bwd(out, q, k, k, out, lse, 0)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+
+
+def _llama3_reference(cu, causal, rank, world):
+    """ring-flash-attention's prepare, written out from its documented meaning: this rank's slice [r L, (r+1) L) of
+    the whole sequence; q offsets cut to it; k from the start of the slice's first document to the slice's end
+    (causal) or to the end of its last document."""
+    total = cu[-1]
+    L = total // world
+    lo, hi = rank * L, (rank + 1) * L
+    docs = list(zip(cu, cu[1:]))
+    mine = [(a, b) for a, b in docs if a < hi and b > lo]
+    q = [0]
+    for a, b in mine:
+        q.append(min(b, hi) - lo)
+    k_left = mine[0][0]
+    k_right = hi if causal else mine[-1][1]
+    k = [0] + [min(b, k_right) - k_left for a, b in mine]
+    return q, k, slice(k_left, k_right)
+
+
+@pytest.mark.parametrize("cu,world", [([0, 7, 14, 16], 8), ([0, 7, 14, 16], 2), ([0, 5, 6, 20, 24], 4), ([0, 24], 3)])
+def test_llama3_prepare_matches_its_meaning(cu, world):
+    for causal in (False, True):
+        for rank in range(world):
+            cq, ck, mq, mk, ks = compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor(cu), causal, rank, world)
+            q, k, s = _llama3_reference(cu, causal, rank, world)
+            assert cq.tolist() == q and ck.tolist() == k and ks == s, (cu, world, causal, rank)
+            assert mq == max(b - a for a, b in zip(q, q[1:])) and mk == max(b - a for a, b in zip(k, k[1:]))
+
+
+@pytest.mark.parametrize("call,names", [
+    (lambda: compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor([0, 7, 15]), True, 0, 2), "world_size"),
+    (lambda: compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor([0, 9, 8, 16]), True, 0, 2), "cu_seqlens"),
+    (lambda: compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor([0, 8, 16]), True, 2, 2), "rank"),
+    (lambda: compat.llama3_flash_attn_varlen_func(q[0], kv[0], kv[0], torch.tensor([0, 64]), torch.tensor([0, 64]), 64,
+                                                  64, 1, slice(0, 64)), "cu_seqlens_q"),
+])
+def test_llama3_refuses(call, names):
+    with pytest.raises(ValueError, match=names):
+        call()

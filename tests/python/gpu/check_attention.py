@@ -94,6 +94,29 @@ def main():
             print(f"{'PASS' if ok else 'FAIL'} {name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}"
                   f"{' causal' if causal else ''}{' window' if window else ''}{' docs' if cu else ''}: out {errs[0]:.1e} "
                   f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}  [{what[:60]}]", flush=True)
+    # llama3_flash_attn_varlen_func: packed documents [tokens, H, D] split contiguously, ring-flash-attention's way.
+    cu = [0, 1000, 1001, 3500, S]
+    g = torch.Generator(device=dev).manual_seed(3)
+    q, dout = (torch.randn(1, S, 16, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    k, v = (torch.randn(1, S, 4, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    ref = reference(q, k, v, dout, True, None, cu)
+    L = S // n
+    prep = compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor(cu, dtype=torch.int32, device=dev), True, rank, n)
+    mine = [x[0, rank * L:(rank + 1) * L].contiguous().requires_grad_() for x in (q, k, v)]
+    out = compat.llama3_flash_attn_varlen_func(*mine, *prep[:4], 1, prep[4], causal=True)
+    out.backward(dout[0, rank * L:(rank + 1) * L])
+    full = []
+    for x in [out] + [m.grad for m in mine]:
+        parts = [torch.empty_like(x) for _ in range(n)]
+        dist.all_gather(parts, x.contiguous())
+        full.append(torch.cat(parts, 0).unsqueeze(0))
+    errs = [rel(x, r) for x, r in zip(full, ref)]
+    ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2
+    bad += not ok
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} compat llama3_flash_attn_varlen_func  bf16  S={S} H=16/4 D=128 causal docs: "
+              f"out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}", flush=True)
+
     # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); same numbers as eager.
     ctx = tt.Context(scheme="auto")
     g = torch.Generator(device=dev).manual_seed(5)
