@@ -11,7 +11,8 @@ attention[_backward]), forward and backward, on this rank's shard over the defau
 GQA (Hkv < H): K/V move with Hkv heads and are expanded to H just before each kernel (dK/dV summed back).
 
 Tensors here are [B, heads, S_local, D] (the kernels' layout); `baseline` makes an algorithm's forward and fwd+bwd
-calls for a shard. Used by `python -m tasp.bench --baseline` and tools/gpu/lib/torch_ring.py (the GPU scripts'
+calls for a shard (kernel "cudnn" or "fa2" on GPUs; "math", attention written out, checks the algorithms on the CPU).
+Used by `python -m tasp.bench --baseline` and tools/gpu/lib/torch_ring.py (the GPU scripts'
 side-by-side runs); needs GPUs and NCCL, never a build dependency."""
 import math
 
@@ -34,6 +35,9 @@ def fold(x, g):
 # ---- one block: (out, lse, aux) forward and (dq, dk, dv) backward on the chosen kernel; tensors [B, H, S, D]
 
 def block_fwd(kernel, q, k, v, causal):
+    if kernel == "math":  # the algorithms' own check on the CPU (tests/python/test_baselines.py)
+        o, lse = _math_fwd(q, k, v, causal)
+        return o, lse, None
     if kernel == "cudnn":
         r = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
     else:
@@ -42,7 +46,26 @@ def block_fwd(kernel, q, k, v, causal):
     return out, lse.reshape(q.shape[0], q.shape[1], q.shape[2]).float(), (r, lse.shape)
 
 
+def _math_fwd(q, k, v, causal):
+    """Attention written out ([B, H, S, D]; a causal block's query i sees keys 0..i): out and its natural-log LSE."""
+    s = torch.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    return torch.einsum("bhij,bhjd->bhid", torch.exp(s - lse.unsqueeze(-1)), v), lse.float()
+
+
 def block_bwd(kernel, dout, q, k, v, out, lse, causal, aux):
+    if kernel == "math":  # the flash backward of one block against the whole row's out and LSE
+        scale = 1 / math.sqrt(q.shape[-1])
+        s = torch.einsum("bhid,bhjd->bhij", q, k) * scale
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        p = torch.exp(s - lse.to(s.dtype).unsqueeze(-1))
+        dp = torch.einsum("bhid,bhjd->bhij", dout, v)
+        ds = p * (dp - (dout * out.to(dout.dtype)).sum(-1, keepdim=True))
+        return (torch.einsum("bhij,bhjd->bhid", ds, k) * scale, torch.einsum("bhij,bhid->bhjd", ds, q) * scale,
+                torch.einsum("bhij,bhid->bhjd", p, dout))
     r, lse_shape = aux
     lse = lse.reshape(lse_shape).contiguous()
     if kernel == "cudnn":
@@ -206,9 +229,10 @@ def allgather_forward(kernel, q, k, v, causal, rank, n):
     S, g = q.shape[2] * n, q.shape[1] // k.shape[1]
     kv = []
     for x in (k, v):
-        parts = torch.empty((n,) + tuple(x.shape), dtype=x.dtype, device=x.device)
+        # The ranks' shards one after another along dim 0 (the layout every backend's all-gather takes), viewed per rank.
+        parts = torch.empty((n * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
         dist.all_gather_into_tensor(parts, x.contiguous())
-        kv.append(expand(unshard(list(parts), n, causal), g))
+        kv.append(expand(unshard(list(parts.view((n,) + tuple(x.shape))), n, causal), g))
     out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:3], -float("inf"), dtype=torch.float32, device=q.device)
     aux = []
@@ -235,8 +259,8 @@ def allgather_backward(kernel, dout, q, out, lse, causal, saved, rank, n):
     res = []
     for x in (dk, dv):
         x = fold(x, g).to(q.dtype)
-        send = torch.stack([shard(x, j, n, causal) for j in range(n)])
-        recv = torch.empty_like(send[0])
+        send = torch.cat([shard(x, j, n, causal) for j in range(n)])  # rank j's block j-th along dim 0
+        recv = send.new_empty((send.shape[0] // n,) + tuple(send.shape[1:]))
         dist.reduce_scatter_tensor(recv, send)
         res.append(recv)
     return dq, res[0], res[1]

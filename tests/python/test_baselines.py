@@ -1,0 +1,72 @@
+"""The PyTorch baselines tasp is measured against (tasp.torch.baselines: ring / zigzag ring, Ulysses, all-gather),
+checked as algorithms on the CPU: their exchanges over a gloo process group of 2 and 4 ranks, each block's attention
+written out ("math"), out and dQ, dK, dV gathered from the ranks against tests/python/reference.py's attention over
+the whole sequence, full and causal, GQA. A ratio against a baseline is only as good as the baseline."""
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from reference import attention
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, n, port, result):
+    try:
+        _check(rank, n, port, result)
+    except Exception as e:  # reported, so that the test fails at once instead of waiting out the queue
+        result.put({"error": f"rank {rank}: {e!r}"[:500]})
+
+
+def _check(rank, n, port, result):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    from tasp.torch import baselines as bl
+    g = torch.Generator().manual_seed(3)
+    B, S, H, Hkv, D = 2, 16 * n, 4, 2, 8
+    full = [torch.randn(B, h, S, D, generator=g, dtype=torch.float64) for h in (H, Hkv, Hkv, H)]  # [B, heads, S, D]
+    errs = {}
+    for algo in bl.ALGOS:
+        for causal in (False, True):
+            _, fwd_bwd = bl.baseline(algo, "math", full, causal, rank, n)
+            o, grads = fwd_bwd()
+            got = []
+            for x in (o,) + tuple(grads):
+                parts = [torch.empty_like(x) for _ in range(n)]
+                dist.all_gather(parts, x.contiguous())
+                got.append(bl.unshard(parts, n, causal and algo != "ulysses"))
+            if rank == 0:
+                q, k, v, do = (x.transpose(1, 2).detach().requires_grad_() for x in full)
+                ref = attention(q, k, v, causal=causal)
+                ref.backward(do.detach())
+                for name, x, r in zip(("out", "dq", "dk", "dv"), got, (ref, q.grad, k.grad, v.grad)):
+                    r = r.transpose(1, 2)
+                    errs[f"{algo} {'causal' if causal else 'full'} {name}"] = ((x.double() - r).norm() / r.norm()).item()
+    if rank == 0:
+        result.put(errs)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_baselines_match_attention(n):
+    ctx = mp.get_context("spawn")
+    result = ctx.Queue()
+    port = _port()
+    procs = [ctx.Process(target=_worker, args=(r, n, port, result)) for r in range(n)]
+    for p in procs:
+        p.start()
+    errs = result.get(timeout=120)
+    for p in procs:
+        p.join(timeout=10) if "error" not in errs else p.kill()
+    assert "error" not in errs, errs["error"]
+    assert len(errs) == 3 * 2 * 4
+    bad = {k: v for k, v in errs.items() if not v < 1e-5}  # fp32 running sums in the baselines
+    assert not bad, bad
