@@ -64,6 +64,14 @@ const CommProfile& Profile::comm_for(int ranks) const {
                            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
 }
 
+double Profile::peak_send_gbps(int ranks) const {
+  const CommProfile& c = comm_for(ranks);
+  double best = 0;
+  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps})
+    for (const auto& pt : k->points) best = std::max(best, pt.second);
+  return best;
+}
+
 Profile Profile::at_clock(Clock clock, bool mixed) const {
   Profile p = *this;
   if (clock == Clock::Boost) return p;

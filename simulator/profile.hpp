@@ -104,6 +104,9 @@ struct Profile {
   ExecutorProfile executor;
   // The figures of the largest measured communicator not larger than `ranks` (else the smallest).
   const CommProfile& comm_for(int ranks) const;
+  // The fastest a GPU of a `ranks` communicator was measured to send, GB/s (the highest point of its curves): what
+  // a run's bytes need at the least (`tasp run` prints the bound beside the time).
+  double peak_send_gbps(int ranks) const;
   // This profile with its kernel rates at `clock` (Sustained: each rate times its sustained fraction, the
   // mixed ones where forward and backward take turns).
   Profile at_clock(Clock clock, bool mixed = false) const;

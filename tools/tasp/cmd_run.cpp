@@ -150,6 +150,19 @@ void register_run(CLI::App& app) {
       for (size_t s = 0; s < r.size(); ++s) mine[t.backward_step(int(s))] += r[s].bytes;
       for (int k : {0, 1}) pass_bytes[k] = std::max(pass_bytes[k], mine[k]);
     }
+    // The run's bound: its kernels alone (the slowest rank's summed compute) or its busiest GPU's bytes at the fastest
+    // rate the profile measured on this many GPUs, whichever is longer; the time above against it says how much
+    // of the exchange stayed exposed.
+    const double bound_bytes_us = [&] {
+      const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
+      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus());
+      return gbps > 0 ? (pass_bytes[0] + pass_bytes[1]) / (gbps * 1e3) : 0.0;
+    }();
+    const double bound_us = std::max(t.compute_us(), bound_bytes_us);
+    if (a->backend == "cuda" && bound_us > 0)
+      std::cout << std::setprecision(1) << "  bound: max(kernels " << t.compute_us() << " us, bytes at the profile's peak "
+                << bound_bytes_us << " us) = " << bound_us << " us; the run at " << std::setprecision(2)
+                << t.total_us() / bound_us << "x of it\n";
     std::cout << std::setprecision(2) << "  sent per GPU: fwd " << pass_bytes[0] / (1 << 20) << " MiB";
     if (passes.bwd) std::cout << ", bwd " << pass_bytes[1] / (1 << 20) << " MiB";
     std::cout << (p.ulysses > 1 ? " (head groups " + std::to_string(p.head_groups) + ")" : "")
@@ -185,6 +198,7 @@ void register_run(CLI::App& app) {
                             {"predicted_memory_bytes_per_rank", predicted_mem}};
         if (!w.config.empty()) j["config"] = w.config;
         j["sent_bytes_per_gpu"] = {{"fwd", pass_bytes[0]}, {"bwd", pass_bytes[1]}};
+        j["bound_us"] = {{"kernels", t.compute_us()}, {"bytes", bound_bytes_us}, {"bound", bound_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
         if (rep.result.device_bytes > 0)
