@@ -110,3 +110,16 @@ TEST(Bytes, PlainMasksPrunedOnRequest) {
     if (n == 2) EXPECT_NEAR(pruned.bwd, kv + grad, 1e-6 * kv);
   }
 }
+
+// The bytes half of a run's bound (`tasp run`): a profile's fastest measured send rate on a communicator size, the
+// highest point of its one-peer and whole-rank curves.
+TEST(Bytes, PeakSendRateIsTheProfilesFastestPoint) {
+  simulator::Profile p;
+  simulator::CommProfile two, eight;
+  two.ranks = 2, two.flow_cap_gbps.points = {{1 << 20, 120}, {1 << 28, 310}}, two.rank_cap_gbps.points = {{1 << 20, 90}};
+  eight.ranks = 8, eight.flow_cap_gbps.points = {{1 << 20, 40}}, eight.rank_cap_gbps.points = {{1 << 28, 350}, {1 << 30, 200}};
+  p.comm = {two, eight};
+  EXPECT_EQ(p.peak_send_gbps(2), 310);
+  EXPECT_EQ(p.peak_send_gbps(4), 310);  // the largest measured size not above 4
+  EXPECT_EQ(p.peak_send_gbps(8), 350);
+}
