@@ -70,3 +70,43 @@ def test_baselines_match_attention(n):
     assert len(errs) == 3 * 2 * 4
     bad = {k: v for k, v in errs.items() if not v < 1e-5}  # fp32 running sums in the baselines
     assert not bad, bad
+
+
+def _layout_worker(rank, n, port, result):
+    try:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=n)
+        import tasp.torch as tt
+        seen = []
+        for layout in (None, "contiguous", "zigzag"):
+            ctx = tt.Context(layout=layout)
+            for causal, cu in ((False, None), (True, None), (True, [0, 50, 51, 90, 64 * n])):
+                x = torch.arange(2 * 64 * n * 3, dtype=torch.float64).view(2, 64 * n, 3)
+                mine = ctx.shard(x, 1, causal=causal, cu_seqlens=cu)
+                assert torch.equal(ctx.unshard(mine, 1, causal=causal, cu_seqlens=cu), x)
+                seen.append(mine[0, :, 0].long().div(3, rounding_mode="floor").tolist())  # this rank's token ids
+        result.put({"rank": rank, "tokens": seen})
+        dist.destroy_process_group()
+    except Exception as e:
+        result.put({"rank": rank, "error": repr(e)[:500]})
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_context_layouts_over_a_process_group(n):
+    """Context.shard and unshard over a real process group (gloo): every rank's shard gathers back into the whole
+    tensor, and the ranks' shards are disjoint and cover every token, for each layout and mask."""
+    ctx = mp.get_context("spawn")
+    result = ctx.Queue()
+    port = _port()
+    procs = [ctx.Process(target=_layout_worker, args=(r, n, port, result)) for r in range(n)]
+    for p in procs:
+        p.start()
+    got = [result.get(timeout=120) for _ in range(n)]
+    for p in procs:
+        p.join(timeout=10)
+    errors = [g["error"] for g in got if "error" in g]
+    assert not errors, errors
+    by_rank = {g["rank"]: g["tokens"] for g in got}
+    for case in range(len(by_rank[0])):
+        tokens = sorted(t for r in range(n) for t in by_rank[r][case])
+        assert tokens == list(range(64 * n)), case

@@ -38,6 +38,8 @@ def test_context_defaults_and_layouts(one_process_group):
     assert (ctx.n, ctx.rank, ctx.topology, ctx.scheme) == (1, 0, "complete:1", "auto")
     x = torch.randn(2, 48, 3)
     assert torch.equal(ctx.unshard(ctx.shard(x, 1, causal=True), 1, causal=True), x)
+    with pytest.raises(ValueError, match="cu_seqlens:"):
+        ctx.shard(x, 1, causal=True, cu_seqlens=[0, 30, 20, 48])
 
 
 q = torch.randn(1, 64, 4, 64, dtype=torch.bfloat16)

@@ -154,9 +154,9 @@ class Context:
         docs = tuple(int(x) for x in cu_seqlens) if cu_seqlens is not None else ()
         key = (S, causal, docs)
         if key not in self._layouts:
-            text = f"B=1,S={S},H={self.n},D=64" + (",causal" if causal else "")
-            if len(docs) > 2:
-                text += ",docs=" + "+".join(str(b - a) for a, b in zip(docs, docs[1:]))
+            # The token order alone: a plan of any head count (workload_text checks the mask arguments).
+            text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
+                                            cu_seqlens)
             o = self._options(causal, len(docs) > 2)
             o.pop("schemes", None), o.pop("profile", None), o.pop("memory_budget_gib", None)
             self._layouts[key] = tasp.Plan(self.topology, "ring", text, **o)
