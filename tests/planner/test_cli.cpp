@@ -225,7 +225,8 @@ TEST(Cli, HostileInputsEndFastWithAClearError) {
     fs::remove(out);
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(run(c), 2) << c;
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0) << c;
+    // Ends, not hangs: 0.2 s in a release build, 1.1 s under ASan+UBSan, twice that on a loaded 2-core machine.
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0) << c;
     EXPECT_FALSE(fs::exists(out)) << c;
     EXPECT_FALSE(fs::exists(out + ".tmp")) << c;
   }
