@@ -68,6 +68,15 @@ std::vector<PieceRun> piece_runs(const Geometry& g, int r, Part part) {
   return runs;
 }
 
+std::vector<ShardCopy> shard_copies(const Geometry& g, int r) {
+  std::vector<ShardCopy> out;
+  const size_t row = size_t(g.row_elems);
+  for (const PieceRun& run : piece_runs(g, r, {0, g.qrows[r]}))
+    out.push_back({run.piece, run.piece_off * row, size_t(g.max_piece) * row, run.part_off * row, size_t(g.qrows[r]) * row,
+                   run.len * row, size_t(g.B)});
+  return out;
+}
+
 std::vector<Range> shard_rows_tokens(const Geometry& g, int r, long begin, long end) {
   std::vector<Range> out;
   long pos = 0;

@@ -65,6 +65,17 @@ struct PieceRun {
   long piece_off = 0, part_off = 0, len = 0;
 };
 std::vector<PieceRun> piece_runs(const Geometry& g, int r, Part part);
+
+// A strided copy between a rank's shard as a framework holds it ([B][rows][Hkv*D], tokens in shard order) and its
+// own pieces' slots ([B][max_piece][Hkv*D] per half slot): `height` = B rows of `width` elements, offsets and
+// pitches in elements of each side. A rank runner stages K/V in with these and takes dK/dV out with them.
+struct ShardCopy {
+  int piece = 0;  // the own piece (its slot: the piece's index, or its final accumulator's)
+  size_t slot_off = 0, slot_pitch = 0, shard_off = 0, shard_pitch = 0, width = 0, height = 0;
+};
+// The copies of one half (K or dK: 0; V or dV: 1) between rank r's shard and its own pieces, offsets within the
+// half's slot (add the slot's start and, for V, half_slot()).
+std::vector<ShardCopy> shard_copies(const Geometry& g, int r);
 // Elements each GPU of a group sends every slot in the largest of the four all-to-alls.
 size_t a2a_max_count(const Geometry& g, const planner::Workload& w, int u);
 

@@ -67,7 +67,7 @@ struct RankRunner {
                        // steps' events; origin, done: a call's start and end
   cuda::PassWork fwd, bwd;
   cudaEvent_t staged = nullptr;
-  std::vector<cuda::PieceRun> runs;  // where the own pieces' rows lie in the caller's shard
+  std::vector<cuda::ShardCopy> copies;  // between the caller's K/V (dK/dV) rows and the own pieces' slots
   size_t nq = 0, nl = 0;
 };
 
@@ -124,7 +124,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   TASP_CUDA(cudaEventCreateWithFlags(&x.origin, cudaEventDisableTiming));
   TASP_CUDA(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
   TASP_CUDA(cudaEventCreateWithFlags(&s->staged, cudaEventDisableTiming));
-  s->runs = cuda::piece_runs(g, rank, {0, g.qrows[rank]});
+  s->copies = cuda::shard_copies(g, rank);
   s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
   return s;
 }
@@ -146,13 +146,12 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
   TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
   TASP_CUDA(cudaStreamWaitEvent(x.comm, x.origin));
   const cuda::Geometry& g = s.g;
-  const size_t row = size_t(g.row_elems) * 2, se = g.slot_elems();
-  auto* kv = static_cast<char*>(x.groups[0].buf.kv);
-  for (const cuda::PieceRun& run : s.runs)
+  auto* kv = static_cast<uint16_t*>(x.groups[0].buf.kv);
+  for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half)
-      TASP_CUDA(cudaMemcpy2DAsync(kv + (se * run.piece + half * g.half_slot() + run.piece_off * g.row_elems) * 2,
-                                  g.max_piece * row, static_cast<const char*>(half ? t.v : t.k) + run.part_off * row,
-                                  g.qrows[s.r] * row, run.len * row, g.B, cudaMemcpyDeviceToDevice, x.compute));
+      TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * c.piece + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,
+                                  static_cast<const uint16_t*>(half ? t.v : t.k) + c.shard_off, c.shard_pitch * 2,
+                                  c.width * 2, c.height, cudaMemcpyDeviceToDevice, x.compute));
 }
 
 // The pass's steps on the runner's streams, q (and dO) read where the caller keeps them.
@@ -203,23 +202,20 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout);
   steps(s, s.bwd, b, s.x.groups[0].ev_bwd);
   kernels::cast_out(b.dq, t.dq, dt, s.nq, s.x.compute);
-  // dK/dV: each own piece's final accumulator, run by run and batch by batch, into the caller's rows.
-  const cuda::Geometry& g = s.g;
+  // dK/dV: each own piece's final accumulator, copy by copy and batch by batch, into the caller's rows.
   const auto& fin = s.bwd.slots[s.r].grad_final;
-  const size_t se = g.slot_elems(), rows = g.qrows[s.r];
-  for (const cuda::PieceRun& run : s.runs)
+  for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half) {
-      char* dst = static_cast<char*>(half ? t.dv : t.dk);
-      const auto f = fin.find(g.key(s.r, run.piece));
-      for (int bt = 0; bt < g.B; ++bt) {
-        char* to = dst + (size_t(bt) * rows + run.part_off) * g.row_elems * 2;
-        const size_t n = size_t(run.len) * g.row_elems;
+      auto* dst = static_cast<uint16_t*>(half ? t.dv : t.dk);
+      const auto f = fin.find(s.g.key(s.r, c.piece));
+      for (size_t bt = 0; bt < c.height; ++bt) {
+        uint16_t* to = dst + c.shard_off + bt * c.shard_pitch;
         if (f == fin.end()) {  // no query sees the piece (a pruned plan): no gradient
-          TASP_CUDA(cudaMemsetAsync(to, 0, n * 2, s.x.compute));
+          TASP_CUDA(cudaMemsetAsync(to, 0, c.width * 2, s.x.compute));
           continue;
         }
-        const float* acc = b.grad + se * f->second + half * g.half_slot() + (size_t(bt) * g.max_piece + run.piece_off) * g.row_elems;
-        kernels::cast_out(acc, to, dt, n, s.x.compute);
+        const float* acc = b.grad + s.g.slot_elems() * f->second + half * s.g.half_slot() + c.slot_off + bt * c.slot_pitch;
+        kernels::cast_out(acc, to, dt, c.width, s.x.compute);
       }
     }
   end(s, caller);

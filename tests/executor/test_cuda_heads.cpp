@@ -348,3 +348,56 @@ TEST(CudaExchange, AllGatherAndReduceScatterSteps) {
     }
   }
 }
+
+// A rank runner's copies between the caller's shard (tokens in shard order) and the rank's own pieces' slots, replayed
+// on the host: K/V go in so that every slot row holds its piece's token, dK/dV come back so that every shard row gets
+// its token's; for zigzag pieces spanning both chunks, several pieces per rank, uneven lengths and batches.
+TEST(CudaHeads, ShardCopiesPutEveryOwnTokenInItsSlotAndBack) {
+  struct Case {
+    std::string topology, scheme;
+    bool causal;
+    long S;
+  };
+  for (const Case& c : {Case{"complete:2", "zigzag", true, 40}, Case{"complete:3", "zigzag", true, 61},
+                        Case{"complete:4", "hamilton", true, 98}, Case{"complete:3", "ring", false, 31},
+                        Case{"complete:4", "allgather", false, 64}}) {
+    SCOPED_TRACE(c.topology + " " + c.scheme);
+    PlanOptions o;
+    o.causal = c.causal;
+    const Plan p = build_plan(load_topology(c.topology), c.scheme, o);
+    Workload w;
+    w.B = 2, w.S = c.S, w.H = 2, w.Hkv = 1, w.D = 8, w.causal = c.causal;
+    const executor::cuda::Geometry g = executor::cuda::make_geometry(p, w);
+    for (int r = 0; r < p.ranks; ++r) {
+      const long rows = g.qrows[r], width = g.row_elems;
+      std::vector<long> shard_tokens;
+      for (const Range& q : g.qranges[r])
+        for (long t = q.begin; t < q.end; ++t) shard_tokens.push_back(t);
+      auto value = [&](int b, long t, long e) { return double(b * 100000 + t * 100 + e); };
+      std::vector<double> shard(size_t(w.B) * rows * width), slots(g.half_slot() * g.P, -1);
+      for (int b = 0; b < w.B; ++b)
+        for (long i = 0; i < rows; ++i)
+          for (long e = 0; e < width; ++e) shard[(size_t(b) * rows + i) * width + e] = value(b, shard_tokens[i], e);
+      const auto copies = executor::cuda::shard_copies(g, r);
+      for (const auto& cp : copies)  // in: shard -> slot (one half; slots laid out half after half here)
+        for (size_t h = 0; h < cp.height; ++h)
+          for (size_t x = 0; x < cp.width; ++x)
+            slots[g.half_slot() * cp.piece + cp.slot_off + h * cp.slot_pitch + x] = shard[cp.shard_off + h * cp.shard_pitch + x];
+      for (int piece = 0; piece < g.P; ++piece) {
+        long j = 0;
+        for (const Range& rg : g.pranges[g.key(r, piece)])
+          for (long t = rg.begin; t < rg.end; ++t, ++j)
+            for (int b = 0; b < w.B; ++b)
+              for (long e = 0; e < width; ++e)
+                ASSERT_EQ(slots[g.half_slot() * piece + (size_t(b) * g.max_piece + j) * width + e], value(b, t, e))
+                    << "rank " << r << " piece " << piece << " row " << j;
+      }
+      std::vector<double> back(shard.size(), -1);
+      for (const auto& cp : copies)  // out: slot -> shard
+        for (size_t h = 0; h < cp.height; ++h)
+          for (size_t x = 0; x < cp.width; ++x)
+            back[cp.shard_off + h * cp.shard_pitch + x] = slots[g.half_slot() * cp.piece + cp.slot_off + h * cp.slot_pitch + x];
+      EXPECT_EQ(back, shard) << "rank " << r << ": every shard row back from its slot";
+    }
+  }
+}
