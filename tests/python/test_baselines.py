@@ -55,18 +55,27 @@ def _check(rank, n, port, result):
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_baselines_match_attention(n):
+def _spawn(target, n, answers):
+    """Runs target(rank, n, port, queue) on n processes of a gloo group; the `answers` dicts they put, in order."""
     ctx = mp.get_context("spawn")
     result = ctx.Queue()
     port = _port()
-    procs = [ctx.Process(target=_worker, args=(r, n, port, result)) for r in range(n)]
+    procs = [ctx.Process(target=target, args=(r, n, port, result)) for r in range(n)]
     for p in procs:
         p.start()
-    errs = result.get(timeout=120)
+    got = [result.get(timeout=120) for _ in range(answers)]
     for p in procs:
-        p.join(timeout=10) if "error" not in errs else p.kill()
-    assert "error" not in errs, errs["error"]
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    errors = [g["error"] for g in got if "error" in g]
+    assert not errors, errors
+    return got
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_baselines_match_attention(n):
+    errs = _spawn(_worker, n, 1)[0]
     assert len(errs) == 3 * 2 * 4
     bad = {k: v for k, v in errs.items() if not v < 1e-5}  # fp32 running sums in the baselines
     assert not bad, bad
@@ -95,17 +104,7 @@ def _layout_worker(rank, n, port, result):
 def test_context_layouts_over_a_process_group(n):
     """Context.shard and unshard over a real process group (gloo): every rank's shard gathers back into the whole
     tensor, and the ranks' shards are disjoint and cover every token, for each layout and mask."""
-    ctx = mp.get_context("spawn")
-    result = ctx.Queue()
-    port = _port()
-    procs = [ctx.Process(target=_layout_worker, args=(r, n, port, result)) for r in range(n)]
-    for p in procs:
-        p.start()
-    got = [result.get(timeout=120) for _ in range(n)]
-    for p in procs:
-        p.join(timeout=10)
-    errors = [g["error"] for g in got if "error" in g]
-    assert not errors, errors
+    got = _spawn(_layout_worker, n, n)
     by_rank = {g["rank"]: g["tokens"] for g in got}
     for case in range(len(by_rank[0])):
         tokens = sorted(t for r in range(n) for t in by_rank[r][case])
