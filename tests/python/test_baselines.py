@@ -100,7 +100,7 @@ def _layout_worker(rank, n, port, result):
         result.put({"rank": rank, "error": repr(e)[:500]})
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [3])  # one group size: the layouts themselves are checked for 2..8 ranks in test_plan.py
 def test_context_layouts_over_a_process_group(n):
     """Context.shard and unshard over a real process group (gloo): every rank's shard gathers back into the whole
     tensor, and the ranks' shards are disjoint and cover every token, for each layout and mask."""

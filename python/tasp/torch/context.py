@@ -167,12 +167,35 @@ class Context:
         return self._layout_plan(x.shape[dim], causal, cu_seqlens).shard(x, self.rank, dim)
 
     def unshard(self, x, dim=1, causal=False, cu_seqlens=None):
-        """The full tensor from this rank's shard x: every rank's gathered over the group (all_gather), reordered."""
+        """The full tensor from this rank's shard x: every rank's gathered over the group (all_gather), reordered.
+        Shards may differ in length (documents split unevenly): each travels padded to the longest."""
         import torch.distributed as dist
-        parts = [torch.empty_like(x) for _ in range(self.n)]
-        dist.all_gather(parts, x.contiguous(), group=self.group)
-        S = int(cu_seqlens[-1]) if cu_seqlens is not None else x.shape[dim] * self.n
-        return self._layout_plan(S, causal, cu_seqlens).unshard(parts, dim)
+        counts = [sum(e - b for b, e in self._layout_plan_for(x, dim, causal, cu_seqlens).tokens(r)) for r in range(self.n)]
+        if x.shape[dim] != counts[self.rank]:
+            raise ValueError(f"x: this rank's shard holds {counts[self.rank]} tokens along dim {dim}, x has {x.shape[dim]}")
+        longest = max(counts)
+        padded = x
+        if x.shape[dim] < longest:
+            pad = list(x.shape)
+            pad[dim] = longest - x.shape[dim]
+            padded = torch.cat([x, x.new_zeros(pad)], dim)
+        parts = [torch.empty_like(padded) for _ in range(self.n)]
+        dist.all_gather(parts, padded.contiguous(), group=self.group)
+        parts = [p.narrow(dim, 0, c) for p, c in zip(parts, counts)]
+        return self._layout_plan_for(x, dim, causal, cu_seqlens).unshard(parts, dim)
+
+    def _layout_plan_for(self, x, dim, causal, cu_seqlens):
+        """The layout plan of the whole sequence a shard x belongs to (S: cu_seqlens' end, or the shards' sum)."""
+        if cu_seqlens is not None:
+            S = int(cu_seqlens[-1])
+        else:
+            S = x.shape[dim] * self.n  # without documents, a sequence the ranks split evenly
+            plan = self._layout_plan(S, causal, None)
+            if sum(e - b for b, e in plan.tokens(self.rank)) != x.shape[dim]:
+                raise ValueError(f"x: {x.shape[dim]} tokens along dim {dim} is not a shard of an evenly split "
+                                 f"sequence; pass cu_seqlens, or shard with Context.shard")
+            return plan
+        return self._layout_plan(S, causal, cu_seqlens)
 
     def synchronize(self):
         """Waits for every plan's work so far, at most the timeout; raises tasp.TaspError naming NCCL's error or the
