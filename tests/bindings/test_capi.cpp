@@ -35,18 +35,24 @@ nlohmann::json describe(tasp_plan* p) { return nlohmann::json::parse(tasp_plan_j
 TEST(CApi, PlansRunExactlyOnTheCpu) {
   ASSERT_EQ(tasp_api_version(), TASP_API_VERSION);
   struct Case {
-    const char *topology, *scheme, *workload;
+    const char *topology, *scheme, *workload, *options;
   } cases[] = {
-      {"complete:3", "hamilton", "B=2,S=96,H=4,Hkv=2,D=16,causal"},
-      {"complete:4", "ulysses", "B=1,S=64,H=8,Hkv=2,D=16"},
-      {"complete:2", "allgather", "B=1,S=60,H=2,D=8,causal,window=7:0"},
-      {"complete:2", "auto", "B=1,S=64,H=4,Hkv=1,D=8,causal,docs=20+44"},
+      {"complete:3", "hamilton", "B=2,S=96,H=4,Hkv=2,D=16,causal", nullptr},
+      {"complete:4", "ulysses", "B=1,S=64,H=8,Hkv=2,D=16", nullptr},
+      {"complete:2", "allgather", "B=1,S=60,H=2,D=8,causal,window=7:0", nullptr},
+      {"complete:2", "auto", "B=1,S=64,H=4,Hkv=1,D=8,causal,docs=20+44", nullptr},
+      {"complete:3", "zigzag", "B=2,S=96,H=4,Hkv=2,D=16,causal", "{\"prune_plain\": true}"},
+      {"complete:4", "auto", "B=1,S=64,H=4,D=8,causal", "{\"schemes\": \"ring,hamilton\", \"layout\": \"zigzag\"}"},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.scheme) + " " + c.workload);
+    SCOPED_TRACE(std::string(c.scheme) + " " + c.workload + " " + (c.options ? c.options : ""));
     tasp_plan* p = nullptr;
-    ASSERT_EQ(tasp_plan_create(c.topology, c.scheme, c.workload, nullptr, &p), TASP_OK) << tasp_last_error();
+    ASSERT_EQ(tasp_plan_create(c.topology, c.scheme, c.workload, c.options, &p), TASP_OK) << tasp_last_error();
     const nlohmann::json j = describe(p);
+    if (c.options && std::string(c.options).find("schemes") != std::string::npos) {
+      const std::string chosen = j["scheme"].get<std::string>();
+      EXPECT_TRUE(chosen == "ring" || chosen == "hamilton") << chosen;  // auto among the schemes asked for
+    }
     const tasp::planner::Workload w = tasp::planner::parse_workload(c.workload);
     EXPECT_EQ(j["gpus"].get<int>(), std::stoi(std::string(c.topology).substr(9)));
     // Every token is on exactly one GPU.
@@ -88,6 +94,8 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"pass\": \"bwd\"}", "options.pass");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "[1", "options");
   fails("nosuch.yaml", "ring", "B=1,S=64,H=4,D=8", nullptr, "nosuch.yaml");
+  fails("complete:2", "auto", "B=1,S=64,H=4,D=8", "{\"schemes\": \"ring,spiral\"}", "spiral");
+  fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
   EXPECT_EQ(tasp_plan_create(nullptr, "ring", "B=1,S=64,H=4,D=8", nullptr, &p), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("topology"), std::string::npos);
   // A run without a backward part asked for one; a NULL buffer; an unknown precision.
