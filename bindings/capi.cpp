@@ -95,6 +95,11 @@ Options parse_options(const char* text) {
     };
     if (k == "profile") o.profile = text_of();
     else if (k == "schemes") o.schemes = text_of();
+    else if (k == "accumulator") {
+      o.choices.accumulator = text_of();
+      if (o.choices.accumulator != "fp32" && o.choices.accumulator != "bf16" && o.choices.accumulator != "auto")
+        throw planner::InputError("options.accumulator: expected fp32, bf16 or auto");
+    }
     else if (k == "prune_plain") {
       if (!v.is_boolean()) throw planner::InputError("options.prune_plain: expected true or false");
       o.choices.prune_plain = v.get<bool>();
@@ -115,7 +120,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, prune_plain, pass)");
+                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass)");
     }
   }
   return o;

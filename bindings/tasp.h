@@ -38,7 +38,8 @@ TASP_API const char* tasp_last_error(void);
  * hamilton, two-level, ulysses, usp, or auto: the fastest the simulator finds) and `workload`
  * ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]"). `options_json`: NULL or a JSON object with
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
- * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "ulysses", "inner", "head_groups",
+ * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
+ * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups",
  * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);

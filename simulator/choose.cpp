@@ -19,6 +19,7 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.inner = h.inner == "auto" ? "hamilton" : h.inner;
   o.head_groups = std::max(1, h.head_groups);
   o.prune_plain = h.prune_plain;
+  o.accumulator_bytes = accumulator_bytes_of(h.accumulator);
   if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
   o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
@@ -29,6 +30,13 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
     o.layout_given = true;
   }
   return o;
+}
+
+int accumulator_bytes_of(const std::string& accumulator) {
+  if (accumulator == "fp32") return 4;
+  if (accumulator == "bf16") return 2;
+  if (accumulator == "auto") return 0;
+  throw InputError("--accumulator: expected fp32, bf16 or auto, got '" + accumulator + "'");
 }
 
 std::vector<std::string> select_schemes(const std::string& list, const Topology& t, bool causal) {

@@ -33,8 +33,11 @@ struct PlanChoices {
   std::string layout;            // contiguous | zigzag | zigzag-docs; "": the scheme's own (and, for packed causal
                                  // documents, the fastest of the three)
   bool prune_plain = false;      // planner::PlanOptions::prune_plain
+  std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
+// PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError otherwise.
+int accumulator_bytes_of(const std::string& accumulator);
 
 // "" when workload `w` fits plan `p` (its pieces hold tokens, its head-parallel groups split the heads), else why not.
 std::string misfit(const planner::Plan& p, const planner::Workload& w);

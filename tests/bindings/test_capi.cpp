@@ -96,6 +96,7 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("nosuch.yaml", "ring", "B=1,S=64,H=4,D=8", nullptr, "nosuch.yaml");
   fails("complete:2", "auto", "B=1,S=64,H=4,D=8", "{\"schemes\": \"ring,spiral\"}", "spiral");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
+  fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"accumulator\": \"fp8\"}", "options.accumulator");
   EXPECT_EQ(tasp_plan_create(nullptr, "ring", "B=1,S=64,H=4,D=8", nullptr, &p), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("topology"), std::string::npos);
   // A run without a backward part asked for one; a NULL buffer; an unknown precision.

@@ -31,11 +31,11 @@ PassBytes busiest(const planner::Timeline& t) {
 }
 
 PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr,
-               bool prune_plain = false) {
+               bool prune_plain = false, const std::string& accumulator = "auto") {
   const auto prof = simulator::builtin_profile("h200-hgx-8");
   const auto t = planner::load_topology("complete:" + std::to_string(n));
   simulator::PlanChoices h;
-  h.prune_plain = prune_plain;
+  h.prune_plain = prune_plain, h.accumulator = accumulator;
   planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w, h));
   simulator::SimOptions so;
   so.passes = {true, true};
@@ -122,4 +122,22 @@ TEST(Bytes, PeakSendRateIsTheProfilesFastestPoint) {
   EXPECT_EQ(p.peak_send_gbps(2), 310);
   EXPECT_EQ(p.peak_send_gbps(4), 310);  // the largest measured size not above 4
   EXPECT_EQ(p.peak_send_gbps(8), 350);
+}
+
+// Every accumulator choice (`--accumulator fp32|bf16`) moves what it says: the accumulators' bytes scale with their
+// width, the K/V's do not.
+TEST(Bytes, EveryAccumulatorChoiceAgainstTheMinimum) {
+  const planner::Workload w = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
+  for (int n : {2, 4, 8}) {
+    const double kv = 2 * w.Hkv * double(w.S) / n * w.D * 2;
+    for (const std::string acc : {"fp32", "bf16"})
+      for (const std::string s : {"ring", "zigzag", "allgather", "hamilton"}) {
+        SCOPED_TRACE(s + " on " + std::to_string(n) + " with " + acc + " accumulators");
+        planner::Plan p;
+        const PassBytes b = sent(s, n, w, &p, false, acc);
+        ASSERT_EQ(p.accumulator_bytes, acc == "fp32" ? 4 : 2);
+        const double grad = kv * p.accumulator_bytes / 2;
+        EXPECT_NEAR(b.bwd, p.backward.keeps_kv ? (n - 1) * grad : (n - 1) * kv + n * grad, 1e-6 * kv);
+      }
+  }
 }

@@ -81,7 +81,7 @@ void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Build an exchange plan (tasp-plan/1) for a topology and scheme");
   struct Args {
     std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile, docs;
-    std::string pass = "fwd+bwd", accumulator = "auto";
+    std::string pass = "fwd+bwd";
     bool causal = false, quiet = false, compact = false;
     int expand_max = 128;
     double max_memory_gib = 8;
@@ -98,9 +98,6 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--expand-max-ranks", a->expand_max, "Expand steps up to this many ranks, compact above")->capture_default_str();
   cmd->add_flag("--compact", a->compact, "Always write the compact form (rings + schedule rule)");
   cmd->add_option("--pass", a->pass, "fwd | fwd+bwd: also plan the backward (K/V again, dK/dV accumulators back to their owners)")
-      ->capture_default_str();
-  cmd->add_option("--accumulator", a->accumulator, "Precision of the dK/dV accumulators the backward moves: fp32 | bf16 |\n"
-                                                   "auto (bf16 for allgather's one reduce-scatter, fp32 for rings' many hops)")
       ->capture_default_str();
   cmd->add_option("-w,--workload", a->workload,
                   "B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides): --scheme\n"
@@ -126,9 +123,8 @@ void register_plan(CLI::App& app) {
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd or fwd+bwd, got '" + a->pass + "'");
     if (!passes.fwd) throw InputError("--pass: a plan always holds the forward (the backward needs its output): use fwd+bwd");
     o.backward = passes.bwd;
-    if (a->accumulator != "fp32" && a->accumulator != "bf16" && a->accumulator != "auto")
-      throw InputError("--accumulator: expected fp32, bf16 or auto, got '" + a->accumulator + "'");
-    o.accumulator_bytes = a->accumulator == "fp32" ? 4 : a->accumulator == "bf16" ? 2 : 0;
+    o.accumulator_bytes = simulator::accumulator_bytes_of(a->head.accumulator);
+    o.prune_plain = a->head.prune_plain;
     o.memory_budget_bytes = a->head.memory_budget_gib * double(1 << 30);
     if (!a->layout.empty()) {
       if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous, zigzag or zigzag-docs");

@@ -23,6 +23,10 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                   "ulysses, usp: cut the heads into this many groups whose all-to-alls run beside the previous\n"
                   "group's attention (0: the count the simulator finds fastest for the workload, 1 without one)")
       ->capture_default_str();
+  cmd->add_option("--accumulator", h.accumulator,
+                  "Precision of the dK/dV accumulators the backward moves: fp32 | bf16 | auto (bf16 for allgather's one\n"
+                  "reduce-scatter, fp32 for rings' many hops)")
+      ->capture_default_str();
   cmd->add_flag("--prune-plain", h.prune_plain,
                 "Prune for a plain mask too: under a causal mask a rank gets only the K/V its queries see and returns\n"
                 "only the dK/dV they made; each owner's partial dK/dV stays home (accumulators travel n-1 hops)");
