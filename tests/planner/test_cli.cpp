@@ -100,6 +100,11 @@ TEST(Cli, BackwardPlanVerifyRunAndErrors) {
   EXPECT_EQ(run("plan -t complete:4 --pass bwd -q -o " + dir + "/none.json"), 2);
   EXPECT_EQ(run("plan -t complete:4 --accumulator fp8 -q -o " + dir + "/none.json"), 2);
   EXPECT_FALSE(fs::exists(dir + "/none.json"));
+  // A plain causal mask pruned on request: the plan says so, and runs exactly for its workload.
+  const std::string pruned = dir + "/cli_pruned.json";
+  EXPECT_EQ(run("plan -t complete:2 -s zigzag --causal" + w + " --prune-plain -q -o " + pruned), 0);
+  EXPECT_NE(slurp(pruned).find("\"pruned_for\""), std::string::npos);
+  EXPECT_EQ(run("run --plan " + pruned + w + " --check"), 0);
   // A dropped accumulator return: verify fails (1); run refuses it (2), or with --no-verify fails the check (1).
   const std::string bad = dir + "/cli_bwd_bad.json";
   std::ofstream(bad) << drop_last_return(slurp(plan));
