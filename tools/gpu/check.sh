@@ -72,6 +72,12 @@ for w in "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 
     check "$s --prune-plain $w" 120 $T run --backend cuda -t $TOPO -s $s --prune-plain -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
+echo "== what bf16 accumulators cost a ring in accuracy (dK, dV against one GPU; fp32 beside them)"
+for acc in fp32 bf16; do
+  w="B=1,S=$((N * 2 * 2048)),H=16,Hkv=4,D=128,causal"
+  r=$(timeout 120 $T run --backend cuda -t $TOPO -s zigzag --accumulator $acc -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1 2>&1)
+  note "zigzag --accumulator $acc $w: $(echo "$r" | grep -oE 'PASS|FAIL' | head -1) ($(echo "$r" | grep -E '^ +d[kv] ' | awk '{print $1, $4}' | tr '\n' ' '))"
+done
 echo "== masks: packed documents and windows"
 masked=("B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=8191,H=8,Hkv=2,D=64,causal,window=300")
 [ $quick = 0 ] && masked+=("B=1,S=8192,H=8,Hkv=1,D=64,window=500:40" "B=1,S=1200,H=2,D=64,causal,docs=500+1+699,window=100")
