@@ -32,16 +32,18 @@ baselines() {
     --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
   [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
 }
-echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto" > "$OUT/runs.csv"
+echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
   auto=$($T plan -t $TOPO -s auto -w "$w" --pass $PASS --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)
   for s in ${SCHEMES:-$(schemes_for "$w")}; do
     args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
-    m=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
-        --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log" | ms_of)
+    out=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
+        --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log")
+    m=$(echo "$out" | ms_of)
+    b=$(echo "$out" | bound_ms)
     p=$(predict_ms -t $TOPO "${args[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
-    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-}" | tee -a "$OUT/runs.csv"
+    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b" | tee -a "$OUT/runs.csv"
   done
   baselines -w "$w"
 done
@@ -49,8 +51,8 @@ python3 - "$OUT/runs.csv" "$OUT/baseline.csv" "$PASS" <<'PY' | tee "$OUT/best.md
 import csv, sys
 runs, base, pas = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2]))), sys.argv[3]
 col = "fwd_ms" if pas == "fwd" else "fwd_bwd_ms"
-print(f"| config ({pas}, ms) | tasp best | ms | auto | auto ms | baseline best | ms | tasp / baseline |")
-print("|---|---|---:|---|---:|---|---:|---:|")
+print(f"| config ({pas}, ms) | tasp best | ms | its bound | auto | auto ms | baseline best | ms | tasp / baseline |")
+print("|---|---|---:|---:|---|---:|---|---:|---:|")
 for c in dict.fromkeys(r["config"] for r in runs):
     mine = [r for r in runs if r["config"] == c]
     b = min(mine, key=lambda r: float(r["measured_ms"]))
@@ -59,7 +61,9 @@ for c in dict.fromkeys(r["config"] for r in runs):
     t = min(theirs, key=lambda r: float(r[col])) if theirs else None
     tb = f"{t['algo']} ({t['kernel']}) | {float(t[col]):.3f} | {float(t[col]) / float(b['measured_ms']):.2f}x" if t else "- | - | -"
     am = f"{a['scheme']} | {float(a['measured_ms']):.3f}" if a else f"{mine[0]['auto'] or '-'} | -"
-    print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {am} | {tb} |")
+    bound = float(b.get("bound_ms") or 0)
+    bd = f"{bound:.3f} ({float(b['measured_ms']) / bound:.2f}x)" if bound > 0 else "-"
+    print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {bd} | {am} | {tb} |")
 PY
 $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"

@@ -45,6 +45,9 @@ build() { tools/gpu/lib/build.sh "$@" || exit 1; }
 # ms_of "tasp run output": the median of the run's totals in milliseconds (0 when the run printed none).
 ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
+# bound_ms "tasp run output": the run's bound (max of its kernels and its bytes at the profile's peak) in ms (0: none).
+bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
+
 # predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
 predict_ms() {
   local j
