@@ -39,6 +39,16 @@ double Timeline::compute_us() const {
 }
 double Timeline::exposed_comm_us() const { return std::max(0.0, total_us() - compute_us()); }
 
+Timeline::PassBytes Timeline::busiest_sent() const {
+  PassBytes most;
+  for (const auto& rank : per_rank) {
+    PassBytes mine;
+    for (size_t s = 0; s < rank.size(); ++s) (backward_step(int(s)) ? mine.bwd : mine.fwd) += rank[s].bytes;
+    most.fwd = std::max(most.fwd, mine.fwd), most.bwd = std::max(most.bwd, mine.bwd);
+  }
+  return most;
+}
+
 void Timeline::append(const Timeline& later, double offset_us) {
   const size_t rows = std::min(per_rank.size(), later.per_rank.size());
   per_rank.resize(rows);

@@ -35,6 +35,11 @@ struct Timeline {
   double comm_us() const;     // slowest rank's summed communication time
   double compute_us() const;  // slowest rank's summed compute time (kernels and closing work)
   double exposed_comm_us() const;  // total minus the slowest rank's compute
+  // The bytes the busiest GPU sends in each pass (what `run` and `simulate` print beside the time).
+  struct PassBytes {
+    double fwd = 0, bwd = 0;
+  };
+  PassBytes busiest_sent() const;
 };
 
 void write_timeline_json(std::ostream& o, const Timeline& t);

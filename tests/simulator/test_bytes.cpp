@@ -15,20 +15,7 @@ using namespace tasp;
 
 namespace {
 
-struct PassBytes {
-  double fwd = 0, bwd = 0;
-};
-
-// The busiest GPU's bytes per pass, read off the timeline the simulator writes (what `tasp run` reports too).
-PassBytes busiest(const planner::Timeline& t) {
-  PassBytes b;
-  for (const auto& rank : t.per_rank) {
-    PassBytes mine;
-    for (size_t s = 0; s < rank.size(); ++s) (t.backward_step(int(s)) ? mine.bwd : mine.fwd) += rank[s].bytes;
-    b.fwd = std::max(b.fwd, mine.fwd), b.bwd = std::max(b.bwd, mine.bwd);
-  }
-  return b;
-}
+using PassBytes = planner::Timeline::PassBytes;
 
 PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr,
                bool prune_plain = false, const std::string& accumulator = "auto") {
@@ -39,7 +26,7 @@ PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, pla
   planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w, h));
   simulator::SimOptions so;
   so.passes = {true, true};
-  const PassBytes b = busiest(simulator::simulate(p, t, w, prof, so).timeline);
+  const PassBytes b = simulator::simulate(p, t, w, prof, so).timeline.busiest_sent();
   if (plan) *plan = std::move(p);
   return b;
 }

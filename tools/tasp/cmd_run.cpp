@@ -144,12 +144,8 @@ void register_run(CLI::App& app) {
                 << " GPUs, parallel efficiency " << std::setprecision(0) << 100 * rep.single_device_us / t.total_us() / p.gpus()
                 << "%\n";
     // Bytes a GPU sends per pass (the busiest), from the timeline's steps.
-    double pass_bytes[2] = {0, 0};
-    for (const auto& r : t.per_rank) {
-      double mine[2] = {0, 0};
-      for (size_t s = 0; s < r.size(); ++s) mine[t.backward_step(int(s))] += r[s].bytes;
-      for (int k : {0, 1}) pass_bytes[k] = std::max(pass_bytes[k], mine[k]);
-    }
+    const Timeline::PassBytes sent = t.busiest_sent();
+    const double pass_bytes[2] = {sent.fwd, sent.bwd};
     // The run's bound: its kernels alone (the slowest rank's summed compute) or its busiest GPU's bytes at the fastest
     // rate the profile measured on this many GPUs, whichever is longer; the time above against it says how much
     // of the exchange stayed exposed.

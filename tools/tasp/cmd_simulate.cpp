@@ -51,7 +51,7 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
   if (both) o << std::setw(10) << "fwd ms" << std::setw(10) << "bwd ms";
   o << std::setw(10) << "comm ms" << std::setw(11) << "compute ms" << std::setw(11) << "exposed ms" << std::setw(6) << "CCR"
     << std::setw(9) << "vs ring" << std::setw(10) << "vs 1 GPU" << std::setw(9) << "par eff" << std::setw(9) << "Mtok/s"
-    << std::setw(10) << "GiB/rank" << std::setw(7) << "eff" << "\n";
+    << std::setw(10) << "GiB/rank" << std::setw(7) << "eff" << std::setw(10) << "MiB/GPU" << "\n";
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
     o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(11) << ms(s.total_us);
@@ -61,7 +61,9 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
       << (ring ? ratio(ring->sim.total_us / s.total_us) : std::string("-")) << std::setw(10) << ratio(s.speedup())
       << std::setw(8) << std::setprecision(0) << 100 * s.parallel_efficiency(t.ranks()) << "%" << std::setw(9)
       << std::setprecision(3) << s.tokens_per_s / 1e6 << std::setw(10) << std::setprecision(2)
-      << s.peak_memory_bytes / double(1 << 30) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%\n";
+      << s.peak_memory_bytes / double(1 << 30) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%"
+      << std::setw(10) << std::setprecision(1) << (s.timeline.busiest_sent().fwd + s.timeline.busiest_sent().bwd) / (1 << 20)
+      << "\n";
   }
   const auto& best = runs[fastest(runs)];
   o << "# fastest: " << best.scheme;
@@ -69,7 +71,8 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
   o << "\n# where its time goes: " << describe_terms(best.sim.terms) << " (ms)";
   o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; vs 1 GPU: the whole problem's kernels on one\n"
        "# GPU over the total, par eff = that / GPUs; GiB/rank: the busiest rank's buffers (not NCCL's); eff = the\n"
-       "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total.\n";
+       "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total; MiB/GPU: what the busiest GPU\n"
+       "# sends (--json: per pass).\n";
   for (const auto& k : skipped) o << "# " << k.scheme << ": left out: " << k.why << "\n";
   for (const auto& r : runs)
     if (!r.detail.empty()) o << "# " << r.scheme << ": " << r.detail << "\n";
@@ -119,6 +122,8 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
       j["schemes"].back()["accumulator"] = r.plan.accumulator_bytes == 2 ? "bf16" : "fp32",
       j["schemes"].back()["keeps_kv"] = r.plan.backward.keeps_kv;
     if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
+    const auto sent = s.timeline.busiest_sent();
+    j["schemes"].back()["sent_bytes_per_gpu"] = {{"fwd", sent.fwd}, {"bwd", sent.bwd}};
     nlohmann::json terms;
     for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
     j["schemes"].back()["terms"] = terms;
