@@ -155,7 +155,12 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       r = best_usp(t, w, prof, opt, head, &why);
       if (!why.empty() && !skipped) throw InputError("usp: " + why);
     } else {
-      why = plan_for(t, w, s, head, r);
+      try {
+        why = plan_for(t, w, s, head, r);
+      } catch (const InputError& e) {  // a scheme that cannot take these choices (zigzag and a contiguous layout)
+        if (!skipped) throw;
+        why = e.what();
+      }
     }
     if (!why.empty() && skipped) {
       skipped->push_back({s, why});

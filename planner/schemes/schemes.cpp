@@ -66,7 +66,13 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   }
   Plan p;
   if (scheme == "ring") p = build_ring(t, o.causal, layout, ex);
-  else if (scheme == "zigzag") p = build_zigzag(t, ex);
+  else if (scheme == "zigzag") {
+    // Its layout is its name: a contiguous one given would be ignored, and a caller holding contiguous shards would
+    // get a plan for zigzag ones.
+    if (o.layout_given && layout == Layout::Contiguous)
+      throw InputError("zigzag: the zigzag scheme lays tokens out in zigzag chunks; for contiguous shards use ring");
+    p = build_zigzag(t, ex);
+  }
   else if (scheme == "allgather") p = build_allgather(n, o.causal, layout, ex);
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);

@@ -99,6 +99,8 @@ TEST(Cli, BackwardPlanVerifyRunAndErrors) {
   EXPECT_EQ(run("run --plan " + plan + w + " --pass sideways"), 2);
   EXPECT_EQ(run("plan -t complete:4 --pass bwd -q -o " + dir + "/none.json"), 2);
   EXPECT_EQ(run("plan -t complete:4 --accumulator fp8 -q -o " + dir + "/none.json"), 2);
+  // zigzag's layout is its name: a contiguous one given is refused, not ignored.
+  EXPECT_EQ(run("plan -t complete:2 -s zigzag --causal --layout contiguous -q -o " + dir + "/none.json"), 2);
   EXPECT_FALSE(fs::exists(dir + "/none.json"));
   // A plain causal mask pruned on request: the plan says so, and runs exactly for its workload.
   const std::string pruned = dir + "/cli_pruned.json";

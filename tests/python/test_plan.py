@@ -37,3 +37,9 @@ def test_a_given_layout_holds_for_auto_too():
     for scheme in ("auto", "allgather"):
         p = tasp.Plan("complete:4", scheme, "B=1,S=4096,H=32,Hkv=8,D=128,causal,docs=1000+3096", layout="contiguous")
         assert p.info["layout"] == "contiguous", scheme
+
+
+def test_zigzag_refuses_a_contiguous_layout():
+    """A caller holding contiguous shards must not get a plan for zigzag ones (the scheme's layout is its name)."""
+    with pytest.raises(ValueError, match="zigzag"):
+        tasp.Plan("complete:2", "zigzag", "B=1,S=64,H=2,D=8,causal", layout="contiguous")

@@ -98,8 +98,9 @@ class Context:
     def _options(self, causal, docs):
         o = {"layout": self.layout or ("zigzag-docs" if causal and docs else "zigzag" if causal else "contiguous")}
         if self.scheme == "auto":
-            # zigzag needs a causal mask, two-level nodes (the shorthand's; a machine file's nodes get the others)
-            o["schemes"] = ",".join(s for s in _SCHEMES if (s != "zigzag" or causal) and
+            # zigzag needs a causal mask and its own layout, two-level nodes (the shorthand's; a machine file's nodes
+            # get the others)
+            o["schemes"] = ",".join(s for s in _SCHEMES if (s != "zigzag" or (causal and o["layout"] != "contiguous")) and
                                     (s != "two-level" or self.topology.startswith("cluster:")))
         if self.profile:
             o["profile"] = str(self.profile)
@@ -127,6 +128,9 @@ class Context:
             if mine != q.shape[1]:
                 raise ValueError(f"q: this rank's shard holds {mine} tokens under the plan, q has {q.shape[1]} "
                                  f"(lay the sequence out with Context.shard)")
+            if plan.tokens(self.rank) != self._layout_plan(S, causal, cu_seqlens).tokens(self.rank):
+                raise ValueError(f"scheme: {plan.info['scheme']}'s token order is not the context's layout "
+                                 f"({self._options(causal, docs)['layout']}); choose another scheme or layout")
             if self._group is None:  # one communicator for every plan of the context, made with its first
                 self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id())
             r = self._ranks[key] = _Rank(plan, self._group, self.timeout)
