@@ -23,7 +23,7 @@ speedup() {  # auto's scheme fwd+bwd with --speedup where S >= 26880 -> $OUT/spe
   echo "config,scheme,pass,measured_ms,single_gpu_ms,speedup,efficiency" > "$OUT/speedup.csv"
   for w in $(workload_set anchor); do
     [ "$(echo "$w" | grep -oE 'S=[0-9]+' | cut -c3-)" -ge 26880 ] || continue
-    auto=$($T plan -t $TOPO -s auto -w "$w" --pass fwd+bwd --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)
+    auto=$(auto_scheme "$w" fwd+bwd)
     timeout 200 $T run --backend cuda -t $TOPO -s "${auto:-allgather}" -w "$w" --pass fwd+bwd --iters 3 --warmup 1 --heat-ms 2000 \
       --speedup --json "$OUT/j.json" > "$OUT/run.txt" 2>&1 && python3 - "$w" "$OUT/j.json" >> "$OUT/speedup.csv" <<'PY'
 import json, sys

@@ -35,7 +35,7 @@ baselines() {
 echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
-  auto=$($T plan -t $TOPO -s auto -w "$w" --pass $PASS --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)
+  auto=$(auto_scheme "$w" $PASS)
   for s in ${SCHEMES:-$(schemes_for "$w")}; do
     args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
     out=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \

@@ -48,6 +48,11 @@ ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.std
 # bound_ms "tasp run output": the run's bound (max of its kernels and its bytes at the profile's peak) in ms (0: none).
 bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
+# auto_scheme WORKLOAD PASS: the scheme `tasp plan --scheme auto` picks here with PROFILE ("" when it fails).
+auto_scheme() {
+  $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
+}
+
 # predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
 predict_ms() {
   local j
