@@ -174,7 +174,8 @@ class Context:
         """The full tensor from this rank's shard x: every rank's gathered over the group (all_gather), reordered.
         Shards may differ in length (documents split unevenly): each travels padded to the longest."""
         import torch.distributed as dist
-        counts = [sum(e - b for b, e in self._layout_plan_for(x, dim, causal, cu_seqlens).tokens(r)) for r in range(self.n)]
+        layout = self._layout_plan_for(x, dim, causal, cu_seqlens)
+        counts = [sum(e - b for b, e in layout.tokens(r)) for r in range(self.n)]
         if x.shape[dim] != counts[self.rank]:
             raise ValueError(f"x: this rank's shard holds {counts[self.rank]} tokens along dim {dim}, x has {x.shape[dim]}")
         longest = max(counts)
@@ -186,7 +187,7 @@ class Context:
         parts = [torch.empty_like(padded) for _ in range(self.n)]
         dist.all_gather(parts, padded.contiguous(), group=self.group)
         parts = [p.narrow(dim, 0, c) for p, c in zip(parts, counts)]
-        return self._layout_plan_for(x, dim, causal, cu_seqlens).unshard(parts, dim)
+        return layout.unshard(parts, dim)
 
     def _layout_plan_for(self, x, dim, causal, cu_seqlens):
         """The layout plan of the whole sequence a shard x belongs to (S: cu_seqlens' end, or the shards' sum)."""
