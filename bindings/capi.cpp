@@ -95,11 +95,7 @@ Options parse_options(const char* text) {
     };
     if (k == "profile") o.profile = text_of();
     else if (k == "schemes") o.schemes = text_of();
-    else if (k == "accumulator") {
-      o.choices.accumulator = text_of();
-      if (o.choices.accumulator != "fp32" && o.choices.accumulator != "bf16" && o.choices.accumulator != "auto")
-        throw planner::InputError("options.accumulator: expected fp32, bf16 or auto");
-    }
+    else if (k == "accumulator") simulator::accumulator_bytes_of(o.choices.accumulator = text_of(), "options.accumulator");
     else if (k == "prune_plain") {
       if (!v.is_boolean()) throw planner::InputError("options.prune_plain: expected true or false");
       o.choices.prune_plain = v.get<bool>();

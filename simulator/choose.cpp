@@ -32,11 +32,11 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   return o;
 }
 
-int accumulator_bytes_of(const std::string& accumulator) {
+int accumulator_bytes_of(const std::string& accumulator, const std::string& what) {
   if (accumulator == "fp32") return 4;
   if (accumulator == "bf16") return 2;
   if (accumulator == "auto") return 0;
-  throw InputError("--accumulator: expected fp32, bf16 or auto, got '" + accumulator + "'");
+  throw InputError(what + ": expected fp32, bf16 or auto, got '" + accumulator + "'");
 }
 
 std::vector<std::string> select_schemes(const std::string& list, const Topology& t, bool causal) {

@@ -36,8 +36,9 @@ struct PlanChoices {
   std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
-// PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError otherwise.
-int accumulator_bytes_of(const std::string& accumulator);
+// PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError naming `what`
+// (the option as the caller spells it) otherwise.
+int accumulator_bytes_of(const std::string& accumulator, const std::string& what = "--accumulator");
 
 // "" when workload `w` fits plan `p` (its pieces hold tokens, its head-parallel groups split the heads), else why not.
 std::string misfit(const planner::Plan& p, const planner::Workload& w);
