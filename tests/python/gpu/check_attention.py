@@ -64,8 +64,13 @@ def main():
         lay = dict(causal=causal, cu_seqlens=cu)
         if fn:  # ring-flash-attention's own layouts, sharded by hand as its users do
             c = S // (2 * n)
-            idx = (list(range(rank * 2 * c, (rank + 1) * 2 * c)) if fn[0] == "contiguous" else
-                   list(range(rank * c, (rank + 1) * c)) + list(range((2 * n - 1 - rank) * c, (2 * n - rank) * c)))
+
+            def tokens_of(r):  # ring-flash-attention's layouts: r's n-th, or its chunks r and 2n-1-r of 2n
+                if fn[0] == "contiguous":
+                    return list(range(r * 2 * c, (r + 1) * 2 * c))
+                return list(range(r * c, (r + 1) * c)) + list(range((2 * n - 1 - r) * c, (2 * n - r) * c))
+
+            idx = tokens_of(rank)
             mine = [x[:, idx].contiguous().requires_grad_() for x in (q, k, v)]
             out = fn[1](*mine, causal=causal)
             out.backward(dout[:, idx])
@@ -74,10 +79,7 @@ def main():
             for x in got:
                 parts = [torch.empty_like(x) for _ in range(n)]
                 dist.all_gather(parts, x.contiguous())
-                order = []
-                for r in range(n):
-                    order += (list(range(r * 2 * c, (r + 1) * 2 * c)) if fn[0] == "contiguous" else
-                              list(range(r * c, (r + 1) * c)) + list(range((2 * n - 1 - r) * c, (2 * n - r) * c)))
+                order = [t for r in range(n) for t in tokens_of(r)]
                 y = torch.empty_like(torch.cat(parts, 1))
                 y[:, order] = torch.cat(parts, 1)
                 full.append(y)
