@@ -2,8 +2,8 @@
 downloaded), either sequence-parallel over N GPUs with tasp or on one device with PyTorch's SDPA, from the same seed
 and data, so that the two loss curves can be compared step by step.
 
-  torchrun --nproc_per_node=2 examples/train_tiny_llama.py --mode tasp --log tasp.json
-  python examples/train_tiny_llama.py --mode sdpa --log sdpa.json
+  torchrun --nproc_per_node=2 examples/train_tiny_llama.py --mode tasp --json tasp.json
+  python examples/train_tiny_llama.py --mode sdpa --json sdpa.json
   python examples/train_tiny_llama.py --compare tasp.json sdpa.json     # the largest relative loss difference
 
 Sequence parallel: every rank holds its shard of each sequence's tokens (tasp.torch.Context.shard: zigzag chunks
@@ -112,7 +112,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scheme", default="auto", help="tasp's scheme (--mode tasp)")
     ap.add_argument("--device", default="cuda", help="--mode sdpa: cuda or cpu (a quick check without GPUs)")
-    ap.add_argument("--log", help="write the losses and tokens/s as JSON here")
+    ap.add_argument("--json", help="write the losses and tokens/s as JSON here (not --log: torchrun takes a --log prefix as its own)")
     return ap.parse_args(argv)
 
 
@@ -181,9 +181,9 @@ def main(argv=None):
     rate = tokens / (time.perf_counter() - t0) if t0 and tokens else 0.0
     if rank == 0:
         print(f"{a.mode}: {n} rank(s), {rate:.0f} tokens/s")
-        if a.log:
+        if a.json:
             json.dump({"mode": a.mode, "ranks": n, "loss": losses, "tokens_per_s": rate, "args": vars(a)},
-                      open(a.log, "w"), indent=1)
+                      open(a.json, "w"), indent=1)
     if ctx is not None:
         ctx.synchronize()
         import torch.distributed as dist

@@ -14,7 +14,7 @@ TINY = ["--mode", "sdpa", "--device", "cpu", "--steps", "6", "--seq", "64", "--d
 
 def test_trains_on_the_cpu(tmp_path):
     log = tmp_path / "a.json"
-    assert ex.main(TINY + ["--log", str(log)]) == 0
+    assert ex.main(TINY + ["--json", str(log)]) == 0
     loss = json.load(open(log))["loss"]
     assert len(loss) == 6 and all(math.isfinite(x) for x in loss)
     assert abs(loss[0] - math.log(97)) < 1.0
@@ -23,8 +23,8 @@ def test_trains_on_the_cpu(tmp_path):
 
 def test_compare(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    assert ex.main(TINY + ["--log", str(a)]) == 0
-    assert ex.main(TINY + ["--log", str(b)]) == 0
+    assert ex.main(TINY + ["--json", str(a)]) == 0
+    assert ex.main(TINY + ["--json", str(b)]) == 0
     assert ex.main(["--compare", str(a), str(b)]) == 0  # the same seed: the same losses
     d = json.load(open(b))
     d["loss"] = [x * 1.05 for x in d["loss"]]

@@ -42,9 +42,9 @@ for f in sorted(glob.glob(sys.argv[1] + "/bench-*.json")):
 PY
 fi
 if [[ $steps == *" train "* ]]; then
-  timeout 400 "${launch[@]}" examples/train_tiny_llama.py --mode tasp --log "$OUT/train-tasp.json" > "$OUT/train-tasp.log" 2>&1 || fail=1
-  timeout 400 python3 examples/train_tiny_llama.py --mode sdpa --log "$OUT/train-sdpa.json" > "$OUT/train-sdpa.log" 2>&1 || fail=1
-  tail -1 "$OUT/train-tasp.log" "$OUT/train-sdpa.log"
+  timeout 400 "${launch[@]}" examples/train_tiny_llama.py --mode tasp --json "$OUT/train-tasp.json" > "$OUT/train-tasp.log" 2>&1 || fail=1
+  timeout 400 python3 examples/train_tiny_llama.py --mode sdpa --json "$OUT/train-sdpa.json" > "$OUT/train-sdpa.log" 2>&1 || fail=1
+  tail -n 1 "$OUT/train-tasp.log" "$OUT/train-sdpa.log"
   python3 examples/train_tiny_llama.py --compare "$OUT/train-tasp.json" "$OUT/train-sdpa.json" || fail=1
 fi
 if [[ $steps == *" pip "* ]]; then

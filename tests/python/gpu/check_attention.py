@@ -119,7 +119,9 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} compat llama3_flash_attn_varlen_func  bf16  S={S} H=16/4 D=128 causal docs: "
               f"out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}", flush=True)
 
-    # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); same numbers as eager.
+    # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); the same numbers as eager up to
+    # the order of the backward's fp32 reductions (dQ's bulk adds are unordered: 2.4e-6 apart on 2x H200, 2026-11-26),
+    # far below bf16's 3.9e-3 step, so a wrong graph (a dropped or repeated op) still fails.
     ctx = tt.Context(scheme="auto")
     g = torch.Generator(device=dev).manual_seed(5)
     q, k, v, do = (ctx.shard(torch.randn(1, S, 8, 128, generator=g, device=dev, dtype=torch.bfloat16), 1, causal=True)
@@ -132,7 +134,7 @@ def main():
         outs.append([o.detach().clone()] + [x.grad.clone() for x in (q, k, v)])
         q.grad = k.grad = v.grad = None
     errs = [rel(a, b) for a, b in zip(outs[1], outs[0])]
-    ok = max(errs) < 1e-6
+    ok = max(errs) < 1e-4
     bad += not ok
     if rank == 0:
         print(f"{'PASS' if ok else 'FAIL'} torch.compile against eager: out, dq, dk, dv {max(errs):.1e}", flush=True)
