@@ -215,7 +215,7 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   b.dq = x.alloc<float>(nq);
   const int rows = kernels::dq_accum_tile_rows(w.D);
   const size_t tiles = dq_tiles(planner::make_mask(w), g.qranges[r], rows);
-  b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * rows * w.D);
+  b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * kernels::dq_accum_tile_floats(w.D));
   b.grad = x.alloc<float>(se * std::max(1, grad_slots));
   if (p.accumulator_bytes == 2) {
     const auto [sends, recvs] = most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));

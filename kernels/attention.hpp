@@ -70,10 +70,10 @@ struct Workspace {
   ~Workspace();
 };
 
-// Head dims with kernels: forward 64, 80, 96, 128, 256; backward 64, 128. head_dims_text lists them.
+// Head dims with kernels: forward 64, 80, 96, 128, 256; backward 64, 80, 96, 128 (head_dims.hpp). head_dims_text lists them.
 bool head_dim_supported(int D, bool backward);
 std::string head_dims_text(bool backward);
-// Empty when both asked passes have kernels for D, else what is missing ("D=80 has no backward kernel (64, 128)").
+// Empty when both asked passes have kernels for D, else what is missing ("D=256 has no backward kernel (64, 80, 96, 128)").
 std::string unsupported_head_dim(int D, bool fwd, bool bwd);
 // Throws std::invalid_argument naming items[i] when its document or window makes no sense.
 void check_mask(const WorkItem& it, size_t i);
@@ -93,7 +93,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 // Layouts: dout as q [B, q_rows, H, D]; dsum and lse fp32 [B, H, q_rows]; a piece's accumulator fp32
 // [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller
 // zeroes once and may keep across launches with the same items (the steps of a pass): tiles of 80 rows of each
-// item at D = 128, 128 at D = 64, per (batch, head, warpgroup), in the order the kernel's threads hold them,
+// item at D = 80..128, 128 at D = 64, per (batch, head, warpgroup), in the order the kernel's threads hold them,
 // so each CTA adds its part of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into
 // dq [B, q_rows, H, D].
 struct GradPiece {
@@ -127,9 +127,11 @@ void attention_backward_prepare(const float* out, const void* dout, DType dtype,
                                 float* dsum, void* stream);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches.
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream);
-// Floats of the dQ scratch for the batch's items: B * H * D * dq_accum_tile_rows(D) per tile of each item's rows.
+// Floats of the dQ scratch for the batch's items: B * H * dq_accum_tile_floats(D) per tile of
+// dq_accum_tile_rows(D) rows of each item's rows.
 size_t dq_accum_floats(const AttentionBackwardBatch& b);
 int dq_accum_tile_rows(int D);
+int dq_accum_tile_floats(int D);  // rows times D rounded up to 64 (80 and 96 are held padded)
 // dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D].
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
 // acc[i] += add[i] for n floats (received dK/dV accumulators into the rank's own).

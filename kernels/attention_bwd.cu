@@ -21,6 +21,7 @@
 #include "kernels/bwd_sm90.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/env_knob.hpp"
+#include "kernels/head_dims.hpp"
 #include "kernels/tensor_map.hpp"
 #include "kernels/trace_dump.hpp"
 #include "kernels/upload.hpp"
@@ -127,13 +128,11 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.scale_log2 = p.scale * 1.4426950408889634f;
   const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta;
   auto launch = [&](auto det) {
-    if (bf16) {
-      if (b.D == 64) bwd::launch_sm90<__nv_bfloat16, 64, 128, det()>(p, n, kv_ctas, b.B, s);
-      else bwd::launch_sm90<__nv_bfloat16, 128, 80, det()>(p, n, kv_ctas, b.B, s);
-    } else {
-      if (b.D == 64) bwd::launch_sm90<__half, 64, 128, det()>(p, n, kv_ctas, b.B, s);
-      else bwd::launch_sm90<__half, 128, 80, det()>(p, n, kv_ctas, b.B, s);
-    }
+    BwdHeadDims::dispatch(b.D, [&](auto d) {
+      constexpr int BM = d() == 64 ? 128 : 80;  // bwd::block_m
+      if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, s);
+      else bwd::launch_sm90<__half, d(), BM, det()>(p, n, kv_ctas, b.B, s);
+    });
   };
 #ifdef TASP_BWD_TRACE
   clear_trace(bwd::g_bwd_trace, s);
@@ -167,6 +166,7 @@ __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* til
     const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
     const int2 tr = tiles[tile];
     const bwd::DqSpot at = bwd::dq_accum_spot(D, cols, w, k, thread);
+    if (at.d >= D) continue;  // padding (D = 80, 96): d < D exactly when d + 8 < D, D being a multiple of 16
     const float4 v = accum[i];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -181,9 +181,10 @@ __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* til
 }  // namespace
 
 int dq_accum_tile_rows(int D) { return bwd::block_m(D); }
+int dq_accum_tile_floats(int D) { return bwd::block_m(D) * bwd::padded_dim(D); }
 
 size_t dq_accum_floats(const AttentionBackwardBatch& b) {
-  return size_t(b.B) * b.H * dq_tile_rows(b).size() * bwd::block_m(b.D) * b.D;
+  return size_t(b.B) * b.H * dq_tile_rows(b).size() * dq_accum_tile_floats(b.D);
 }
 
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {

@@ -19,6 +19,7 @@
 #include "kernels/env_knob.hpp"
 #include "kernels/fwd_mma.cuh"
 #include "kernels/fwd_sm90.cuh"
+#include "kernels/head_dims.hpp"
 #include "kernels/tensor_map.hpp"
 #include "kernels/trace_dump.hpp"
 #include "kernels/upload.hpp"
@@ -28,25 +29,6 @@ namespace {
 
 using fwd::Params;
 using fwd::Tile;
-
-// The head dims a pass has kernels for, listed once: membership, the list as text, and the call of
-// f(std::integral_constant<int, D>{}) that picks the kernels' template.
-template <int... Ds>
-struct HeadDims {
-  static bool has(int D) { return ((D == Ds) || ...); }
-  static std::string text() {
-    std::string s;
-    ((s += (s.empty() ? "" : ", ") + std::to_string(Ds)), ...);
-    return s;
-  }
-  template <typename F>
-  static void dispatch(int D, F&& f) {
-    if (!((D == Ds && (f(std::integral_constant<int, Ds>{}), true)) || ...))
-      throw std::invalid_argument("attention: head dim D=" + std::to_string(D) + " not supported (" + text() + ")");
-  }
-};
-using FwdHeadDims = HeadDims<64, 80, 96, 128, 256>;
-using BwdHeadDims = HeadDims<64, 128>;  // attention_bwd.cu's kernels
 
 // Which kernel runs a launch: the warp-specialised Hopper kernel (fwd_sm90.cuh), unless TASP_ATTN_PATH=mma
 // (or the older TASP_ATTN_SM90=0) asks for the mma.sync reference path (fwd_mma.cuh, head dims 64 and 128).

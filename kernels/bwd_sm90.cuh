@@ -1,6 +1,6 @@
 #pragma once
 // Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and walks the
-// query tiles (80 rows at D=128, 128 at D=64) whose rows see some of its keys, of every item that lists the piece, for
+// query tiles (80 rows at D=80..128, 128 at D=64) whose rows see some of its keys, of every item that lists the piece, for
 // each of its query heads (Params::heads_per_cta of the KV head's group: one by default, the group's CTAs then adding
 // dK and dV with reductions; the whole group with the deterministic dQ): its visits, which the host resolved with their
 // masks (bwd_plan.hpp). Two warpgroups own 64 keys each. Thread 0 loads the K and V tile once and streams Q and dO
@@ -95,22 +95,32 @@ __host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) 
 // Query rows of a dQ scratch tile and of the backward's query tiles for head dim D.
 inline int block_m(int D) { return D == 64 ? 128 : 80; }
 
+// Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns, as in
+// the forward: TMA zero-fills the columns past D, the products over the head dim (S^T, dP^T) stop at D and those
+// with D as their N (dV, dK) are N = D wide. Only dQ^T, whose M is the head dim in blocks of 64, runs over DP: the
+// padded rows come out zero and are not written (attention_backward_finish), 16 of 80 rows of one of the five
+// products at D=80.
+__host__ __device__ constexpr int padded_dim(int D) { return (D + 63) / 64 * 64; }
+
 // The dQ scratch, owned here for the kernel (which writes it) and attention_backward_finish (which reads it):
 // tiles of BM query rows, per tile [2 warpgroups][dq_cols / 8][128 threads][4 floats], each warpgroup's block a
-// 64 x dq_cols block of dQ^T (D = 128: head-dim columns 64 w.., all BM rows; D = 64: all columns, rows w dq_cols..).
-__host__ __device__ constexpr int dq_cols(int D, int BM) { return D == 128 ? BM : BM / 2; }
+// 64 x dq_cols block of dQ^T (D > 64: head-dim columns 64 w.. of the padded DP = 128, all BM rows; D = 64: all
+// columns, rows w dq_cols..).
+__host__ __device__ constexpr int dq_cols(int D, int BM) { return D > 64 ? BM : BM / 2; }
 // Floats before warpgroup w's block of tile `tile`: [B][H][tiles][...].
 __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int H, int tiles, int BM, int D) {
-  return ((long long)(b * H + h) * tiles + tile) * BM * D + (long long)w * (BM * D / 2);
+  const int DP = padded_dim(D);
+  return ((long long)(b * H + h) * tiles + tile) * BM * DP + (long long)w * (BM * DP / 2);
 }
 // Where float4 k of thread (warp, g, t4) in warpgroup w's block lies in its tile (the wgmma accumulator layout):
-// query rows q, q + 1 and head-dim columns d, d + 8, in the order (q, d), (q + 1, d), (q, d + 8), (q + 1, d + 8).
+// query rows q, q + 1 and head-dim columns d, d + 8, in the order (q, d), (q + 1, d), (q, d + 8), (q + 1, d + 8);
+// columns at or past D (padding) hold zeros.
 struct DqSpot {
   int q, d;
 };
 __host__ __device__ inline DqSpot dq_accum_spot(int D, int cols, int w, int k, int thread) {
   const int warp = thread / 32, g = thread % 32 / 4, t4 = thread % 4;
-  return {(D == 128 ? 0 : w * cols) + 8 * k + 2 * t4, (D == 128 ? 64 * w : 0) + warp * 16 + g};
+  return {(D > 64 ? 0 : w * cols) + 8 * k + 2 * t4, (D > 64 ? 64 * w : 0) + warp * 16 + g};
 }
 
 template <int D, int BM>
@@ -125,9 +135,10 @@ struct Shape {
   // S^T, dP^T and dQ^T).
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = BM, kBlockN = 64 * WG;
   static constexpr int kDqCols = dq_cols(D, BM);
-  static_assert(D == 64 || D == 128, "head dims of the backward");
+  static_assert(D == 64 || D == 80 || D == 96 || D == 128, "head dims of the backward");
+  static constexpr int DP = padded_dim(D);
   static_assert(BM % 16 == 0 && (kDqCols == 64 || kDqCols == 80), "a warpgroup's dQ^T block is 64 x 64 or 64 x 80");
-  static constexpr int kKvBytes = kBlockN * D * 2, kQBytes = BM * D * 2, kDsBytes = kBlockN * BM * 2;
+  static constexpr int kKvBytes = kBlockN * DP * 2, kQBytes = BM * DP * 2, kDsBytes = kBlockN * BM * 2;
   // dS double-buffered: a tile's is read while the next one's is written.
   static constexpr int kDsBufs = 2;
   // A warpgroup's dQ^T block (64 x kDqCols fp32) staged for the bulk reduce, chunk-major: the thread's k-th
@@ -232,10 +243,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   using S = Shape<D, BM_>;
   constexpr int STAGES = S::STAGES, BM = S::kBlockM;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* sK = smem_raw;                              // [128 keys][D], 64-column blocks
+  unsigned char* sK = smem_raw;                              // [128 keys][DP], 64-column blocks
   unsigned char* sV = sK + S::kKvBytes;
-  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][BM rows][D], 64-column blocks
-  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][D]
+  unsigned char* sQ = sV + S::kKvBytes;                      // [STAGES][BM rows][DP], 64-column blocks
+  unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][DP]
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
@@ -306,7 +317,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
     } else {
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb) {
+      for (int cb = 0; cb < S::DP / 64; ++cb) {
         sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h, qrow, b);
         sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
                           cb * 64, h, qrow, b);
@@ -323,7 +334,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
     sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
 #pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb) {
+    for (int cb = 0; cb < S::DP / 64; ++cb) {
       sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
       sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
     }
@@ -463,7 +474,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // all 128 keys), B = dS (K-major: the warpgroup's kDqCols query rows, all 128 keys).
   auto issue_dq = [&](int t) {
     const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * S::kDqCols * 128 : 0);
-    const uint32_t kb = k_addr + (D == 128 ? w * (128 * 128) : 0);
+    const uint32_t kb = k_addr + (D > 64 ? w * (128 * 128) : 0);
     const sm90::Sw128 kd(kb, 128 * 128, 1024), dsd(dsb, 16, 1024);
     sm90::wgmma_fence();
 #pragma unroll
@@ -482,7 +493,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     for (int k = 0; k < S::kDqCols / 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
     // D = 64: the block of the tile's query half w, if the tile has rows there.
-    staged = reduce && (D == 128 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, w, p.H, p.dq_tiles, BM, D)
+    staged = reduce && (D > 64 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, w, p.H, p.dq_tiles, BM, D)
                                                              : nullptr;
     if constexpr (DET) staged_sem = p.dq_sems + (((long long)b * p.H + c.h) * p.dq_tiles + c.tile) * 2 + w, staged_turn = c.turn;
   };
