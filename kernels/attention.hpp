@@ -70,10 +70,10 @@ struct Workspace {
   ~Workspace();
 };
 
-// Head dims with kernels: forward 64, 80, 96, 128, 256; backward 64, 80, 96, 128 (head_dims.hpp). head_dims_text lists them.
+// Head dims with kernels: forward 64, 80, 96, 128, 256; backward the same (head_dims.hpp). head_dims_text lists them.
 bool head_dim_supported(int D, bool backward);
 std::string head_dims_text(bool backward);
-// Empty when both asked passes have kernels for D, else what is missing ("D=256 has no backward kernel (64, 80, 96, 128)").
+// Empty when both asked passes have kernels for D, else what is missing ("D=192 has no backward kernel (64, 80, 96, 128, 256)").
 std::string unsupported_head_dim(int D, bool fwd, bool bwd);
 // Throws std::invalid_argument naming items[i] when its document or window makes no sense.
 void check_mask(const WorkItem& it, size_t i);

@@ -111,7 +111,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   const size_t at_tiles = append(ws.host, plan.tiles);
   const size_t at_maps = append(ws.host, maps, 64);
   // Deterministic dQ: a zeroed counter per (batch, head, scratch tile, warpgroup).
-  const size_t at_sems = append(ws.host, std::vector<int>(b.deterministic ? size_t(b.B) * b.H * plan.dq_tiles * 2 : 0, 0));
+  const size_t at_sems = append(ws.host, std::vector<int>(b.deterministic ? size_t(b.B) * b.H * plan.dq_tiles * bwd::dq_blocks(b.D) : 0, 0));
   unsigned char* base = upload(ws, s);
   bwd::Params p;
   p.lse = b.lse, p.dsum = b.dsum, p.dq_accum = b.dq_accum, p.dq_tiles = plan.dq_tiles;
@@ -126,10 +126,10 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.heads_per_cta = heads_per_cta(b.H / b.Hkv, b.deterministic);
   p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
   p.scale_log2 = p.scale * 1.4426950408889634f;
-  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta;
+  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta * bwd::col_parts(b.D);
   auto launch = [&](auto det) {
     BwdHeadDims::dispatch(b.D, [&](auto d) {
-      constexpr int BM = d() == 64 ? 128 : 80;  // bwd::block_m
+      constexpr int BM = bwd::block_m(d());
       if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, s);
       else bwd::launch_sm90<__half, d(), BM, det()>(p, n, kv_ctas, b.B, s);
     });
@@ -158,11 +158,11 @@ std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
 // One thread per float4 of the scratch: back to (rows, columns) as bwd_sm90.cuh's threads held it
 // (bwd::dq_accum_offset, bwd::dq_accum_spot); `cols`: bwd::dq_cols.
 __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
-                                 int cols, float scale, long long n) {
+                                 int cols, int blocks, float scale, long long n) {
   const int per_block = cols * 16;  // float4s of a warpgroup's block
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const int thread = int(i % 128), k = int(i / 128 % (cols / 8)), w = int(i / per_block % 2);
-    const long long rest = i / (2 * per_block);
+    const int thread = int(i % 128), k = int(i / 128 % (cols / 8)), w = int(i / per_block % blocks);
+    const long long rest = i / (blocks * per_block);
     const int tile = int(rest % ntiles), h = int(rest / ntiles % H), b = int(rest / ntiles / H);
     const int2 tr = tiles[tile];
     const bwd::DqSpot at = bwd::dq_accum_spot(D, cols, w, k, thread);
@@ -201,7 +201,7 @@ void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Works
   const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
   dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
-                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), scale, n);
+                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), bwd::dq_blocks(b.D), scale, n);
   TASP_CUDA(cudaGetLastError());
 }
 

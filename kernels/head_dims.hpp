@@ -23,6 +23,6 @@ struct HeadDims {
 };
 
 using FwdHeadDims = HeadDims<64, 80, 96, 128, 256>;  // attention_fwd.cu's kernels
-using BwdHeadDims = HeadDims<64, 80, 96, 128>;       // attention_bwd.cu's kernels
+using BwdHeadDims = HeadDims<64, 80, 96, 128, 256>;  // attention_bwd.cu's kernels
 
 }  // namespace tasp::kernels
