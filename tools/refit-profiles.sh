@@ -6,7 +6,8 @@
 #             build nearest the fit set's (data/kernels/h200-fit-set-rates-*), with which the executor's figures below
 #             are fitted, then the compute alone refitted from the current kernels' sweeps (CURRENT: three sweeps of
 #             kernels whose long walks are the same, on two H200s; fitted alone, two of them put the D=128 forward's
-#             asymptote 3% apart), the executor's figures kept: fitted in one step from rates newer than the fit
+#             asymptote 3% apart; and the head dims 80, 96 and 256 forward and backward, swept alone when their
+#             backward kernels came), the executor's figures kept: fitted in one step from rates newer than the fit
 #             set's timelines, NCCL's share of the SMs would absorb the kernels' speed-up;
 #   executor: the fit set's timelines on 2x H200 (data/model/h200x2-fit-set-*/, tools/gpu/model.sh fit-set, with the
 #             kernels of the same build: older sets timed older kernels, and the share of the SMs lost to NCCL would
@@ -22,7 +23,7 @@ D=docs/measurements/data
 FITSET=$(ls -d $D/model/h200x2-fit-set-*/ | sort | tail -1)
 fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv $D/kernels/h200-fit-set-rates-2026-11-22.csv --timeline "$FITSET"fit-*.json -q)
 CURRENT=($D/kernels/h200-sweep-2026-11-23-bwd-plan-cache.csv $D/kernels/h200-sweep-2026-11-23-fwd-persistent.csv
-         $D/kernels/h200-sweep-2026-11-23-gqa.csv)
+         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-other-head-dims.csv)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
