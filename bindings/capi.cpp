@@ -272,22 +272,31 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
 
 extern "C" void tasp_rank_destroy(tasp_rank* rank) { delete rank; }
 
+extern "C" int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes) {
+  return guarded([&] {
+    bindings::need(rank, "rank"), bindings::need(bytes, "bytes");
+    *bytes = executor::runner_saved_bytes(*rank->runner);
+  });
+}
+
 extern "C" int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
-                                 void* stream) {
+                                 void* saved, void* stream) {
   return guarded([&] {
     bindings::need(rank, "rank");
     executor::ShardTensors t;
-    t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse;
+    t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse, t.saved = saved;
     executor::runner_forward(*rank->runner, t, stream);
   });
 }
 
 extern "C" int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
-                                  const float* lse, const void* dout, void* dq, void* dk, void* dv, void* stream) {
+                                  const float* lse, const void* saved, const void* dout, void* dq, void* dk, void* dv,
+                                  void* stream) {
   return guarded([&] {
     bindings::need(rank, "rank");
     executor::ShardTensors t;
     t.q = q, t.k = k, t.v = v, t.out = const_cast<void*>(out), t.lse = const_cast<float*>(lse), t.dout = dout;
+    t.saved = const_cast<void*>(saved);
     t.dq = dq, t.dk = dk, t.dv = dv;
     executor::runner_backward(*rank->runner, t, stream);
   });

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define TASP_API_VERSION 2
+#define TASP_API_VERSION 3
 
 #if defined(TASP_C_BUILD) && defined(__GNUC__)
 #define TASP_API __attribute__((visibility("default")))
@@ -80,13 +80,18 @@ TASP_API void tasp_group_destroy(tasp_group* group);
  * tasp_rank_wait. Head-parallel plans (ulysses, usp) are not run this way yet (TASP_ERR_INPUT). */
 TASP_API int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out);
 TASP_API void tasp_rank_destroy(tasp_rank* rank);
-/* The forward: reads q, k, v; writes out and lse. */
+/* Bytes of the `saved` buffer a forward fills for its backward: the K/V a plan keeps between the passes (the plan
+ * JSON's keeps_kv; allgather's gathered sequence, say), which the caller holds per layer as it holds the layer's
+ * other saved tensors. 0: the plan keeps none, and `saved` may be NULL. */
+TASP_API int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes);
+/* The forward: reads q, k, v; writes out and lse, and `saved` (NULL: a forward with no backward to follow). */
 TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
-                               void* stream);
-/* The backward of a forward with these q, k, v, out, lse (the plan made with "pass": "fwd+bwd"): reads dout too;
- * writes dq, dk, dv. */
+                               void* saved, void* stream);
+/* The backward of a forward with these q, k, v, out, lse and saved (the plan made with "pass": "fwd+bwd"): reads
+ * dout too; writes dq, dk, dv. */
 TASP_API int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
-                                const float* lse, const void* dout, void* dq, void* dk, void* dv, void* stream);
+                                const float* lse, const void* saved, const void* dout, void* dq, void* dk, void* dv,
+                                void* stream);
 /* Waits on the host for the rank's work so far, at most its timeout: TASP_ERR_RUNTIME with NCCL's message when a
  * peer failed, or naming the deadline when one stalled (the group's communicator is then aborted, and its ranks
  * refuse further calls). */

@@ -69,6 +69,7 @@ struct RankRunner {
   cudaEvent_t staged = nullptr;
   std::vector<cuda::ShardCopy> copies;  // between the caller's K/V (dK/dV) rows and the own pieces' slots
   size_t nq = 0, nl = 0;
+  size_t saved_bytes = 0;  // the K/V slots a keeping plan's forward leaves for the backward (0: none kept)
 };
 
 void RankRunnerDelete::operator()(RankRunner* s) const {
@@ -95,8 +96,6 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   const int rank = group.rank;
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
-  // Each layer's backward stages its own K/V: K/V kept from a forward would be the last layer's.
-  if (s->plan.has_backward && s->plan.backward.keeps_kv) planner::add_backward(s->plan, s->plan.accumulator_bytes, false);
   const planner::Plan& plan = s->plan;
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = group.nccl, x.comm = group.comm, x.compute = group.compute;
@@ -126,6 +125,10 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   TASP_CUDA(cudaEventCreateWithFlags(&s->staged, cudaEventDisableTiming));
   s->copies = cuda::shard_copies(g, rank);
   s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
+  // Kept K/V would be the last layer's in the runner's slots: every forward copies its slots out to the caller's
+  // `saved` and that layer's backward copies them back (a device copy of the gathered K/V each way, where the
+  // backward would otherwise gather them again over the fabric).
+  if (bwd && plan.backward.keeps_kv) s->saved_bytes = g.slot_elems() * size_t(kv_slots) * 2;
   return s;
 }
 
@@ -136,8 +139,9 @@ void need(const void* p, const char* name) {
 }
 
 // Both streams start after what the caller's stream holds; the own K/V pieces go into their slots (0..P-1) as
-// one strided copy per piece run, K and V: B rows of `len` tokens each.
-void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
+// one strided copy per piece run, K and V: B rows of `len` tokens each; or, for a backward that keeps them, every
+// slot the layer's forward left in `saved`.
+void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, bool restore) {
   cuda::RankDevice& x = s.x;
   if (!s.group->nccl) throw std::runtime_error("rank group: its communicator was aborted after a failure");
   x.nccl = s.group->nccl;
@@ -147,6 +151,10 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
   TASP_CUDA(cudaStreamWaitEvent(x.comm, x.origin));
   const cuda::Geometry& g = s.g;
   auto* kv = static_cast<uint16_t*>(x.groups[0].buf.kv);
+  if (restore) {
+    TASP_CUDA(cudaMemcpyAsync(kv, t.saved, s.saved_bytes, cudaMemcpyDeviceToDevice, x.compute));
+    return;
+  }
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half)
       TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * c.piece + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,
@@ -178,10 +186,12 @@ void end(RankRunner& s, cudaStream_t caller) {
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse");
   const auto caller = static_cast<cudaStream_t>(stream);
-  begin(s, t, caller);
+  begin(s, t, caller, false);
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.q = const_cast<void*>(t.q);
   steps(s, s.fwd, b, s.x.groups[0].ev_fwd);
+  if (s.saved_bytes && t.saved)  // the slots, as the last step left them, for this layer's backward
+    TASP_CUDA(cudaMemcpyAsync(t.saved, b.kv, s.saved_bytes, cudaMemcpyDeviceToDevice, s.x.compute));
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
   TASP_CUDA(cudaMemcpyAsync(t.lse, b.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
@@ -192,9 +202,12 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
   need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv");
+  if (s.saved_bytes && !t.saved)
+    throw planner::InputError("saved: NULL, and the plan keeps the forward's K/V for the backward (" +
+                              std::to_string(s.saved_bytes) + " bytes, written by the forward)");
   const auto caller = static_cast<cudaStream_t>(stream);
   const kernels::DType dt = cuda::dtype_of(s.w);
-  begin(s, t, caller);
+  begin(s, t, caller, s.saved_bytes > 0);
   cuda::RankBuffers b = s.x.groups[0].buf;
   // The forward's out and LSE as the backward's prepare reads them (fp32 out; the caller keeps it in 16 bits).
   kernels::add_half_into(b.out, t.out, dt, s.nq, true, s.x.compute);
@@ -220,6 +233,8 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
     }
   end(s, caller);
 }
+
+size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
 
 void runner_wait(RankRunner& s) {
   TASP_CUDA(cudaSetDevice(s.x.dev));

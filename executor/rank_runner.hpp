@@ -5,6 +5,7 @@
 // streams after the caller's stream, and leaves the results in the caller's tensors, with the caller's stream
 // waiting for them: no host synchronisation. Its NCCL communicator is made from an id the caller distributed.
 // Plain C++ interface (no CUDA types): the C ABI builds against it with or without CUDA.
+#include <cstddef>
 #include <memory>
 
 #include "planner/plan.hpp"
@@ -14,7 +15,10 @@ namespace tasp::executor {
 
 // This rank's shard as the caller holds it, tokens in the plan's order for the rank (its query ranges one after
 // the other: what tasp_plan_json's gpu_tokens lists). q, out, dout, dq: [B][rows][H][D]; k, v, dk, dv:
-// [B][rows][Hkv][D], all in the workload's 16-bit type; lse: fp32 [B][H][rows] (flash-attn's layout).
+// [B][rows][Hkv][D], all in the workload's 16-bit type; lse: fp32 [B][H][rows] (flash-attn's layout). `saved`: a
+// caller-held buffer of runner_saved_bytes() bytes where a plan that keeps the forward's K/V for the backward
+// (allgather's gathered sequence, say) leaves them: the forward writes it, that layer's backward reads it, as autograd
+// keeps a layer's saved tensors (NULL when the runner keeps none; a forward alone may pass NULL too).
 struct ShardTensors {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -25,6 +29,7 @@ struct ShardTensors {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
+  void* saved = nullptr;
 };
 
 constexpr int kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
@@ -48,19 +53,22 @@ struct RankRunnerDelete {
 using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 
 // The group's rank of plan `p` for workload `w` (the plan's ranks are the group's). Token-parallel plans (ring,
-// zigzag, allgather, hamilton, two-level); a plan that keeps the forward's K/V for the backward is run without (each
-// layer's backward stages its own K/V again). The group must outlive the runner. Throws planner::InputError (what
-// cannot run) or std::runtime_error (CUDA, NCCL).
+// zigzag, allgather, hamilton, two-level); a plan that keeps the forward's K/V for the backward keeps them in each
+// call's `saved` (so every layer's backward finds its own). The group must outlive the runner. Throws
+// planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s);
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
 // the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);
 // What open_rank_group checks first: InputError unless 0 <= rank < ranks.
 void check_rank_group(int ranks, int rank);
-// The forward: reads q, k, v; writes out and lse. Enqueued after the work already on `stream` (a cudaStream_t);
+// Bytes of ShardTensors::saved each forward fills for its backward: 0 when the plan keeps no K/V.
+size_t runner_saved_bytes(const RankRunner& s);
+// The forward: reads q, k, v; writes out and lse (and saved, where given). Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);
-// The backward: reads q, k, v, out, lse, dout; writes dq, dk, dv.
+// The backward: reads q, k, v, out, lse, dout (and saved: InputError when the runner keeps K/V and it is NULL);
+// writes dq, dk, dv.
 void runner_backward(RankRunner& s, const ShardTensors& t, void* stream);
 // Waits (on the host) until the runner's work so far has finished, at most its timeout; throws with NCCL's
 // message when a peer failed, and names the deadline when one stalled.

@@ -55,6 +55,9 @@ class _Rank:
         handle = ctypes.c_void_p()
         check(lib.tasp_rank_create(plan._handle, group.handle, int(timeout), ctypes.byref(handle)), "Context")
         self.handle, self.plan, self.group = handle, plan, group
+        saved = ctypes.c_size_t()
+        check(lib.tasp_rank_saved_bytes(handle, ctypes.byref(saved)), "Context")
+        self.saved_bytes = saved.value  # what a forward keeps for its backward (the plan's kept K/V)
         self.key = ops.register(self)  # what the custom ops (tasp.torch.ops) name it by
 
     def __del__(self):
@@ -226,7 +229,10 @@ def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale
         # tasp's kernels scale by 1/sqrt(D): another scale is q scaled by the ratio (dq follows through autograd).
         q = q * (softmax_scale * math.sqrt(q.shape[3]))
     q, k, v = (x.contiguous() for x in (q, k, v))
-    out, _ = ops.attention_fwd(q, k, v, ctx._rank_for(q, k, causal, window, cu_seqlens).key)
+    rank = ctx._rank_for(q, k, causal, window, cu_seqlens)
+    # The kept K/V only where a backward will follow: a forward under no_grad keeps nothing.
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+    out, _, _ = ops.attention_fwd(q, k, v, rank.key, rank.saved_bytes if grad else 0)
     return out
 
 

@@ -1,6 +1,8 @@
 """tasp's attention as PyTorch custom ops (torch.library), so that torch.compile keeps it as one opaque node with
-known output shapes instead of breaking the graph: tasp::attention_fwd (q, k, v -> out, lse) and
-tasp::attention_bwd (dO, q, k, v, out, lse -> dq, dk, dv), joined by autograd. A plan's rank is named by an integer
+known output shapes instead of breaking the graph: tasp::attention_fwd (q, k, v -> out, lse, saved) and
+tasp::attention_bwd (dO, q, k, v, out, lse, saved -> dq, dk, dv), joined by autograd. `saved` holds what the plan
+keeps between the passes (tasp_rank_saved_bytes: the K/V an allgather plan gathered), one per layer call as autograd
+keeps the layer's other tensors; empty when the plan keeps nothing or no backward follows. A plan's rank is named by an integer
 (`register`), since ops take tensors and numbers only. The work goes onto PyTorch's current stream (bindings/tasp.h)."""
 import torch
 
@@ -19,48 +21,54 @@ def _stream(t):
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
+def _ptr(t):
+    return t.data_ptr() if t.numel() else None
+
+
 @torch.library.custom_op("tasp::attention_fwd", mutates_args=())
-def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rank: int,
+                  saved_bytes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     B, S, H, _ = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
+    saved = torch.empty(saved_bytes, dtype=torch.uint8, device=q.device)
     check(lib.tasp_rank_forward(_RANKS[rank].handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                lse.data_ptr(), _stream(q)), "attention")
-    return out, lse
+                                lse.data_ptr(), _ptr(saved), _stream(q)), "attention")
+    return out, lse, saved
 
 
 @attention_fwd.register_fake
-def _(q, k, v, rank):
+def _(q, k, v, rank, saved_bytes):
     B, S, H, _ = q.shape
-    return torch.empty_like(q), q.new_empty(B, H, S, dtype=torch.float32)
+    return torch.empty_like(q), q.new_empty(B, H, S, dtype=torch.float32), q.new_empty(saved_bytes, dtype=torch.uint8)
 
 
 @torch.library.custom_op("tasp::attention_bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                  lse: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  lse: torch.Tensor, saved: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     check(lib.tasp_rank_backward(_RANKS[rank].handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                 lse.data_ptr(), dout.contiguous().data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                                 _stream(q)), "attention backward")
+                                 lse.data_ptr(), _ptr(saved), dout.contiguous().data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                                 dv.data_ptr(), _stream(q)), "attention backward")
     return dq, dk, dv
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, rank):
+def _(dout, q, k, v, out, lse, saved, rank):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup(ctx, inputs, output):
-    q, k, v, rank = inputs
-    out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
+    q, k, v, rank, _ = inputs
+    out, lse, saved = output
+    ctx.save_for_backward(q, k, v, out, lse, saved)
     ctx.rank = rank
 
 
-def _backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, ctx.rank)
-    return dq, dk, dv, None
+def _backward(ctx, dout, dlse, dsaved):
+    q, k, v, out, lse, saved = ctx.saved_tensors
+    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, saved, ctx.rank)
+    return dq, dk, dv, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup)
