@@ -1,6 +1,7 @@
 #include "executor/cuda_pass.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tasp::executor::cuda {
 
@@ -169,6 +170,21 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     }
   }
   return pw;
+}
+
+void rebase_kv(PassWork& pw, int gpu, const void* from, const void* to, size_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(from), at = reinterpret_cast<uintptr_t>(to);
+  auto move = [&](const void*& p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (a >= lo && a < lo + bytes) p = reinterpret_cast<const void*>(at + (a - lo));
+  };
+  auto pieces = [&](std::vector<kernels::KvPiece>& ps) {
+    for (kernels::KvPiece& kp : ps) move(kp.k), move(kp.v);
+  };
+  if (size_t(gpu) < pw.fwd.size())
+    for (auto& b : pw.fwd[gpu]) pieces(b.pieces);
+  if (size_t(gpu) < pw.bwd.size())
+    for (auto& b : pw.bwd[gpu]) pieces(b.pieces);
 }
 
 }  // namespace tasp::executor::cuda

@@ -91,4 +91,9 @@ PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planne
                         const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u = 1,
                         bool collectives = false);
 
+// Moves GPU `gpu`'s work lists from K/V slots at `from` to the same slots at `to` (`bytes` long): the K and V of every
+// piece that lies in [from, from + bytes). A rank runner points each call's work at the caller's `saved` buffer, so
+// that the forward gathers K/V straight into it and that layer's backward reads them there.
+void rebase_kv(PassWork& pw, int gpu, const void* from, const void* to, size_t bytes);
+
 }  // namespace tasp::executor::cuda
