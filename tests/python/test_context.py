@@ -27,6 +27,7 @@ def one_process_group():
     (dict(layout="diagonal"), "layout:"),
     (dict(memory_budget=-1), "memory_budget:"),
     (dict(timeout=0), "timeout:"),
+    (dict(max_plans=0), "max_plans:"),
 ])
 def test_context_arguments(one_process_group, kwargs, names):
     with pytest.raises(ValueError, match=names):
@@ -112,3 +113,33 @@ def test_llama3_prepare_matches_its_meaning(cu, world):
 def test_llama3_refuses(call, names):
     with pytest.raises(ValueError, match=names):
         call()
+
+
+def test_recent_keeps_the_most_recently_used():
+    """Context's plan cache (_Recent): beyond its limit the least recently used entry goes, a get counting as use."""
+    from tasp.torch.context import _Recent
+    c = _Recent(2)
+    assert c.put("a", 1) == 1 and c.put("b", 2) == 2
+    assert c.get("a") == 1          # "a" now the most recent
+    c.put("c", 3)                   # "b" goes
+    assert c.get("b") is None and c.get("a") == 1 and c.get("c") == 3 and len(c) == 2
+    c.put("d", 4)                   # "a" was used before "c": it goes
+    assert c.get("a") is None and sorted(c.values()) == [3, 4]
+
+
+def test_ops_hold_ranks_weakly():
+    """The custom ops' registry does not keep a rank alive: once its Context (here: the test) drops it, naming it is
+    an error, not a call on a destroyed handle."""
+    import gc
+    from tasp.torch import ops
+
+    class Rank:
+        handle = None
+
+    r = Rank()
+    key = ops.register(r)
+    assert ops.rank_of(key) is r
+    del r
+    gc.collect()
+    with pytest.raises(RuntimeError, match="released"):
+        ops.rank_of(key)

@@ -2,6 +2,7 @@
 each plan's rank on this process's GPU (the C ABI's tasp_rank: tasp's kernels and NCCL schedule on PyTorch's
 tensors and current stream), all on one NCCL communicator (tasp_group); `attention` is the autograd function over it, on this rank's shard in flash-attn's
 layout. One process per GPU (torchrun); the shard's tokens in the plan's order, which `Context.shard` makes."""
+import collections
 import ctypes
 import math
 import os
@@ -48,6 +49,32 @@ class _Group:
             self.handle = None
 
 
+class _Recent:
+    """A mapping that keeps its `limit` most recently used entries (get and put both use one)."""
+
+    def __init__(self, limit):
+        self.limit, self._d = limit, collections.OrderedDict()
+
+    def get(self, key):
+        v = self._d.get(key)
+        if v is not None:
+            self._d.move_to_end(key)
+        return v
+
+    def put(self, key, value):
+        self._d[key] = value
+        self._d.move_to_end(key)
+        while len(self._d) > self.limit:
+            self._d.popitem(last=False)
+        return value
+
+    def values(self):
+        return list(self._d.values())
+
+    def __len__(self):
+        return len(self._d)
+
+
 class _Rank:
     """A plan's rank on this GPU (tasp_rank), destroyed with the object; it keeps its group alive."""
 
@@ -72,10 +99,12 @@ class Context:
     scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton);
     profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
-    zigzag ring zigzag); timeout: seconds `synchronize` waits before it names a stalled peer."""
+    zigzag ring zigzag); timeout: seconds `synchronize` waits before it names a stalled peer; max_plans: plans (each
+    with its GPU buffers) kept at once, the least recently used released beyond that once no pending backward holds
+    it (packed documents that change every step make a plan per step)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=60):
+                 timeout=60, max_plans=16):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -87,14 +116,16 @@ class Context:
             raise ValueError(f"memory_budget: expected GiB (a positive number), got {memory_budget!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout: expected seconds (a positive number), got {timeout!r}")
+        if not (isinstance(max_plans, int) and max_plans >= 1):
+            raise ValueError(f"max_plans: expected a positive integer, got {max_plans!r}")
         self.group = group if group is not None else dist.group.WORLD
         self.n, self.rank = dist.get_world_size(self.group), dist.get_rank(self.group)
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
-        self.layout, self.timeout = layout, timeout
+        self.layout, self.timeout, self.max_plans = layout, timeout, max_plans
         self._group = None  # _Group, made with the first plan
-        self._ranks = {}    # plan key -> _Rank
-        self._layouts = {}  # (S, causal, docs) -> the layout plan (token order only)
+        self._ranks = _Recent(max_plans)       # plan key -> _Rank
+        self._layouts = _Recent(4 * max_plans)  # (S, causal, docs) -> the layout plan (token order only; host memory)
 
     # ---- plans
 
@@ -136,7 +167,7 @@ class Context:
                                  f"({self._options(causal, docs)['layout']}); choose another scheme or layout")
             if self._group is None:  # one communicator for every plan of the context, made with its first
                 self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id())
-            r = self._ranks[key] = _Rank(plan, self._group, self.timeout)
+            r = self._ranks.put(key, _Rank(plan, self._group, self.timeout))
         return r
 
     def _nccl_id(self):
@@ -160,14 +191,14 @@ class Context:
     def _layout_plan(self, S, causal, cu_seqlens):
         docs = tuple(int(x) for x in cu_seqlens) if cu_seqlens is not None else ()
         key = (S, causal, docs)
-        if key not in self._layouts:
+        if self._layouts.get(key) is None:
             # The token order alone: a plan of any head count (workload_text checks the mask arguments).
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
             o.pop("schemes", None), o.pop("profile", None), o.pop("memory_budget_gib", None)
-            self._layouts[key] = tasp.Plan(self.topology, "ring", text, **o)
-        return self._layouts[key]
+            return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
+        return self._layouts.get(key)
 
     def shard(self, x, dim=1, causal=False, cu_seqlens=None):
         """This rank's shard of the full tensor x (the sequence along `dim`), in the order its plans want."""

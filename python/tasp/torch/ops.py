@@ -2,19 +2,35 @@
 known output shapes instead of breaking the graph: tasp::attention_fwd (q, k, v -> out, lse, saved) and
 tasp::attention_bwd (dO, q, k, v, out, lse, saved -> dq, dk, dv), joined by autograd. `saved` holds what the plan
 keeps between the passes (tasp_rank_saved_bytes: the K/V an allgather plan gathered), one per layer call as autograd
-keeps the layer's other tensors; empty when the plan keeps nothing or no backward follows. A plan's rank is named by an integer
-(`register`), since ops take tensors and numbers only. The work goes onto PyTorch's current stream (bindings/tasp.h)."""
+keeps the layer's other tensors; empty when the plan keeps nothing or no backward follows. A plan's rank is named by
+an integer (`register`), since ops take tensors and numbers only; the registry holds ranks weakly (their Context
+decides how long they live) and a forward's autograd record holds its rank until its backward has run. The work
+goes onto PyTorch's current stream (bindings/tasp.h)."""
+import itertools
+import weakref
+
 import torch
 
 from tasp._lib import check, lib
 
-_RANKS = []  # register(rank) -> index; ranks live as long as their Context keeps them
+_RANKS = {}  # register(rank) -> its key; weak references: a rank lives as long as its Context or a pending backward
+_KEYS = itertools.count()
 
 
 def register(rank):
     """The integer the ops take for `rank` (a tasp.torch.context._Rank)."""
-    _RANKS.append(rank)
-    return len(_RANKS) - 1
+    key = next(_KEYS)
+    _RANKS[key] = weakref.ref(rank, lambda _, k=key: _RANKS.pop(k, None))
+    return key
+
+
+def rank_of(key):
+    """The rank registered as `key`; RuntimeError once it was released."""
+    ref = _RANKS.get(key)
+    rank = ref() if ref is not None else None
+    if rank is None:
+        raise RuntimeError(f"tasp: plan rank {key} was released (its Context dropped it and no backward holds it)")
+    return rank
 
 
 def _stream(t):
@@ -32,7 +48,7 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rank: int,
     out = torch.empty_like(q)
     lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
     saved = torch.empty(saved_bytes, dtype=torch.uint8, device=q.device)
-    check(lib.tasp_rank_forward(_RANKS[rank].handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+    check(lib.tasp_rank_forward(rank_of(rank).handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                 lse.data_ptr(), _ptr(saved), _stream(q)), "attention")
     return out, lse, saved
 
@@ -47,7 +63,7 @@ def _(q, k, v, rank, saved_bytes):
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, saved: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    check(lib.tasp_rank_backward(_RANKS[rank].handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+    check(lib.tasp_rank_backward(rank_of(rank).handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                  lse.data_ptr(), _ptr(saved), dout.contiguous().data_ptr(), dq.data_ptr(), dk.data_ptr(),
                                  dv.data_ptr(), _stream(q)), "attention backward")
     return dq, dk, dv
@@ -63,6 +79,7 @@ def _setup(ctx, inputs, output):
     out, lse, saved = output
     ctx.save_for_backward(q, k, v, out, lse, saved)
     ctx.rank = rank
+    ctx.keep = _RANKS[rank]() if rank in _RANKS else None  # the rank (its buffers) until this backward has run
 
 
 def _backward(ctx, dout, dlse, dsaved):
