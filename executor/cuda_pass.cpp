@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "planner/collective.hpp"
+
 namespace tasp::executor::cuda {
 
 using planner::Pass;
@@ -59,22 +61,11 @@ size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int r
 }
 
 Exchange exchange_of(const planner::Step& s, int n, int P) {
-  if (s.transfers.empty() || n < 2) return Exchange::PointToPoint;
-  const bool grad = s.transfers.front().grad;
-  const size_t all = size_t(n) * (n - 1) * P;
-  if (s.transfers.size() != all) return Exchange::PointToPoint;
-  // Every (sender, owner, piece, receiver) once: own pieces to every other rank, or accumulators to their owners.
-  std::vector<char> seen(size_t(n) * n * P, 0);
-  for (const auto& x : s.transfers) {
-    if (x.grad != grad || x.src == x.dst || x.src < 0 || x.dst < 0 || x.src >= n || x.dst >= n || x.owner < 0 ||
-        x.owner >= n || x.piece < 0 || x.piece >= P)
-      return Exchange::PointToPoint;
-    if (grad ? x.dst != x.owner : x.src != x.owner) return Exchange::PointToPoint;
-    char& c = seen[(size_t(grad ? x.src : x.dst) * n + x.owner) * P + x.piece];
-    if (c) return Exchange::PointToPoint;
-    c = 1;
+  switch (planner::collective_of(s, n, P)) {
+    case planner::Collective::AllGather: return Exchange::AllGather;
+    case planner::Collective::ReduceScatter: return Exchange::ReduceScatter;
+    default: return Exchange::PointToPoint;
   }
-  return grad ? Exchange::ReduceScatter : Exchange::AllGather;
 }
 
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,

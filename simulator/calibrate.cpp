@@ -84,6 +84,12 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     } else {
       cp.rank_cap_gbps = cp.flow_cap_gbps;
     }
+    // NCCL's all-gather, as the cuda backend's collective steps run: its own rate past the same latency.
+    if (auto& ag = kinds["allgather"]; !ag.empty()) {
+      const double t_min = std::min_element(ag.begin(), ag.end(), [](auto& a, auto& b) { return a.us < b.us; })->us;
+      const double lat = cp.latency_us + cp.peer_latency_us * std::max(0, n - 2);  // as the engine starts the step
+      cp.collective_gbps = rate_curve(ag, std::min(lat, 0.9 * t_min), 1.0);
+    }
     const int ranks = n;  // (a structured binding: lambdas capture a copy)
     auto it = std::find_if(p.comm.begin(), p.comm.end(), [&](const CommProfile& c) { return c.ranks == ranks; });
     if (it != p.comm.end()) *it = cp;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "planner/collective.hpp"
 #include "planner/prune.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
@@ -188,6 +189,9 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   // Head-parallel groups: plan rank g is GPUs g*u .. g*u+u-1; a transfer g -> h is u flows, slot to slot.
   const int u = p.ulysses;
   const CommProfile& cp = m.prof.comm_for(n * u);
+  // Steps NCCL runs as one collective (the cuda backend's --collectives: allgather plans only): every rank's flows
+  // share the profile's collective rate instead of the point-to-point caps.
+  const bool collectives = opt.collectives && u == 1 && p.scheme == "allgather" && !cp.collective_gbps.empty();
   SimResult res;
   auto& tl = res.timeline;
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
@@ -247,10 +251,11 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       cur.bytes_out[int(pairs[i].first / n)] += pairs[i].second;
       cur.bytes_in[int(pairs[i].first % n)] += pairs[i].second;
     }
+    const bool coll = collectives && planner::collective_of(s, n, P) != planner::Collective::None;
     double t_min = kInf;
     for (size_t i = 0; i < f.size(); ++i) {
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));
-      f.c.push_back(cp.flow_cap_gbps.at(f.b[i]));
+      f.c.push_back(coll ? cp.collective_gbps.at(cur.bytes_out[f.s[i]]) : cp.flow_cap_gbps.at(f.b[i]));
       t_min = std::min(t_min, f.t0[i]);
     }
     if (u > 1) {
@@ -277,15 +282,15 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     // Comm end per rank: reuse the previous solution when the flows and their relative starts repeat.
     std::vector<double> comm_end(ready);
     if (f.size() > 0) {
-      bool same = prev.s == f.s && prev.d == f.d && prev.b == f.b;
+      bool same = prev.s == f.s && prev.d == f.d && prev.b == f.b && prev.c == f.c;
       const double prev_min = prev.size() ? *std::min_element(prev.t0.begin(), prev.t0.end()) : 0;
       for (size_t i = 0; same && i < f.size(); ++i)
         same = std::abs((f.t0[i] - t_min) - (prev.t0[i] - prev_min)) <= 1e-9 * std::max(1.0, t_min);
       if (!same) {
         std::vector<double> sc(size_t(n) * u), rc(size_t(n) * u);
         for (int r = 0; r < n * u; ++r)
-          sc[r] = rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
-          rc[r] = rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
+          sc[r] = coll ? cp.collective_gbps.at(cur.bytes_out[r]) : rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
+          rc[r] = coll ? cp.collective_gbps.at(cur.bytes_in[r]) : rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
         FluidResult fr = run_fluid(net, f, sc, rc);
         ++res.network_solves;
         prev_dur.assign(n, -kInf);

@@ -58,6 +58,9 @@ struct SimOptions {
   bool allow_fast_path = true;
   planner::Passes passes;  // the forward (default), the backward, or both one after the other
   Clock clock = Clock::Sustained;  // the kernels' clock: settled under the power limit, or boost
+  // allgather's all-gather and reduce-scatter steps as NCCL collectives (tasp run --collectives), at the profile's
+  // collective rate where it has one (CommProfile::collective_gbps).
+  bool collectives = false;
 };
 
 // Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan

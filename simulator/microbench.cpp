@@ -28,11 +28,13 @@ double predict_comm_step_us(const Network& net, const Profile& prof, const std::
   } else {
     throw std::invalid_argument("unknown microbenchmark kind '" + kind + "'");
   }
+  // NCCL's all-gather at its own rate where the profile has one (as the engine times collective steps).
+  const bool coll = kind == "allgather" && !cp.collective_gbps.empty();
   for (size_t i = 0; i < f.size(); ++i) {
     f.t0.push_back(step_latency_us(cp, peers));
-    f.c.push_back(cp.flow_cap_gbps.at(f.b[i]));
+    f.c.push_back(coll ? cp.collective_gbps.at(bytes) : cp.flow_cap_gbps.at(f.b[i]));
   }
-  const double rate = rank_cap_gbps(cp, peers, bytes);
+  const double rate = coll ? cp.collective_gbps.at(bytes) : rank_cap_gbps(cp, peers, bytes);
   std::vector<double> caps(net.ranks, rate);
   FluidResult r = run_fluid(net, f, caps, caps);
   double end = 0;

@@ -64,10 +64,10 @@ const CommProfile& Profile::comm_for(int ranks) const {
                            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
 }
 
-double Profile::peak_send_gbps(int ranks) const {
+double Profile::peak_send_gbps(int ranks, bool collectives) const {
   const CommProfile& c = comm_for(ranks);
   double best = 0;
-  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps})
+  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps, collectives ? &c.collective_gbps : &c.flow_cap_gbps})
     for (const auto& pt : k->points) best = std::max(best, pt.second);
   return best;
 }

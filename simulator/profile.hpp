@@ -22,6 +22,11 @@ struct CommProfile {
   double peer_latency_us = 0;   // added per further concurrent peer of the rank
   Curve flow_cap_gbps;          // one peer connection's rate vs its message bytes
   Curve rank_cap_gbps;          // a rank's total rate when it talks to >= 2 peers, vs its bytes in the step
+  // A rank's rate in a step NCCL runs as one collective (ncclAllGather of K/V, ncclReduceScatter of dK/dV:
+  // planner::collective_of; tasp run --collectives), vs its bytes in the step; empty: not measured (such a step is
+  // timed as its point-to-point flows). Over sockets on 2x H100 NCCL's all-gather moved 256 MiB 1.46x faster than
+  // grouped send/recv (docs/measurements/fabrics.md).
+  Curve collective_gbps;
 };
 
 // Attention forward rate of the kernels (TFLOP/s counts 4*Lq*Lk*H*D per unmasked pair... of blocks).
@@ -105,8 +110,9 @@ struct Profile {
   // The figures of the largest measured communicator not larger than `ranks` (else the smallest).
   const CommProfile& comm_for(int ranks) const;
   // The fastest a GPU of a `ranks` communicator was measured to send, GB/s (the highest point of its curves): what
-  // a run's bytes need at the least (`tasp run` prints the bound beside the time).
-  double peak_send_gbps(int ranks) const;
+  // a run's bytes need at the least (`tasp run` prints the bound beside the time); with `collectives`, NCCL's
+  // collectives' rate counts too.
+  double peak_send_gbps(int ranks, bool collectives = false) const;
   // This profile with its kernel rates at `clock` (Sustained: each rate times its sustained fraction, the
   // mixed ones where forward and backward take turns).
   Profile at_clock(Clock clock, bool mixed = false) const;

@@ -109,6 +109,9 @@ TEST(Bytes, PeakSendRateIsTheProfilesFastestPoint) {
   EXPECT_EQ(p.peak_send_gbps(2), 310);
   EXPECT_EQ(p.peak_send_gbps(4), 310);  // the largest measured size not above 4
   EXPECT_EQ(p.peak_send_gbps(8), 350);
+  p.comm[0].collective_gbps.points = {{1 << 28, 400}};  // NCCL's all-gather: counts only for a run that uses it
+  EXPECT_EQ(p.peak_send_gbps(2), 310);
+  EXPECT_EQ(p.peak_send_gbps(2, true), 400);
 }
 
 // Every accumulator choice (`--accumulator fp32|bf16`) moves what it says: the accumulators' bytes scale with their

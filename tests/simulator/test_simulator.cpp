@@ -502,6 +502,8 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   EXPECT_EQ(q.compute.tile_rows(64), 192);  // the kernel's D=64 tiles, per head dim
   EXPECT_EQ(q.compute.tile_rows(128), 128);
   EXPECT_NEAR(q.comm.back().flow_cap_gbps.at(3e7), p.comm.back().flow_cap_gbps.at(3e7), 1e-3 * p.comm.back().flow_cap_gbps.at(3e7));
+  ASSERT_FALSE(p.comm.back().collective_gbps.empty());  // NCCL's all-gather, fitted from the step table's rows
+  EXPECT_NEAR(q.comm.back().collective_gbps.at(3e7), p.comm.back().collective_gbps.at(3e7), 1e-3 * p.comm.back().collective_gbps.at(3e7));
   // Measured backward rates survive the round trip; without them the rate is the forward's, scaled.
   EXPECT_FALSE(q.compute.bwd_rate(128).estimated);  // the shipped H200 profile has the backward kernel's
   EXPECT_NEAR(q.compute.bwd_rate(128).full_tflops, p.compute.bwd_rate(128).full_tflops, 1e-2);
@@ -713,4 +715,50 @@ TEST(Engine, HeadGroupsPipelineTheAllToAlls) {
   // Heads that do not split into the groups: a clear error.
   p.head_groups = 3;
   EXPECT_THROW(simulator::simulate(p, t, w, prof, so), planner::InputError);
+}
+
+// NCCL's all-gather rate (CommProfile::collective_gbps): fitted from the `allgather` microbenchmark rows past the
+// step's latency, and what a simulation with collectives times allgather's all-gather and reduce-scatter steps at;
+// point-to-point steps, and every step of a plan that is not allgather's, keep the point-to-point caps.
+TEST(Calibrate, CollectiveRateFromAllGatherRows) {
+  auto net = simulator::build_network(star(2, 1000));
+  simulator::Profile truth = simple_profile(20, 1, 1, 1);
+  simulator::CommProfile& c = truth.comm[0];
+  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
+  c.rank_cap_gbps = c.flow_cap_gbps;
+  c.collective_gbps.points = {{1 << 20, 2.3}, {1 << 28, 2.5}};
+  simulator::Samples s;
+  for (double mib : {1, 4, 16, 64, 256})
+    for (const char* kind : {"ring", "allgather"})
+      s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+  std::vector<simulator::FitCheck> checks;
+  const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, &checks);
+  const auto& fc = fit.comm_for(2);
+  ASSERT_FALSE(fc.collective_gbps.empty());
+  // The rate past the fitted latency (the ring rows', a little off the truth's at the smallest size), so the steps
+  // replay: every all-gather row within 1%.
+  for (double b : {1 << 20, 1 << 24, 1 << 28}) EXPECT_NEAR(fc.collective_gbps.at(b), c.collective_gbps.at(b), 0.05 * c.collective_gbps.at(b)) << b;
+  for (const auto& x : s.comm)
+    if (x.kind == "allgather") EXPECT_NEAR(simulator::predict_comm_step_us(net, fit, "allgather", 2, x.bytes), x.us, 0.01 * x.us) << x.bytes;
+  for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.02) << ch.what;
+
+  const auto t = star(2, 1000);
+  planner::PlanOptions o;
+  o.causal = true;
+  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
+  simulator::SimOptions so;
+  so.passes = {true, true};
+  const auto ag = planner::build_plan(t, "allgather", o), ring = planner::build_plan(t, "ring", o);
+  const auto p2p = simulator::simulate(ag, t, w, fit, so);
+  so.collectives = true;
+  const auto coll = simulator::simulate(ag, t, w, fit, so);
+  EXPECT_LT(coll.comm_us, 0.9 * p2p.comm_us);  // 2.3-2.5 GB/s against 1.7-2
+  so.collectives = false;
+  const double ring_p2p = simulator::simulate(ring, t, w, fit, so).comm_us;
+  so.collectives = true;
+  EXPECT_DOUBLE_EQ(simulator::simulate(ring, t, w, fit, so).comm_us, ring_p2p);
+  // Without a measured collective rate, collectives change nothing.
+  simulator::Profile bare = fit;
+  bare.comm[0].collective_gbps = {};
+  EXPECT_DOUBLE_EQ(simulator::simulate(ag, t, w, bare, so).comm_us, p2p.comm_us);
 }

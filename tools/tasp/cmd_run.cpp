@@ -102,6 +102,7 @@ void register_run(CLI::App& app) {
         simulator::SimOptions so;
         so.passes = passes;
         so.max_timeline_cells = 0;
+        so.collectives = a->collectives;
         const double us = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so).total_us;
         if (us > 0) co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / us))));
       }
@@ -151,7 +152,7 @@ void register_run(CLI::App& app) {
     // of the exchange stayed exposed.
     const double bound_bytes_us = [&] {
       const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus());
+      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), a->collectives);
       return gbps > 0 ? (pass_bytes[0] + pass_bytes[1]) / (gbps * 1e3) : 0.0;
     }();
     const double bound_us = std::max(t.compute_us(), bound_bytes_us);

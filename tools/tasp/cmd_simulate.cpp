@@ -22,7 +22,7 @@ using simulator::SimResult;
 struct Args {
   std::string topology = "h200-hgx-8", workload, config, schemes = "all", docs;
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
-  bool quiet = false;
+  bool quiet = false, collectives = false;
   PlanChoices head;
 };
 
@@ -173,6 +173,9 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--json", a->json, "Write the results as JSON here");
   cmd->add_option("--sweep", a->sweep, "S=FROM:TO: simulate doubling lengths, write CSV (speedup over ring, CCR)");
   cmd->add_option("-o,--output", a->out, "Where --sweep writes its CSV (default: stdout)");
+  cmd->add_flag("--collectives", a->collectives,
+                "allgather's all-gather and reduce-scatter steps as NCCL collectives, at the profile's collective rate\n"
+                "(tasp run --collectives; profiles fitted where NCCL's all-gather was measured, e.g. h100x2-socket)");
   cmd->add_flag("-q,--quiet", a->quiet, "No table");
   cmd->callback([a] {
     const Topology t = load_topology(a->topology);
@@ -182,6 +185,7 @@ void register_simulate(CLI::App& app) {
     if (!parse_passes(a->pass, &opt.passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     const Passes passes = opt.passes;
     opt.clock = parse_clock(a->clock);
+    opt.collectives = a->collectives;
     Progress progress("simulating: step");
     opt.progress = [&](int step, int steps) { progress.update(step + 1, steps); };
     std::vector<SchemeRun> runs;

@@ -1,0 +1,25 @@
+#include "planner/collective.hpp"
+
+#include <vector>
+
+namespace tasp::planner {
+
+Collective collective_of(const Step& s, int n, int P) {
+  if (s.transfers.empty() || n < 2 || P < 1) return Collective::None;
+  const bool grad = s.transfers.front().grad;
+  if (s.transfers.size() != size_t(n) * (n - 1) * P) return Collective::None;
+  // Every (sender, owner, piece, receiver) once: own pieces to every other rank, or accumulators to their owners.
+  std::vector<char> seen(size_t(n) * n * P, 0);
+  for (const auto& x : s.transfers) {
+    if (x.grad != grad || x.src == x.dst || x.src < 0 || x.dst < 0 || x.src >= n || x.dst >= n || x.owner < 0 ||
+        x.owner >= n || x.piece < 0 || x.piece >= P)
+      return Collective::None;
+    if (grad ? x.dst != x.owner : x.src != x.owner) return Collective::None;
+    char& c = seen[(size_t(grad ? x.src : x.dst) * n + x.owner) * P + x.piece];
+    if (c) return Collective::None;
+    c = 1;
+  }
+  return grad ? Collective::ReduceScatter : Collective::AllGather;
+}
+
+}  // namespace tasp::planner

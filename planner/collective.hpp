@@ -1,0 +1,15 @@
+#pragma once
+// Steps that are one NCCL collective: every rank sends its own pieces to every other rank (an all-gather of K/V), or
+// every rank sends every other owner its accumulators of that owner's pieces (a reduce-scatter of dK/dV). The cuda
+// backend runs such steps as ncclAllGather / ncclReduceScatter when asked (--collectives), and the simulator times
+// them at the profile's collective rate. Pure: no I/O.
+#include "planner/plan.hpp"
+
+namespace tasp::planner {
+
+enum class Collective { None, AllGather, ReduceScatter };
+// What step `s` of a plan of `n` ranks with `P` pieces per rank is: None unless it holds every (sender, owner, piece,
+// receiver) of one of the two patterns exactly once.
+Collective collective_of(const Step& s, int n, int P);
+
+}  // namespace tasp::planner
