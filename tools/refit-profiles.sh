@@ -53,5 +53,6 @@ $T calibrate --fit $D/fabrics/h100x2-socket-steps-2026-11-25.csv --base topologi
   -t topologies/h100x2-socket.yaml --name h100x2-socket -q -o topologies/h100x2-socket.profile.yaml --description \
   "2x H100 with NCCL over sockets on loopback (NCCL's default socket threads): comm fitted by tools/refit-profiles.sh from \
 tasp calibrate --measure there (docs/measurements/data/fabrics/h100x2-socket-steps-2026-11-25.csv; its ncclAllGather rows \
-are replayed, not fitted: the executor's exchanges are point-to-point); compute and executor terms the H100 profile's."
+give collective_gbps, the rate of the steps tasp run --collectives runs as NCCL collectives); compute and executor terms the \
+H100 profile's."
 echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml"
