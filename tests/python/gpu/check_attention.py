@@ -1,6 +1,6 @@
 """tasp.torch.attention on GPUs against one-GPU SDPA on the whole sequence (run under torchrun, one process per GPU):
-every token-parallel scheme, bf16 and fp16, full, causal, GQA, a window and packed documents (cu_seqlens), forward
-and backward, and the ring-flash-attention compat functions on their own layouts. Random normal inputs, the same on
+every token-parallel scheme, bf16 and fp16, full, causal, GQA, a window and packed documents (cu_seqlens), head dims
+64, 80, 96, 128 and 256, forward and backward, and the ring-flash-attention compat functions on their own layouts. Random normal inputs, the same on
 every rank (seeded); each rank's shard laid out by Context.shard, results gathered by Context.unshard. Prints one
 line per case on rank 0 and exits 1 when any is over tolerance (relative error: out 1e-2, gradients 2e-2; bf16).
 Usage: torchrun --nproc_per_node=N tests/python/gpu/check_attention.py   (tools/gpu/python.sh)"""
@@ -50,7 +50,10 @@ def main():
               ("auto", torch.bfloat16, 1, 16, 4, 128, True, None, None, None),      # GQA 4:1
               ("auto", torch.bfloat16, 1, 8, 1, 64, False, None, None, None),       # MQA, D=64
               ("ring", torch.bfloat16, 1, 8, 2, 128, True, (700, 0), None, None),   # window
-              ("auto", torch.bfloat16, 1, 8, 2, 128, True, None, [0, 1000, 1001, 3500, S], None)]  # documents
+              ("auto", torch.bfloat16, 1, 8, 2, 128, True, None, [0, 1000, 1001, 3500, S], None),  # documents
+              ("auto", torch.bfloat16, 1, 16, 4, 80, True, None, None, None),       # head dims of the new backward
+              ("allgather", torch.bfloat16, 1, 8, 8, 96, False, None, None, None),
+              ("zigzag", torch.bfloat16, 1, 8, 8, 256, True, None, None, None)]
     for layout, fn in (("contiguous", compat.ring_flash_attn_func), ("zigzag", compat.zigzag_ring_flash_attn_func)):
         cases.append((f"compat {fn.__name__}", torch.bfloat16, 1, 32, 32, 128, True, None, None, (layout, fn)))
     bad = 0
