@@ -258,6 +258,13 @@ extern "C" int tasp_group_create(int ranks, int rank, int device, const unsigned
 
 extern "C" void tasp_group_destroy(tasp_group* group) { delete group; }
 
+extern "C" int tasp_group_watch(tasp_group* group, int timeout_s) {
+  return guarded([&] {
+    bindings::need(group, "group");
+    executor::watch_rank_group(*group->group, timeout_s);
+  });
+}
+
 extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out) {
   return guarded([&] {
     bindings::need(plan, "plan"), bindings::need(out, "out");

@@ -76,6 +76,10 @@ TASP_API int tasp_nccl_id(unsigned char* id);
  * (it returns when all have joined). Destroy it after its ranks. */
 TASP_API int tasp_group_create(int ranks, int rank, int device, const unsigned char* id, tasp_group** out);
 TASP_API void tasp_group_destroy(tasp_group* group);
+/* A watchdog for the group (0 stops it): a call that has not ended `timeout_s` seconds after it was enqueued (a peer
+ * missing or stalled), or an asynchronous NCCL error, aborts the group's communicator; every later call of its ranks,
+ * and tasp_rank_wait, then returns TASP_ERR_RUNTIME saying which call and why. */
+TASP_API int tasp_group_watch(tasp_group* group, int timeout_s);
 /* The group's rank of `plan` (a plan of the group's size, for the whole sequence). `timeout_s` (0: 60) bounds
  * tasp_rank_wait. Head-parallel plans (ulysses, usp) are not run this way yet (TASP_ERR_INPUT). */
 TASP_API int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out);

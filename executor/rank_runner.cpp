@@ -7,8 +7,11 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -22,19 +25,97 @@ namespace tasp::executor {
 
 using planner::Pass;
 
+using Clock = std::chrono::steady_clock;
+
 struct RankGroup {
   int ranks = 0, rank = 0, dev = 0;
-  ncclComm_t nccl = nullptr;
   cudaStream_t comm = nullptr, compute = nullptr;
+  // What the watchdog thread shares with the callers' threads.
+  std::mutex m;
+  ncclComm_t nccl = nullptr;  // null once aborted
+  std::string failure;        // why it was aborted
+  struct Pending {
+    cudaEvent_t ev;
+    Clock::time_point at;
+    std::string what;
+  };
+  std::deque<Pending> pending;     // the calls' ends not yet reached, oldest first (while a watchdog runs)
+  std::vector<cudaEvent_t> spare;  // their events, for reuse
+  int watch_s = 0;
+  bool stop = false;
+  std::condition_variable wake;
+  std::thread watchdog;
 };
+
+namespace {
+
+// The group's communicator, or why there is none any more.
+ncclComm_t comm_of(RankGroup& g) {
+  std::lock_guard<std::mutex> lock(g.m);
+  if (!g.nccl) throw std::runtime_error("rank group: its communicator was aborted: " + g.failure);
+  return g.nccl;
+}
+
+// Aborts the group's communicator (NCCL's kernels then return, so the streams drain) and remembers why: every rank
+// of the group refuses calls from then on. The caller holds g.m.
+void abort_locked(RankGroup& g, const std::string& why) {
+  if (!g.nccl) return;
+  ncclCommAbort(g.nccl);
+  g.nccl = nullptr;
+  g.failure = why;
+}
+
+// The watchdog: every 50 ms the calls' ends reached are let go; a call not ended `watch_s` after it was enqueued, or
+// an asynchronous NCCL error, aborts the group (as PyTorch's NCCL watchdog does for its process groups).
+void watch(RankGroup* g) {
+  cudaSetDevice(g->dev);
+  std::unique_lock<std::mutex> lock(g->m);
+  while (!g->stop) {
+    g->wake.wait_for(lock, std::chrono::milliseconds(50));
+    while (!g->pending.empty() && cudaEventQuery(g->pending.front().ev) != cudaErrorNotReady) {
+      g->spare.push_back(g->pending.front().ev);
+      g->pending.pop_front();
+    }
+    if (g->pending.empty() || !g->nccl) continue;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(g->nccl, &async);
+    if (async != ncclSuccess && async != ncclInProgress)
+      abort_locked(*g, g->pending.front().what + ": NCCL error: " + ncclGetErrorString(async));
+    else if (g->watch_s > 0 && Clock::now() - g->pending.front().at > std::chrono::seconds(g->watch_s))
+      abort_locked(*g, g->pending.front().what + " did not finish within " + std::to_string(g->watch_s) +
+                           " s (a peer missing or stalled?)");
+  }
+}
+
+void stop_watch(RankGroup& g) {
+  {
+    std::lock_guard<std::mutex> lock(g.m);
+    g.stop = true;
+  }
+  g.wake.notify_all();
+  if (g.watchdog.joinable()) g.watchdog.join();
+  g.stop = false;
+}
+
+}  // namespace
 
 void RankGroupDelete::operator()(RankGroup* g) const {
   if (!g) return;
+  stop_watch(*g);
   cudaSetDevice(g->dev);
   if (g->compute) cudaStreamSynchronize(g->compute), cudaStreamSynchronize(g->comm);
   if (g->nccl) ncclCommDestroy(g->nccl);
+  for (const auto& p : g->pending) cudaEventDestroy(p.ev);
+  for (cudaEvent_t e : g->spare) cudaEventDestroy(e);
   if (g->compute) cudaStreamDestroy(g->compute), cudaStreamDestroy(g->comm);
   delete g;
+}
+
+void watch_rank_group(RankGroup& g, int timeout_s) {
+  if (timeout_s < 0) throw planner::InputError("timeout_s: " + std::to_string(timeout_s) + " (0 stops the watchdog)");
+  stop_watch(g);
+  g.watch_s = timeout_s;
+  if (timeout_s > 0) g.watchdog = std::thread(watch, &g);
 }
 
 RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id) {
@@ -100,7 +181,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   const planner::Plan& plan = s->plan;
   cuda::RankDevice& x = s->x;
-  x.dev = group.dev, x.nccl = group.nccl, x.comm = group.comm, x.compute = group.compute;
+  x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
   TASP_CUDA(cudaSetDevice(x.dev));
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
@@ -159,8 +240,7 @@ void* kv_slots(RankRunner& s, const ShardTensors& t) {
 // whose slots its forward filled).
 void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_base, bool staged) {
   cuda::RankDevice& x = s.x;
-  if (!s.group->nccl) throw std::runtime_error("rank group: its communicator was aborted after a failure");
-  x.nccl = s.group->nccl;
+  x.nccl = comm_of(*s.group);
   TASP_CUDA(cudaSetDevice(x.dev));
   TASP_CUDA(cudaEventRecord(x.origin, caller));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
@@ -189,9 +269,21 @@ void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::v
   }
 }
 
-void end(RankRunner& s, cudaStream_t caller) {
+void end(RankRunner& s, cudaStream_t caller, const char* pass) {
   TASP_CUDA(cudaEventRecord(s.x.done, s.x.compute));  // after the last step, whose end waited for its transfers
   TASP_CUDA(cudaStreamWaitEvent(caller, s.x.done));
+  RankGroup& g = *s.group;
+  std::lock_guard<std::mutex> lock(g.m);
+  if (!g.watchdog.joinable()) return;
+  cudaEvent_t e = nullptr;
+  if (!g.spare.empty()) {
+    e = g.spare.back();
+    g.spare.pop_back();
+  } else {
+    TASP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  TASP_CUDA(cudaEventRecord(e, s.x.compute));
+  g.pending.push_back({e, Clock::now(), "rank " + std::to_string(s.r) + "'s " + pass});
 }
 
 }  // namespace
@@ -207,7 +299,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
   TASP_CUDA(cudaMemcpyAsync(t.lse, b.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
-  end(s, caller);
+  end(s, caller, "forward");
 }
 
 void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
@@ -244,28 +336,38 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
         kernels::cast_out(acc, to, dt, c.width, s.x.compute);
       }
     }
-  end(s, caller);
+  end(s, caller, "backward");
 }
 
 size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
 
 void runner_wait(RankRunner& s) {
   TASP_CUDA(cudaSetDevice(s.x.dev));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
+  RankGroup& g = *s.group;
+  const auto deadline = Clock::now() + std::chrono::seconds(s.timeout_s);
   while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
-    ncclResult_t async = ncclSuccess;
-    if (s.group->nccl) ncclCommGetAsyncError(s.group->nccl, &async);
-    if (async != ncclSuccess && async != ncclInProgress)
-      throw std::runtime_error(std::string("rank ") + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async));
-    if (std::chrono::steady_clock::now() > deadline) {
-      if (s.group->nccl) ncclCommAbort(s.group->nccl);  // every runner of the group refuses from now on
-      s.group->nccl = s.x.nccl = nullptr;
-      throw std::runtime_error("rank " + std::to_string(s.r) + ": the pass did not finish within " +
-                               std::to_string(s.timeout_s) + " s (a peer missing or stalled?); its communicator is aborted");
+    {
+      std::lock_guard<std::mutex> lock(g.m);
+      if (!g.nccl) throw std::runtime_error("rank " + std::to_string(s.r) + ": the group's communicator was aborted: " + g.failure);
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(g.nccl, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const std::string why = "rank " + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async);
+        abort_locked(g, why);
+        throw std::runtime_error(why);
+      }
+      if (Clock::now() > deadline) {
+        const std::string why = "rank " + std::to_string(s.r) + ": the pass did not finish within " +
+                                std::to_string(s.timeout_s) + " s (a peer missing or stalled?)";
+        abort_locked(g, why);  // every runner of the group refuses from now on
+        throw std::runtime_error(why + "; its communicator is aborted");
+      }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   TASP_CUDA(cudaGetLastError());
+  std::lock_guard<std::mutex> lock(g.m);  // a pass the watchdog aborted ends, with garbage: say so
+  if (!g.nccl) throw std::runtime_error("rank " + std::to_string(s.r) + ": the group's communicator was aborted: " + g.failure);
 }
 
 }  // namespace tasp::executor

@@ -44,6 +44,11 @@ struct RankGroupDelete {
 };
 using RankGroupPtr = std::unique_ptr<RankGroup, RankGroupDelete>;
 RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id);
+// A watchdog thread for the group: a call that has not ended `timeout_s` after it was enqueued (a peer missing or
+// stalled, so NCCL waits for ever), or an asynchronous NCCL error, aborts the group's communicator: NCCL's kernels
+// return, the streams drain, and every later call of the group's runners, and runner_wait, throws saying why. No
+// host synchronisation: the callers only enqueue; the thread polls the calls' end events. 0 stops it.
+void watch_rank_group(RankGroup& g, int timeout_s);
 void make_nccl_id(unsigned char* nccl_id);
 
 struct RankRunner;  // cuda backend state: its buffers, work lists and events, on its group's streams

@@ -21,6 +21,7 @@ RankGroupPtr open_rank_group(int ranks, int rank, int, const unsigned char*) {
 }
 RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int) { missing(); }
 void make_nccl_id(unsigned char*) { missing(); }
+void watch_rank_group(RankGroup&, int) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_wait(RankRunner&) { missing(); }

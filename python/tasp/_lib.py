@@ -45,6 +45,8 @@ def _load():
     lib.tasp_group_create.argtypes = [c_int, c_int, c_int, ctypes.c_char_p, ctypes.POINTER(vp)]
     lib.tasp_group_create.restype = c_int
     lib.tasp_group_destroy.argtypes = [vp]
+    lib.tasp_group_watch.argtypes = [vp, c_int]
+    lib.tasp_group_watch.restype = c_int
     lib.tasp_rank_create.argtypes = [vp, vp, c_int, ctypes.POINTER(vp)]
     lib.tasp_rank_create.restype = c_int
     lib.tasp_rank_destroy.argtypes = [vp]

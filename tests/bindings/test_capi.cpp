@@ -142,6 +142,8 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_EQ(tasp_rank_saved_bytes(nullptr, &bytes), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos);
   EXPECT_EQ(tasp_rank_wait(nullptr), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_group_watch(nullptr, 10), TASP_ERR_INPUT);
+  EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos);
   tasp_rank_destroy(nullptr), tasp_group_destroy(nullptr);  // harmless
   tasp_plan_destroy(p);
   ASSERT_EQ(tasp_plan_create("complete:2", "ulysses", "B=1,S=64,H=4,D=64", nullptr, &p), TASP_OK);

@@ -7,12 +7,13 @@
 #          tasp beside the PyTorch ring, Ulysses and all-gather -> $OUT/bench-NAME.json, $OUT/bench.md;
 #   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
-#   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it).
-# Usage: tools/gpu/python.sh [check] [bench] [train] [pip]   (default: all)
+#   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
+#   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout.
+# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall]   (default: all)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
-steps=" ${*:-check bench train pip} "
+steps=" ${*:-check bench train pip stall} "
 device_info
 build tasp_c
 export TASP_LIBRARY=$PWD/build-gpu/bindings/libtasp_c.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
@@ -50,5 +51,9 @@ fi
 if [[ $steps == *" pip "* ]]; then
   timeout 600 python3 -m pip install --no-build-isolation --no-deps --prefix /tmp/tasp-pip . > "$OUT/pip.log" 2>&1 &&
     echo "pip install: ok ($(find /tmp/tasp-pip -name libtasp_c.so | head -1))" || { echo "pip install: failed"; tail -20 "$OUT/pip.log"; fail=1; }
+fi
+if [[ $steps == *" stall "* ]]; then
+  timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py 2>&1 | tee "$OUT/stall.log" | grep -E "^(PASS|FAIL)"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 fi
 exit $fail

@@ -38,10 +38,13 @@ class _Group:
     """This process's place in the group (tasp_group: the NCCL communicator and the two streams every plan's rank
     runs on), destroyed with the object after the ranks that hold it."""
 
-    def __init__(self, n, rank, device, nccl_id):
+    def __init__(self, n, rank, device, nccl_id, timeout):
         handle = ctypes.c_void_p()
         check(lib.tasp_group_create(n, rank, device, nccl_id, ctypes.byref(handle)), "Context")
         self.handle = handle
+        # A call not ended `timeout` s after it was enqueued aborts the communicator (a peer missing or stalled):
+        # later calls and synchronize() raise tasp.TaspError saying which call, instead of a hang.
+        check(lib.tasp_group_watch(handle, int(math.ceil(timeout))), "Context")
 
     def __del__(self):
         if getattr(self, "handle", None) and lib is not None:
@@ -99,7 +102,9 @@ class Context:
     scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton);
     profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
-    zigzag ring zigzag); timeout: seconds `synchronize` waits before it names a stalled peer; max_plans: plans (each
+    zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its
+    communicator (a peer missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and
+    what `synchronize` waits at most; max_plans: plans (each
     with its GPU buffers) kept at once, the least recently used released beyond that once no pending backward holds
     it (packed documents that change every step make a plan per step)."""
 
@@ -166,7 +171,7 @@ class Context:
                 raise ValueError(f"scheme: {plan.info['scheme']}'s token order is not the context's layout "
                                  f"({self._options(causal, docs)['layout']}); choose another scheme or layout")
             if self._group is None:  # one communicator for every plan of the context, made with its first
-                self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id())
+                self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id(), self.timeout)
             r = self._ranks.put(key, _Rank(plan, self._group, self.timeout))
         return r
 

@@ -1,0 +1,48 @@
+"""A peer that stops calling ends a tasp.torch call within the Context's timeout, never a hang (run under torchrun on 2+
+GPUs; tools/gpu/python.sh stall). Every rank runs one forward and backward together; then the last rank stops (sleeps)
+while the others go on: their next attention waits in NCCL for it, the group's watchdog aborts the communicator after
+`timeout` seconds, and ctx.synchronize() raises tasp.TaspError naming the call. Prints PASS or FAIL on rank 0 with the
+seconds it took; exits 1 on FAIL."""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import tasp
+import tasp.torch as tt
+
+TIMEOUT = 5
+
+
+def main():
+    dist.init_process_group("nccl")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    ctx = tt.Context(scheme="allgather", timeout=TIMEOUT)
+    q, k, v = (torch.randn(1, 1024, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    tt.attention(q, k, v, causal=True, ctx=ctx).sum().backward()
+    ctx.synchronize()
+    dist.barrier()
+    if rank == n - 1:  # the stalled peer: alive, silent
+        time.sleep(6 * TIMEOUT)
+        os._exit(0)
+    t0 = time.monotonic()
+    ok, why = False, "no error"
+    try:
+        with torch.no_grad():
+            tt.attention(q, k, v, causal=True, ctx=ctx)
+        ctx.synchronize()
+    except tasp.TaspError as e:
+        ok, why = "did not finish" in str(e) or "aborted" in str(e), str(e)
+    took = time.monotonic() - t0
+    ok = ok and took < 3 * TIMEOUT
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} stalled peer: rank 0 raised after {took:.1f} s (timeout {TIMEOUT} s): {why}",
+              flush=True)
+    os._exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
