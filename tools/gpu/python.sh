@@ -8,14 +8,16 @@
 #   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
-#   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout.
-# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall]   (default: all)
+#   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout;
+#   overhead  the same plan from PyTorch (python -m tasp.bench, allgather) and through `tasp run`, fwd+bwd, B=1 H=32
+#          D=128 causal at S=16384 and 65536 (SHAPES=...), one after the other in this call -> $OUT/overhead.md.
+# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead]   (default: all)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
-steps=" ${*:-check bench train pip stall} "
+steps=" ${*:-check bench train pip stall overhead} "
 device_info
-build tasp_c
+build tasp_c tasp
 export TASP_LIBRARY=$PWD/build-gpu/bindings/libtasp_c.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 fail=0
 launch=(torchrun --standalone --nproc_per_node="$N")
@@ -51,6 +53,22 @@ fi
 if [[ $steps == *" pip "* ]]; then
   timeout 600 python3 -m pip install --no-build-isolation --no-deps --prefix /tmp/tasp-pip . > "$OUT/pip.log" 2>&1 &&
     echo "pip install: ok ($(find /tmp/tasp-pip -name libtasp_c.so | head -1))" || { echo "pip install: failed"; tail -20 "$OUT/pip.log"; fail=1; }
+fi
+if [[ $steps == *" overhead "* ]]; then
+  echo "| S | tasp.torch fwd+bwd ms | tasp run fwd+bwd ms | PyTorch path / tasp run |" > "$OUT/overhead.md"
+  echo "|---:|---:|---:|---:|" >> "$OUT/overhead.md"
+  for S in ${SHAPES:-16384 65536}; do
+    timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
+      --scheme allgather --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$S.json" >> "$OUT/overhead.log" 2>&1
+    r=$(timeout 300 $T run --backend cuda -t $TOPO -s allgather -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
+        --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" 2>&1 | tee -a "$OUT/overhead.log" | ms_of)
+    python3 - "$OUT/overhead-$S.json" "$S" "$r" <<'PY' | tee -a "$OUT/overhead.md"
+import json, sys
+t = json.load(open(sys.argv[1]))["rows"][0]["fwd_bwd_ms"]
+run = float(sys.argv[3])
+print(f"| {sys.argv[2]} | {t:.3f} | {run:.3f} | {t / run if run else 0:.3f}x |")
+PY
+  done
 fi
 if [[ $steps == *" stall "* ]]; then
   timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py 2>&1 | tee "$OUT/stall.log" | grep -E "^(PASS|FAIL)"
