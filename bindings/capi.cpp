@@ -269,7 +269,7 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
   return guarded([&] {
     bindings::need(plan, "plan"), bindings::need(out, "out");
     *out = nullptr;
-    executor::check_rank_plan(plan->plan, plan->workload, plan->plan.ranks);  // before any device is needed
+    executor::check_rank_plan(plan->plan, plan->workload, plan->plan.gpus());  // before any device is needed
     bindings::need(group, "group");
     auto h = std::make_unique<tasp_rank>();
     h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s);

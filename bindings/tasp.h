@@ -81,7 +81,9 @@ TASP_API void tasp_group_destroy(tasp_group* group);
  * and tasp_rank_wait, then returns TASP_ERR_RUNTIME saying which call and why. */
 TASP_API int tasp_group_watch(tasp_group* group, int timeout_s);
 /* The group's rank of `plan` (a plan of the group's size, for the whole sequence). `timeout_s` (0: 60) bounds
- * tasp_rank_wait. Head-parallel plans (ulysses, usp) are not run this way yet (TASP_ERR_INPUT). */
+ * tasp_rank_wait. Head-parallel plans (ulysses, usp) need S a multiple of twice the GPUs (equal token parts); their
+ * forward keeps its head-layout state in `saved` and does not write `lse` (their backward reads `saved`). Every rank of
+ * the group makes its ranks in the same order (a head-parallel plan's first rank splits the group's communicator). */
 TASP_API int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out);
 TASP_API void tasp_rank_destroy(tasp_rank* rank);
 /* Bytes of the `saved` buffer a forward fills for its backward: the K/V a plan keeps between the passes (the plan

@@ -3,6 +3,8 @@
 // caller's tensors and stream.
 #include "executor/rank_runner.hpp"
 
+#include "executor/rank_runner_state.hpp"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -25,44 +27,36 @@ namespace tasp::executor {
 
 using planner::Pass;
 
-using Clock = std::chrono::steady_clock;
-
-struct RankGroup {
-  int ranks = 0, rank = 0, dev = 0;
-  cudaStream_t comm = nullptr, compute = nullptr;
-  // What the watchdog thread shares with the callers' threads.
-  std::mutex m;
-  ncclComm_t nccl = nullptr;  // null once aborted
-  std::string failure;        // why it was aborted
-  struct Pending {
-    cudaEvent_t ev;
-    Clock::time_point at;
-    std::string what;
-  };
-  std::deque<Pending> pending;     // the calls' ends not yet reached, oldest first (while a watchdog runs)
-  std::vector<cudaEvent_t> spare;  // their events, for reuse
-  int watch_s = 0;
-  bool stop = false;
-  std::condition_variable wake;
-  std::thread watchdog;
-};
-
-namespace {
-
-// The group's communicator, or why there is none any more.
 ncclComm_t comm_of(RankGroup& g) {
   std::lock_guard<std::mutex> lock(g.m);
   if (!g.nccl) throw std::runtime_error("rank group: its communicator was aborted: " + g.failure);
   return g.nccl;
 }
 
-// Aborts the group's communicator (NCCL's kernels then return, so the streams drain) and remembers why: every rank
-// of the group refuses calls from then on. The caller holds g.m.
+namespace {
+
+// Aborts the group's communicators, the ones split from it too (NCCL's kernels then return, so the streams drain),
+// and remembers why: every rank of the group refuses calls from then on. The caller holds g.m.
 void abort_locked(RankGroup& g, const std::string& why) {
   if (!g.nccl) return;
+  for (auto& [u, c] : g.splits) ncclCommAbort(c.first), ncclCommAbort(c.second);
+  g.splits.clear();
   ncclCommAbort(g.nccl);
   g.nccl = nullptr;
   g.failure = why;
+}
+
+// The first asynchronous error of the group's communicators (ncclSuccess: none).
+ncclResult_t async_error(RankGroup& g) {
+  ncclResult_t a = ncclSuccess;
+  auto check = [&](ncclComm_t c) {
+    ncclResult_t r = ncclSuccess;
+    if (a == ncclSuccess && c) ncclCommGetAsyncError(c, &r);
+    if (r != ncclSuccess && r != ncclInProgress) a = r;
+  };
+  check(g.nccl);
+  for (auto& [u, c] : g.splits) check(c.first), check(c.second);
+  return a;
 }
 
 // The watchdog: every 50 ms the calls' ends reached are let go; a call not ended `watch_s` after it was enqueued, or
@@ -77,9 +71,8 @@ void watch(RankGroup* g) {
       g->pending.pop_front();
     }
     if (g->pending.empty() || !g->nccl) continue;
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(g->nccl, &async);
-    if (async != ncclSuccess && async != ncclInProgress)
+    const ncclResult_t async = async_error(*g);
+    if (async != ncclSuccess)
       abort_locked(*g, g->pending.front().what + ": NCCL error: " + ncclGetErrorString(async));
     else if (g->watch_s > 0 && Clock::now() - g->pending.front().at > std::chrono::seconds(g->watch_s))
       abort_locked(*g, g->pending.front().what + " did not finish within " + std::to_string(g->watch_s) +
@@ -104,6 +97,7 @@ void RankGroupDelete::operator()(RankGroup* g) const {
   stop_watch(*g);
   cudaSetDevice(g->dev);
   if (g->compute) cudaStreamSynchronize(g->compute), cudaStreamSynchronize(g->comm);
+  for (auto& [u, c] : g->splits) ncclCommDestroy(c.first), ncclCommDestroy(c.second);
   if (g->nccl) ncclCommDestroy(g->nccl);
   for (const auto& p : g->pending) cudaEventDestroy(p.ev);
   for (cudaEvent_t e : g->spare) cudaEventDestroy(e);
@@ -138,29 +132,13 @@ RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned cha
   return g;
 }
 
-struct RankRunner {
-  planner::Plan plan;
-  planner::Workload w;
-  int r = 0, timeout_s = 60;
-  cuda::Geometry g;
-  RankGroup* group = nullptr;
-  cuda::RankDevice x;  // the group's device, streams and communicator (borrowed); groups[0]: the buffers and the
-                       // steps' events; origin, done: a call's start and end
-  cuda::PassWork fwd, bwd;
-  cudaEvent_t staged = nullptr;
-  std::vector<cuda::ShardCopy> copies;  // between the caller's K/V (dK/dV) rows and the own pieces' slots
-  size_t nq = 0, nl = 0;
-  size_t saved_bytes = 0;  // the K/V slots a keeping plan's forward leaves for the backward (0: none kept)
-  size_t kv_bytes = 0;     // the runner's own K/V slots
-  const void* kv_at = nullptr;  // where the work lists' K/V pieces point now (own slots or a call's `saved`)
-};
 
 void RankRunnerDelete::operator()(RankRunner* s) const {
   if (!s) return;
   cudaSetDevice(s->x.dev);
   if (s->x.compute) cudaStreamSynchronize(s->x.compute), cudaStreamSynchronize(s->x.comm);
   if (s->staged) cudaEventDestroy(s->staged);
-  s->x.comm = s->x.compute = nullptr, s->x.nccl = nullptr;  // the group's, which outlives the runner
+  s->x.comm = s->x.compute = nullptr, s->x.nccl = s->x.group = nullptr;  // the group's, which outlives the runner
   s->x.release();
   delete s;
 }
@@ -179,6 +157,10 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   const int rank = group.rank;
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
+  if (p.ulysses > 1) {
+    open_head_runner(*s);
+    return s;
+  }
   const planner::Plan& plan = s->plan;
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
@@ -240,11 +222,7 @@ void* kv_slots(RankRunner& s, const ShardTensors& t) {
 // whose slots its forward filled).
 void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_base, bool staged) {
   cuda::RankDevice& x = s.x;
-  x.nccl = comm_of(*s.group);
-  TASP_CUDA(cudaSetDevice(x.dev));
-  TASP_CUDA(cudaEventRecord(x.origin, caller));
-  TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
-  TASP_CUDA(cudaStreamWaitEvent(x.comm, x.origin));
+  start_call(s, caller);
   const cuda::Geometry& g = s.g;
   if (staged) return;
   auto* kv = static_cast<uint16_t*>(kv_base);
@@ -269,7 +247,23 @@ void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::v
   }
 }
 
-void end(RankRunner& s, cudaStream_t caller, const char* pass) {
+}  // namespace
+
+void start_call(RankRunner& s, cudaStream_t caller) {
+  cuda::RankDevice& x = s.x;
+  x.nccl = comm_of(*s.group);
+  if (s.u > 1) {  // the communicators split for head parallelism, aborted with the group's
+    std::lock_guard<std::mutex> lock(s.group->m);
+    const auto& c = s.group->splits.at(s.u);
+    x.nccl = c.first, x.group = c.second;
+  }
+  TASP_CUDA(cudaSetDevice(x.dev));
+  TASP_CUDA(cudaEventRecord(x.origin, caller));
+  TASP_CUDA(cudaStreamWaitEvent(x.compute, x.origin));
+  TASP_CUDA(cudaStreamWaitEvent(x.comm, x.origin));
+}
+
+void end_call(RankRunner& s, cudaStream_t caller, const char* pass) {
   TASP_CUDA(cudaEventRecord(s.x.done, s.x.compute));  // after the last step, whose end waited for its transfers
   TASP_CUDA(cudaStreamWaitEvent(caller, s.x.done));
   RankGroup& g = *s.group;
@@ -283,14 +277,13 @@ void end(RankRunner& s, cudaStream_t caller, const char* pass) {
     TASP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   TASP_CUDA(cudaEventRecord(e, s.x.compute));
-  g.pending.push_back({e, Clock::now(), "rank " + std::to_string(s.r) + "'s " + pass});
+  g.pending.push_back({e, Clock::now(), "rank " + std::to_string(s.group->rank) + "'s " + pass});
 }
-
-}  // namespace
 
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse");
   const auto caller = static_cast<cudaStream_t>(stream);
+  if (s.u > 1) return head_forward(s, t, caller);
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
   begin(s, t, caller, b.kv, false);
@@ -299,7 +292,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
   TASP_CUDA(cudaMemcpyAsync(t.lse, b.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
-  end(s, caller, "forward");
+  end_call(s, caller, "forward");
 }
 
 void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
@@ -310,6 +303,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
     throw planner::InputError("saved: NULL, and the plan keeps the forward's K/V for the backward (" +
                               std::to_string(s.saved_bytes) + " bytes, written by the forward)");
   const auto caller = static_cast<cudaStream_t>(stream);
+  if (s.u > 1) return head_backward(s, t, caller);
   const kernels::DType dt = cuda::dtype_of(s.w);
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
@@ -336,7 +330,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
         kernels::cast_out(acc, to, dt, c.width, s.x.compute);
       }
     }
-  end(s, caller, "backward");
+  end_call(s, caller, "backward");
 }
 
 size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
@@ -349,9 +343,8 @@ void runner_wait(RankRunner& s) {
     {
       std::lock_guard<std::mutex> lock(g.m);
       if (!g.nccl) throw std::runtime_error("rank " + std::to_string(s.r) + ": the group's communicator was aborted: " + g.failure);
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(g.nccl, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
+      const ncclResult_t async = async_error(g);
+      if (async != ncclSuccess) {
         const std::string why = "rank " + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async);
         abort_locked(g, why);
         throw std::runtime_error(why);

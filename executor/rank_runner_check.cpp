@@ -2,17 +2,24 @@
 #include <string>
 
 #include "executor/rank_runner.hpp"
+#include "planner/head_parallel.hpp"
 #include "planner/topology.hpp"  // InputError
 
 namespace tasp::executor {
 
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks) {
-  if (p.ulysses > 1)
-    throw planner::InputError("plan: head-parallel plans (" + p.scheme +
-                              ") do not run in a rank runner yet; pick ring, zigzag, allgather or hamilton");
-  if (group_ranks != p.ranks)
-    throw planner::InputError("plan: " + std::to_string(p.ranks) + " ranks, the group " + std::to_string(group_ranks));
+  if (group_ranks != p.gpus())
+    throw planner::InputError("plan: " + std::to_string(p.gpus()) + " GPUs, the group " + std::to_string(group_ranks));
   if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
+  if (p.ulysses > 1) {
+    // Each GPU holds one token part of its group's rows as a [B][part][heads][D] tensor: the parts must be equal
+    // (the all-to-alls' copies step batches by one part's rows).
+    if (w.S % (2L * p.gpus()))
+      throw planner::InputError("workload: S=" + std::to_string(w.S) + " is not a multiple of 2 x " + std::to_string(p.gpus()) +
+                                " GPUs, which a head-parallel plan's rank needs (equal token parts per GPU)");
+    if (const std::string e = planner::check_head_groups(p.ulysses, p.head_groups, w); !e.empty())
+      throw planner::InputError("workload: " + e);
+  }
 }
 
 void check_rank_group(int ranks, int rank) {

@@ -34,7 +34,7 @@ def parse_args(argv=None):
     mask.add_argument("--full", dest="causal", action="store_false", help="no mask")
     ap.add_argument("--window", help="sliding window L:R as flash-attn's window_size (-1 unbounded)")
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="input type (default the config's, else bf16)")
-    ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton")
+    ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone; warmup: warm-up runs and --heat-ms first (default); profiler: "
                          "warmup's, then one torch.profiler pass whose table rank 0 prints")
@@ -140,7 +140,7 @@ def run(a):
             f"peak {peak[0].item():6.2f} GiB (device {peak[1].item():6.2f})", flush=True)
 
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
-    ctx = tt.Context(scheme=a.scheme)
+    ctx = tt.Context(scheme=a.scheme, layout="contiguous" if a.scheme in ("ulysses", "usp") else None)
     q, k, v, do = (ctx.shard(x, 1, causal=causal).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 

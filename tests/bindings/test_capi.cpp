@@ -146,8 +146,13 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos);
   tasp_rank_destroy(nullptr), tasp_group_destroy(nullptr);  // harmless
   tasp_plan_destroy(p);
+  // Head-parallel plans run too (the group is what is missing), but their GPUs need equal token parts.
   ASSERT_EQ(tasp_plan_create("complete:2", "ulysses", "B=1,S=64,H=4,D=64", nullptr, &p), TASP_OK);
   EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
-  EXPECT_NE(std::string(tasp_last_error()).find("head-parallel"), std::string::npos) << tasp_last_error();
+  EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos) << tasp_last_error();
+  tasp_plan_destroy(p);
+  ASSERT_EQ(tasp_plan_create("complete:2", "ulysses", "B=1,S=66,H=4,D=64", nullptr, &p), TASP_OK);
+  EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
+  EXPECT_NE(std::string(tasp_last_error()).find("equal token parts"), std::string::npos) << tasp_last_error();
   tasp_plan_destroy(p);
 }

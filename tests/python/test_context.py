@@ -23,7 +23,7 @@ def one_process_group():
 
 @pytest.mark.parametrize("kwargs,names", [
     (dict(scheme="spiral"), "scheme:"),
-    (dict(scheme="ulysses"), "scheme:"),
+    (dict(scheme="ulysses2"), "scheme:"),
     (dict(layout="diagonal"), "layout:"),
     (dict(memory_budget=-1), "memory_budget:"),
     (dict(timeout=0), "timeout:"),

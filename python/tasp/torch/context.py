@@ -16,7 +16,10 @@ from tasp.torch import ops
 __all__ = ["Context", "attention"]
 
 # Schemes a rank runs on the caller's tensors (bindings/tasp.h): the token-parallel ones.
-_SCHEMES = ("ring", "zigzag", "allgather", "hamilton", "two-level")
+_SCHEMES = ("ring", "zigzag", "allgather", "hamilton", "two-level")  # token-parallel: auto chooses among these
+# Head-parallel: by name, with a layout whose token order is theirs (Ulysses: contiguous parts); not yet among auto's
+# choices (their rank path is built, not yet checked on GPUs: docs/python.md).
+_HEAD_SCHEMES = ("ulysses", "usp")
 
 
 def _detect_topology(n):
@@ -99,7 +102,8 @@ class _Rank:
 class Context:
     """One process group's tasp plans. group: a torch.distributed group (default the world's; one GPU per process,
     NCCL); topology: a machine file or shorthand (default: complete:N on one node, cluster:MxU over nodes);
-    scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton);
+    scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton;
+    ulysses and usp by name, with layout="contiguous");
     profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
     zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its
@@ -113,8 +117,8 @@ class Context:
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
-        if scheme != "auto" and scheme not in _SCHEMES:
-            raise ValueError(f"scheme: expected auto or one of {', '.join(_SCHEMES)}, got {scheme!r}")
+        if scheme != "auto" and scheme not in _SCHEMES + _HEAD_SCHEMES:
+            raise ValueError(f"scheme: expected auto or one of {', '.join(_SCHEMES + _HEAD_SCHEMES)}, got {scheme!r}")
         if layout not in (None, "contiguous", "zigzag"):
             raise ValueError(f"layout: expected None, 'contiguous' or 'zigzag', got {layout!r}")
         if memory_budget is not None and not (isinstance(memory_budget, (int, float)) and memory_budget > 0):

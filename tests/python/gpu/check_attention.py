@@ -65,7 +65,10 @@ def main():
               ("auto", torch.bfloat16, 1, 8, 2, 128, True, None, [0, 1000, 1001, 3500, S], None),  # documents
               ("auto", torch.bfloat16, 1, 16, 4, 80, True, None, None, None),       # head dims of the new backward
               ("allgather", torch.bfloat16, 1, 8, 8, 96, False, None, None, None),
-              ("zigzag", torch.bfloat16, 1, 8, 8, 256, True, None, None, None)]
+              ("zigzag", torch.bfloat16, 1, 8, 8, 256, True, None, None, None),
+              ("ulysses", torch.bfloat16, 2, 8, 8, 128, True, None, None, None),     # head-parallel through a rank
+              ("ulysses", torch.bfloat16, 1, 16, 4, 128, False, None, None, None),
+              ("ulysses", torch.float16, 1, 8, 8, 64, True, (500, 0), None, None)]
     for layout, fn in (("contiguous", compat.ring_flash_attn_func), ("zigzag", compat.zigzag_ring_flash_attn_func)):
         cases.append((f"compat {fn.__name__}", torch.bfloat16, 1, 32, 32, 128, True, None, None, (layout, fn)))
     bad = 0
@@ -75,7 +78,7 @@ def main():
         k, v = (torch.randn(B, S, Hkv, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
         ref = reference(q, k, v, dout, causal, window, cu)
         scheme = name if not name.startswith("compat") else "auto"
-        ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else None)
+        ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else "contiguous" if scheme == "ulysses" else None)
         lay = dict(causal=causal, cu_seqlens=cu)
         if fn:  # ring-flash-attention's own layouts, sharded by hand as its users do
             c = S // (2 * n)

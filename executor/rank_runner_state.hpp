@@ -1,0 +1,85 @@
+#pragma once
+// The state behind rank_runner.hpp's handles (CUDA builds), shared by the token-parallel runner (rank_runner.cpp)
+// and the head-parallel one (rank_runner_heads.cpp), and the call steps both take.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "executor/cuda_heads.hpp"
+#include "executor/cuda_pass.hpp"
+#include "executor/cuda_rank.hpp"
+#include "executor/rank_runner.hpp"
+
+namespace tasp::executor {
+
+using Clock = std::chrono::steady_clock;
+
+struct RankGroup {
+  int ranks = 0, rank = 0, dev = 0;
+  cudaStream_t comm = nullptr, compute = nullptr;
+  // What the watchdog thread shares with the callers' threads.
+  std::mutex m;
+  ncclComm_t nccl = nullptr;  // null once aborted
+  // Head-parallel plans of u GPUs a group: u -> (the plan's ranks: the GPUs of one slot; the u GPUs of one group),
+  // split from `nccl` once and kept (aborted with it).
+  std::map<int, std::pair<ncclComm_t, ncclComm_t>> splits;
+  std::string failure;        // why it was aborted
+  struct Pending {
+    cudaEvent_t ev;
+    Clock::time_point at;
+    std::string what;
+  };
+  std::deque<Pending> pending;     // the calls' ends not yet reached, oldest first (while a watchdog runs)
+  std::vector<cudaEvent_t> spare;  // their events, for reuse
+  int watch_s = 0;
+  bool stop = false;
+  std::condition_variable wake;
+  std::thread watchdog;
+};
+
+struct RankRunner {
+  planner::Plan plan;
+  planner::Workload w;
+  int r = 0, timeout_s = 60;
+  cuda::Geometry g;
+  RankGroup* group = nullptr;
+  cuda::RankDevice x;  // the group's device, streams and communicator (borrowed); groups[g]: a head group's buffers
+                       // and the steps' events; origin, done: a call's start and end
+  cuda::PassWork fwd, bwd;
+  cudaEvent_t staged = nullptr;
+  std::vector<cuda::ShardCopy> copies;  // between the caller's K/V (dK/dV) rows and the own pieces' slots
+  size_t nq = 0, nl = 0;
+  size_t saved_bytes = 0;  // what a forward leaves for its backward in the caller's `saved` (0: nothing)
+  size_t kv_bytes = 0;     // the runner's own K/V slots
+  const void* kv_at = nullptr;  // where the work lists' K/V pieces point now (own slots or a call's `saved`)
+  // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
+  int u = 1, slot = 0, gpu = 0;
+  planner::Workload wg, sw;  // a head group's workload, and one slot's share of it
+  struct SavedGroup {        // where a head group's forward state lies in `saved` (bytes from its start)
+    size_t q = 0, kv = 0, out = 0, lse = 0, bytes = 0;
+  } saved_at;
+  std::vector<std::array<cuda::A2aLaunch, 4>> a2a;  // per head group: fwd in, fwd out, bwd in, bwd out (device lists)
+};
+
+// The group's communicator, or why there is none any more (std::runtime_error).
+ncclComm_t comm_of(RankGroup& g);
+// A call's start: both runner streams after the caller's stream; the group's communicator current.
+void start_call(RankRunner& s, cudaStream_t caller);
+// A call's end: the caller's stream after the runner's last work, and the watchdog told.
+void end_call(RankRunner& s, cudaStream_t caller, const char* pass);
+
+// Head-parallel runners (rank_runner_heads.cpp): set up from a runner whose plan, workload, rank and group are set.
+void open_head_runner(RankRunner& s);
+void head_forward(RankRunner& s, const ShardTensors& t, cudaStream_t caller);
+void head_backward(RankRunner& s, const ShardTensors& t, cudaStream_t caller);
+
+}  // namespace tasp::executor
