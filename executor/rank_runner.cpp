@@ -168,12 +168,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;
-  int kv_slots = 0, grad_slots = 0;
-  for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
-    if (pass == Pass::Bwd && !bwd) continue;
-    const planner::RankSlots sl = planner::plan_slots(plan, pass, rank, false);
-    kv_slots = std::max(kv_slots, sl.kv_slots), grad_slots = std::max(grad_slots, sl.grad_slots);
-  }
+  const auto [kv_slots, grad_slots] = slot_counts(plan, rank);
   x.groups.resize(1);
   cuda::HeadGroupDevice& hg = x.groups[0];
   hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, kv_slots, grad_slots, bwd, false);
@@ -248,6 +243,16 @@ void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::v
 }
 
 }  // namespace
+
+std::pair<int, int> slot_counts(const planner::Plan& p, int r) {
+  int kv = 0, grad = 0;
+  for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
+    if (pass == Pass::Bwd && !p.has_backward) continue;
+    const planner::RankSlots sl = planner::plan_slots(p, pass, r, false);
+    kv = std::max(kv, sl.kv_slots), grad = std::max(grad, sl.grad_slots);
+  }
+  return {kv, grad};
+}
 
 void start_call(RankRunner& s, cudaStream_t caller) {
   cuda::RankDevice& x = s.x;

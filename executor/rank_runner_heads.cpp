@@ -120,12 +120,7 @@ void open_head_runner(RankRunner& s) {
   s.g = cuda::make_geometry(plan, s.sw);
   const cuda::Geometry& g = s.g;
   const bool bwd = plan.has_backward;
-  int kv_slots = 0, grad_slots = 0;
-  for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
-    if (pass == Pass::Bwd && !bwd) continue;
-    const planner::RankSlots sl = planner::plan_slots(plan, pass, r, false);
-    kv_slots = std::max(kv_slots, sl.kv_slots), grad_slots = std::max(grad_slots, sl.grad_slots);
-  }
+  const auto [kv_slots, grad_slots] = slot_counts(plan, r);
   x.groups.resize(G);
   for (cuda::HeadGroupDevice& hg : x.groups) {
     hg.buf = cuda::alloc_rank_buffers(x, plan, s.sw, g, r, kv_slots, grad_slots, bwd, false);
@@ -166,41 +161,33 @@ void open_head_runner(RankRunner& s) {
   TASP_CUDA(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
 }
 
-void head_forward(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
+namespace {
+
+// One pass of a call: its buffers, work lists and copy lists bound to the caller's tensors and `saved`, then run.
+void head_pass(RankRunner& s, const ShardTensors& t, cudaStream_t caller, bool backward) {
   start_call(s, caller);
   cuda::RankDevice& x = s.x;
-  const int G = int(x.groups.size());
+  const int G = int(x.groups.size()), in = backward ? 2 : 0;
   const cuda::SeqBuffers sb = layer_side(s, t);
+  static const std::map<long, int> none;  // (a forward's exchanges need no accumulator slots)
   std::vector<cuda::RankBuffers> b(G);
   std::vector<cuda::PassWork> pw(G);
   for (int grp = 0; grp < G; ++grp) {
     b[grp] = bind(s, grp, s.saved_bytes ? t.saved : nullptr);
-    pw[grp] = pass_work(s, Pass::Fwd, b[grp]);
-    static const std::map<long, int> none;
-    const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb, none,
+    pw[grp] = pass_work(s, backward ? Pass::Bwd : Pass::Fwd, b[grp]);
+    const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb,
+                                                           backward ? pw[grp].slots[s.gpu].grad_final : none,
                                                            cuda::layer_side(s.w, G, grp));
-    upload_into(s.a2a[grp][0], hx.fwd_in, x.comm), upload_into(s.a2a[grp][1], hx.fwd_out, x.comm);
+    upload_into(s.a2a[grp][in], backward ? hx.bwd_in : hx.fwd_in, x.comm);
+    upload_into(s.a2a[grp][in + 1], backward ? hx.bwd_out : hx.fwd_out, x.comm);
   }
-  run_pass(s, pw, b, false);
-  end_call(s, caller, "forward");
+  run_pass(s, pw, b, backward);
+  end_call(s, caller, backward ? "backward" : "forward");
 }
 
-void head_backward(RankRunner& s, const ShardTensors& t, cudaStream_t caller) {
-  start_call(s, caller);
-  cuda::RankDevice& x = s.x;
-  const int G = int(x.groups.size());
-  const cuda::SeqBuffers sb = layer_side(s, t);
-  std::vector<cuda::RankBuffers> b(G);
-  std::vector<cuda::PassWork> pw(G);
-  for (int grp = 0; grp < G; ++grp) {
-    b[grp] = bind(s, grp, t.saved);
-    pw[grp] = pass_work(s, Pass::Bwd, b[grp]);
-    const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb,
-                                                           pw[grp].slots[s.gpu].grad_final, cuda::layer_side(s.w, G, grp));
-    upload_into(s.a2a[grp][2], hx.bwd_in, x.comm), upload_into(s.a2a[grp][3], hx.bwd_out, x.comm);
-  }
-  run_pass(s, pw, b, true);
-  end_call(s, caller, "backward");
-}
+}  // namespace
+
+void head_forward(RankRunner& s, const ShardTensors& t, cudaStream_t caller) { head_pass(s, t, caller, false); }
+void head_backward(RankRunner& s, const ShardTensors& t, cudaStream_t caller) { head_pass(s, t, caller, true); }
 
 }  // namespace tasp::executor

@@ -72,6 +72,8 @@ struct RankRunner {
 
 // The group's communicator, or why there is none any more (std::runtime_error).
 ncclComm_t comm_of(RankGroup& g);
+// The K/V and accumulator slots rank r of plan p holds at most over its passes (its buffers' sizes).
+std::pair<int, int> slot_counts(const planner::Plan& p, int r);
 // A call's start: both runner streams after the caller's stream; the group's communicator current.
 void start_call(RankRunner& s, cudaStream_t caller);
 // A call's end: the caller's stream after the runner's last work, and the watchdog told.
