@@ -82,7 +82,7 @@ void register_plan(CLI::App& app) {
   struct Args {
     std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile, docs;
     std::string pass = "fwd+bwd";
-    bool causal = false, quiet = false, compact = false;
+    bool causal = false, quiet = false, compact = false, collectives = false;
     int expand_max = 128;
     double max_memory_gib = 8;
     PlanChoices head;
@@ -108,6 +108,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
       ->capture_default_str();
   add_plan_choices(cmd, a->head);
+  cmd->add_flag("--collectives", a->collectives,
+                "For --scheme auto: time allgather's steps as NCCL collectives, as tasp run --collectives runs them");
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
   cmd->callback([a] {
     if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
@@ -132,7 +134,7 @@ void register_plan(CLI::App& app) {
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr);
+      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives);
     } else if (!a->workload.empty() || !a->config.empty() || !a->docs.empty()) {
       // A workload with documents or a window: the plan is pruned for its mask.
       o.workload = workload_from(a->config, a->workload, a->docs);

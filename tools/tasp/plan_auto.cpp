@@ -9,7 +9,8 @@
 namespace tasp::cli {
 
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
-                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log) {
+                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
+                               bool collectives) {
   if (workload.empty() && config.empty())
     throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal] or --config NAME");
   const planner::Workload w = planner::workload_from(config, workload);
@@ -17,6 +18,7 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   const auto prof = choose_profile(profile, t, &log);
   simulator::SimOptions so;
   so.passes = passes;
+  so.collectives = collectives;
   std::vector<Skipped> skipped;
   auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, so, &skipped);
   const auto& best = runs[fastest(runs)];

@@ -8,8 +8,10 @@
 namespace tasp::cli {
 
 // Returns the scheme and sets the options (causal and layout from the workload) it should be planned with.
-// Ranks the schemes by the simulated time of the passes asked for.
+// Ranks the schemes by the simulated time of the passes asked for (`collectives`: allgather's steps as NCCL collectives,
+// as `tasp run --collectives` would run them).
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
-                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log);
+                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
+                               bool collectives = false);
 
 }  // namespace tasp::cli

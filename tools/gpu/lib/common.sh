@@ -50,7 +50,8 @@ bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;',
 
 # auto_scheme WORKLOAD PASS: the scheme `tasp plan --scheme auto` picks here with PROFILE ("" when it fails).
 auto_scheme() {
-  $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
+  local c=(); [[ " ${TASP_RUN_ARGS:-} " == *" --collectives "* ]] && c+=(--collectives)  # as the runs will go
+  $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" "${c[@]}" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
 }
 
 # predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
