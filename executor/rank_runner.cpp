@@ -347,15 +347,15 @@ void runner_wait(RankRunner& s) {
   while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
     {
       std::lock_guard<std::mutex> lock(g.m);
-      if (!g.nccl) throw std::runtime_error("rank " + std::to_string(s.r) + ": the group's communicator was aborted: " + g.failure);
+      if (!g.nccl) throw std::runtime_error("rank " + std::to_string(g.rank) + ": the group's communicator was aborted: " + g.failure);
       const ncclResult_t async = async_error(g);
       if (async != ncclSuccess) {
-        const std::string why = "rank " + std::to_string(s.r) + ": NCCL error: " + ncclGetErrorString(async);
+        const std::string why = "rank " + std::to_string(g.rank) + ": NCCL error: " + ncclGetErrorString(async);
         abort_locked(g, why);
         throw std::runtime_error(why);
       }
       if (Clock::now() > deadline) {
-        const std::string why = "rank " + std::to_string(s.r) + ": the pass did not finish within " +
+        const std::string why = "rank " + std::to_string(g.rank) + ": the pass did not finish within " +
                                 std::to_string(s.timeout_s) + " s (a peer missing or stalled?)";
         abort_locked(g, why);  // every runner of the group refuses from now on
         throw std::runtime_error(why + "; its communicator is aborted");
@@ -365,7 +365,7 @@ void runner_wait(RankRunner& s) {
   }
   TASP_CUDA(cudaGetLastError());
   std::lock_guard<std::mutex> lock(g.m);  // a pass the watchdog aborted ends, with garbage: say so
-  if (!g.nccl) throw std::runtime_error("rank " + std::to_string(s.r) + ": the group's communicator was aborted: " + g.failure);
+  if (!g.nccl) throw std::runtime_error("rank " + std::to_string(g.rank) + ": the group's communicator was aborted: " + g.failure);
 }
 
 }  // namespace tasp::executor
