@@ -458,3 +458,47 @@ TEST(CudaPass, RebasedWorkListsFollowTheKvSlots) {
   for (int t = 0; t < bwd.num_steps(); ++t)
     for (size_t i = 0; i < bwd.bwd[1][t].pieces.size(); ++i) EXPECT_EQ(bwd.bwd[1][t].pieces[i].v, bwd0.bwd[1][t].pieces[i].v);
 }
+
+// A head-parallel rank runner makes each exchange's device lists once and refills them every call with the copies
+// bound to that call's tensors: the lists' lengths and waves must not depend on the addresses.
+TEST(CudaHeads, CopyListsKeepTheirShapeWhateverTheAddresses) {
+  using namespace executor::cuda;
+  PlanOptions o;
+  o.causal = true;
+  for (const char* scheme : {"ulysses", "usp"}) {
+    SCOPED_TRACE(scheme);
+    PlanOptions po = o;
+    if (std::string(scheme) == "usp") po.ulysses = 2, po.inner = "ring";
+    const Plan p = build_plan(load_topology(std::string(scheme) == "usp" ? "complete:4" : "complete:2"), scheme, po);
+    Workload w;
+    w.B = 2, w.S = 64, w.H = 8, w.Hkv = 2, w.D = 8, w.causal = true;
+    const Workload sw = slot_workload(p.ulysses, w);
+    const Geometry g = make_geometry(p, sw);
+    const size_t count = a2a_max_count(g, w, p.ulysses), big = size_t(w.B) * w.S * w.H * w.D * 4;
+    std::vector<std::vector<size_t>> shapes;
+    for (int call = 0; call < 2; ++call) {
+      Gpu G;
+      if (call) G.take(4096);  // other addresses the second time
+      SeqBuffers s;
+      s.q = G.take(big), s.k = G.take(big), s.v = G.take(big), s.out = G.take(big), s.dout = G.take(big);
+      s.dq = G.take(big), s.dk = G.take(big), s.dv = G.take(big);
+      s.send = G.take(p.ulysses * count * 2), s.recv = G.take(p.ulysses * count * 2);
+      RankBuffers b;
+      b.q = G.take(big), b.kv = G.take(big * 4), b.out = static_cast<float*>(G.take(big)), b.dout = G.take(big);
+      b.dq = static_cast<float*>(G.take(big)), b.grad = static_cast<float*>(G.take(big * 4));
+      std::map<long, int> fin;
+      for (int c = 0; c < g.P; ++c) fin[g.key(0, c)] = c;
+      const HeadExchange hx = make_head_exchange(g, w, p.ulysses, 0, 1, b, s, fin, layer_side(w, 1, 0));
+      std::vector<size_t> shape;
+      for (const A2a* a : {&hx.fwd_in, &hx.fwd_out, &hx.bwd_in, &hx.bwd_out}) {
+        shape.push_back(a->pack.size());
+        shape.push_back(a->unpack.size());
+        for (const auto& wave : a->unpack) shape.push_back(wave.size());
+        shape.push_back(a->count);
+      }
+      shapes.push_back(shape);
+    }
+    EXPECT_EQ(shapes[0], shapes[1]);
+    EXPECT_GT(shapes[0][0], 0u);
+  }
+}
