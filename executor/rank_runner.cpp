@@ -94,6 +94,14 @@ void stop_watch(RankGroup& g) {
 
 void RankGroupDelete::operator()(RankGroup* g) const {
   if (!g) return;
+  // Calls still running end, or the watchdog aborts them (a stalled peer must not hang the stream syncs below).
+  for (const auto until = Clock::now() + std::chrono::seconds(2 * g->watch_s + 1); Clock::now() < until;) {
+    {
+      std::lock_guard<std::mutex> lock(g->m);
+      if (!g->watchdog.joinable() || g->pending.empty() || !g->nccl) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   stop_watch(*g);
   cudaSetDevice(g->dev);
   if (g->compute) cudaStreamSynchronize(g->compute), cudaStreamSynchronize(g->comm);
