@@ -112,7 +112,7 @@ double math_us(const ComputeProfile& cp, const planner::Workload& w, const Block
 double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward) {
   const double tiles = backward ? (sum.key_tiles > 0 ? sum.key_tiles : std::ceil(sum.lk / kBackwardKeyTile))
                                 : std::ceil(sum.lq / cp.tile_rows(w.D));
-  const double ctas = double(w.B) * w.H * std::max(1.0, tiles);
+  const double ctas = double(w.B) * w.H * std::max(1.0, tiles) * (backward ? backward_column_parts(w.D) : 1);
   return ctas / (std::ceil(ctas / cp.sms) * cp.sms);
 }
 

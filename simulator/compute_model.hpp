@@ -30,6 +30,9 @@ struct BlockWork {
 // One block of lq queries against lk keys (the causal one: the keys end where the queries end).
 BlockWork whole_block(const planner::Workload& w, double lq, double lk, bool causal);
 constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backward kernel
+// CTAs per key tile and query head of that kernel: two at D=256, each owning half of the head dim's columns
+// (kernels/bwd_sm90.cuh, col_parts), one below.
+constexpr int backward_column_parts(int D) { return D > 128 ? 2 : 1; }
 
 // The occupancy of a launch's last wave (1: whole waves): the forward runs B * H * ceil(lq / tile_m) CTAs,
 // the backward B * H * key_tiles (a CTA per query head, GQA too; the deterministic dQ's CTAs walk a whole group,

@@ -152,6 +152,18 @@ TEST(Compute, TileRowsPerHeadDim) {
   EXPECT_NEAR(t192, 2 * t128, 1e-9);
 }
 
+// The backward's CTAs: one per 128-key tile and query head, two at D=256 (each half of the columns): 66 heads of one
+// key tile fill half a wave of 132 SMs at D=128 and a whole one at D=256.
+TEST(Compute, BackwardCtasPerHeadDim) {
+  auto prof = simple_profile(0, 1e9, 1e9, 100);
+  prof.compute.sms = 132;
+  simulator::BlockWork b;
+  b.lq = b.lk = 128, b.key_tiles = 1;
+  EXPECT_NEAR(simulator::launch_fill(prof.compute, planner::parse_workload("B=1,S=128,H=66,D=128"), b, true), 0.5, 1e-12);
+  EXPECT_NEAR(simulator::launch_fill(prof.compute, planner::parse_workload("B=1,S=128,H=66,D=256"), b, true), 1.0, 1e-12);
+  EXPECT_NEAR(simulator::launch_fill(prof.compute, planner::parse_workload("B=1,S=128,H=66,D=256"), b, false), 0.5, 1e-12);
+}
+
 TEST(Engine, RingOnCompleteGraphByHand) {
   // 4 GPUs, ring, full attention, S = 4096, H = 1, D = 128: pieces of 1024 tokens * 128 * 2 (K, V) * 2 B.
   auto t = star(4, 100);
