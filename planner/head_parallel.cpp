@@ -99,7 +99,9 @@ Plan build_ulysses(const Topology& t, const PlanOptions& o) {
   if (!rank_digraph(t).is_complete())
     throw InputError(t.source + ": ulysses needs every GPU pair connected (its all-to-all); this topology is not");
   // One group: the steps are a single rank's local attention (an all-gather plan of one rank).
-  Plan p = build_plan(load_topology("complete:1"), "allgather", o);
+  PlanOptions one = o;
+  one.head_slots = t.ranks();
+  Plan p = build_plan(load_topology("complete:1"), "allgather", one);
   p.scheme = "ulysses";
   p.topology = t.source;
   p.ulysses = t.ranks();
@@ -128,6 +130,7 @@ Plan build_usp(const Topology& t, const std::string& inner, int u, const PlanOpt
                          : "complete:" + std::to_string(g));
   PlanOptions o = opt;
   o.expand_max_ranks = n <= opt.expand_max_ranks ? 1 << 30 : 0;
+  o.head_slots = u;
   Plan p = build_plan(gt, inner, o);
   p.scheme = "usp";
   p.ulysses = u;

@@ -36,7 +36,7 @@ std::string check_split(const Split& s) {
       }
     return {};
   }
-  const long parts = s.layout == Layout::Zigzag ? 2L * s.n : s.n;
+  const long parts = s.layout == Layout::Zigzag ? 2L * s.n * s.sub : s.n;
   if (s.S / parts < s.pieces)
     return "S=" + std::to_string(s.S) + " leaves fewer than " + std::to_string(s.pieces) + " tokens per " +
            (s.layout == Layout::Zigzag ? "zigzag chunk (2 per rank)" : "shard") + " for " + std::to_string(s.pieces) +
@@ -46,7 +46,12 @@ std::string check_split(const Split& s) {
 
 std::vector<Range> shard_ranges(const Split& s, int r) {
   if (s.layout == Layout::Contiguous) return {chunk(s.S, s.n, r)};
-  if (s.layout == Layout::Zigzag) return {chunk(s.S, 2L * s.n, r), chunk(s.S, 2L * s.n, 2L * s.n - 1 - r)};
+  if (s.layout == Layout::Zigzag) {
+    const long N = long(s.n) * s.sub;
+    std::vector<Range> out;
+    for (long g = long(r) * s.sub; g < long(r + 1) * s.sub; ++g) out.push_back(chunk(s.S, 2 * N, g)), out.push_back(chunk(s.S, 2 * N, 2 * N - 1 - g));
+    return out;
+  }
   std::vector<Range> out;
   long at = 0;
   for (long d : *s.docs) {

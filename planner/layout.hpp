@@ -16,13 +16,19 @@ struct Range {
 // How a plan splits S tokens: shards (contiguous: one chunk per rank; zigzag: chunks r and 2n-1-r of 2n;
 // zigzag-docs: those two chunks of every document) and pieces (a slice of each chunk). Chunks need not be
 // equal: lengths differ by a token at most. A view: `docs` points into the plan.
+// Head-parallel plans (`sub` = Plan::ulysses GPUs per rank): a zigzag rank's shard is its GPUs' zigzag shards over all
+// n * sub GPUs, GPU by GPU (GPU g = r * sub + j: chunks g and 2N-1-g of 2N, N = n * sub), so that the token part
+// each GPU of the group holds (cuda_heads.hpp: the shard cut into sub equal parts) is that GPU's own zigzag shard, the
+// one a token-parallel zigzag plan of N ranks gives it: a model sharded once serves both families. The rank's causal
+// work stays balanced (each GPU's two chunks pair off).
 struct Split {
   Layout layout = Layout::Contiguous;
   int n = 1, pieces = 1;
   long S = 0;
   const std::vector<long>* docs = nullptr;  // ZigzagDocs: the documents' lengths
+  int sub = 1;
 };
-inline Split split_of(const Plan& p, long S) { return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs}; }
+inline Split split_of(const Plan& p, long S) { return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs, p.ulysses}; }
 
 // Empty string if S tokens give every piece a token in this split; else why not.
 std::string check_split(const Split& s);

@@ -77,6 +77,7 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);
   if (p.topology.empty()) p.topology = t.source;
+  p.ulysses = std::max(1, o.head_slots);
   if (layout == Layout::ZigzagDocs) {
     if (o.workload.S <= 0) throw InputError("the zigzag-docs layout needs the workload (its documents and S)");
     p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag

@@ -37,6 +37,9 @@ struct PlanOptions {
   // allgather, whose backward keeps the forward's K/V instead (a pruned backward moves K/V on its own terms: it
   // would gather them again, doubling its bytes).
   bool prune_plain = false;
+  // Set by the head-parallel builders for the plan across groups: GPUs per rank (Plan::ulysses), so that its token
+  // split, and any pruning for a mask, are the head-parallel plan's (planner/layout.hpp, Split::sub).
+  int head_slots = 1;
 };
 
 // Memory that building (and verifying) a scheme's plan on a topology takes: the rank digraph (n^2 bytes),

@@ -140,7 +140,7 @@ def run(a):
             f"peak {peak[0].item():6.2f} GiB (device {peak[1].item():6.2f})", flush=True)
 
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
-    ctx = tt.Context(scheme=a.scheme, layout="contiguous" if a.scheme in ("ulysses", "usp") else None)
+    ctx = tt.Context(scheme=a.scheme)
     q, k, v, do = (ctx.shard(x, 1, causal=causal).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 

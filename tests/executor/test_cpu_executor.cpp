@@ -28,8 +28,9 @@ struct Config {
   bool causal;
 };
 
+// The fewest tokens the plan's split gives every piece one: a zigzag head-parallel plan chunks over all its GPUs.
 long unit_tokens(const Plan& p) {
-  return long(p.layout == Layout::Zigzag ? 2 : 1) * p.ranks * p.pieces_per_rank;
+  return long(p.layout == Layout::Zigzag ? 2 * p.ulysses : 1) * p.ranks * p.pieces_per_rank;
 }
 
 // Forward and backward through the plan against the direct fp64 forward and backward.

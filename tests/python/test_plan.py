@@ -43,3 +43,14 @@ def test_zigzag_refuses_a_contiguous_layout():
     """A caller holding contiguous shards must not get a plan for zigzag ones (the scheme's layout is its name)."""
     with pytest.raises(ValueError, match="zigzag"):
         tasp.Plan("complete:2", "zigzag", "B=1,S=64,H=2,D=8,causal", layout="contiguous")
+
+
+@pytest.mark.parametrize("scheme,options", [("ulysses", {}), ("usp", {"ulysses": 2, "inner": "ring"})])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_parallel_gpus_hold_what_token_parallel_ones_do(scheme, options, causal):
+    """One sharding serves both families: each GPU of a head-parallel plan holds the tokens a token-parallel plan of as
+    many ranks gives it (zigzag under a causal mask, contiguous without), so a model sharded once can switch."""
+    w = "B=1,S=64,H=8,D=8" + (",causal" if causal else "")
+    heads = tasp.Plan("complete:4", scheme, w, **options)
+    tokens = tasp.Plan("complete:4", "zigzag" if causal else "ring", w)
+    assert [heads.tokens(g) for g in range(4)] == [tokens.tokens(g) for g in range(4)]

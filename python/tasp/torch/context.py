@@ -17,8 +17,8 @@ __all__ = ["Context", "attention"]
 
 # Schemes a rank runs on the caller's tensors (bindings/tasp.h): the token-parallel ones.
 _SCHEMES = ("ring", "zigzag", "allgather", "hamilton", "two-level")  # token-parallel: auto chooses among these
-# Head-parallel: by name, with a layout whose token order is theirs (Ulysses: contiguous parts); not yet among auto's
-# choices (their rank path is built, not yet checked on GPUs: docs/python.md).
+# Head-parallel: by name (their GPUs' tokens follow the same layouts: planner/layout.hpp); not yet among auto's choices
+# (their rank path is built, not yet checked on GPUs: docs/python.md).
 _HEAD_SCHEMES = ("ulysses", "usp")
 
 
@@ -103,7 +103,7 @@ class Context:
     """One process group's tasp plans. group: a torch.distributed group (default the world's; one GPU per process,
     NCCL); topology: a machine file or shorthand (default: complete:N on one node, cluster:MxU over nodes);
     scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton;
-    ulysses and usp by name, with layout="contiguous");
+    ulysses and usp by name);
     profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
     zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its

@@ -78,7 +78,7 @@ def main():
         k, v = (torch.randn(B, S, Hkv, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
         ref = reference(q, k, v, dout, causal, window, cu)
         scheme = name if not name.startswith("compat") else "auto"
-        ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else "contiguous" if scheme == "ulysses" else None)
+        ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else None)
         lay = dict(causal=causal, cu_seqlens=cu)
         if fn:  # ring-flash-attention's own layouts, sharded by hand as its users do
             c = S // (2 * n)
