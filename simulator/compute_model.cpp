@@ -59,8 +59,13 @@ BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, const planner::Mask* mask) {
   BlockWork bw;
   const double per_pair = 4.0 * w.B * w.H * w.D;
-  const auto q = planner::shard_ranges(planner::split_of(p, w.S), rank);
-  const auto k = planner::piece_ranges(planner::split_of(p, w.S), owner, piece);
+  // A head-parallel rank's zigzag shard is its GPUs' chunks (planner/layout.hpp, Split::sub): the same tokens as its
+  // two chunks of 2n, whose shapes the blocks keep (the profile's size curves were fitted on them; 2U small blocks would
+  // charge the size curve U times over for one walk: Ulysses on 2 GPUs, medium, 4% slower).
+  planner::Split split = planner::split_of(p, w.S);
+  if (split.layout == planner::Layout::Zigzag) split.sub = 1;
+  const auto q = planner::shard_ranges(split, rank);
+  const auto k = planner::piece_ranges(split, owner, piece);
   if (w.windowed() || w.packed()) return masked_work(w, mask ? *mask : planner::make_mask(w), q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query
   for (const auto& qr : q)
