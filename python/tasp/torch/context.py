@@ -15,7 +15,7 @@ from tasp.torch import ops
 
 __all__ = ["Context", "attention"]
 
-# Schemes a rank runs on the caller's tensors (bindings/tasp.h): the token-parallel ones.
+# Schemes a rank runs on the caller's tensors (bindings/tasp.h).
 _SCHEMES = ("ring", "zigzag", "allgather", "hamilton", "two-level")  # token-parallel: auto chooses among these
 # Head-parallel: by name (their GPUs' tokens follow the same layouts: planner/layout.hpp); not yet among auto's choices
 # (their rank path is built, not yet checked on GPUs: docs/python.md).
@@ -108,9 +108,9 @@ class Context:
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
     zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its
     communicator (a peer missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and
-    what `synchronize` waits at most; max_plans: plans (each
-    with its GPU buffers) kept at once, the least recently used released beyond that once no pending backward holds
-    it (packed documents that change every step make a plan per step)."""
+    what `synchronize` waits at most; max_plans: plans (each with its GPU buffers) kept at once, the least recently
+    used released beyond that once no pending backward holds it (packed documents that change every step make a plan
+    per step)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=60, max_plans=16):
