@@ -6,8 +6,12 @@
 // runner's own buffers hold the rest (dO, dQ, the accumulators, the all-to-alls' staging).
 #include <array>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "executor/rank_runner_state.hpp"
 #include "planner/head_parallel.hpp"

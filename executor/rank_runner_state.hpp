@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
