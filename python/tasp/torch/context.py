@@ -108,12 +108,13 @@ class Context:
     (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
     zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its
     communicator (a peer missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and
-    what `synchronize` waits at most; max_plans: plans (each with its GPU buffers) kept at once, the least recently
+    what `synchronize` waits at most (default 600, PyTorch's NCCL watchdog's: a training step's queue may run far
+    behind the host, and a false alarm ends the job); max_plans: plans (each with its GPU buffers) kept at once, the least recently
     used released beyond that once no pending backward holds it (packed documents that change every step make a plan
     per step)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=60, max_plans=16):
+                 timeout=600, max_plans=16):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
