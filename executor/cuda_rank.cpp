@@ -246,6 +246,18 @@ A2aLaunch upload_a2a(RankDevice& x, const A2a& a) {
   return l;
 }
 
+void refill_a2a(A2aLaunch& l, const A2a& a, cudaStream_t stream) {
+  auto put = [&](A2aLaunch::Copies& d, const std::vector<kernels::BlockCopy>& c) {
+    if (int(c.size()) != d.n) throw std::logic_error("refill_a2a: a copy list changed its length");
+    d.vectors = kernels::check_copies(c);  // (the vector width follows the addresses' alignment)
+    TASP_CUDA(cudaMemcpyAsync(const_cast<kernels::BlockCopy*>(d.list), c.data(), c.size() * sizeof(kernels::BlockCopy),
+                              cudaMemcpyHostToDevice, stream));
+  };
+  if (l.unpack.size() != a.unpack.size() || l.count != a.count) throw std::logic_error("refill_a2a: the exchange changed");
+  put(l.pack, a.pack);
+  for (size_t i = 0; i < a.unpack.size(); ++i) put(l.unpack[i], a.unpack[i]);
+}
+
 void issue_a2a(RankDevice& x, const A2aLaunch& a, const planner::Workload& w, int u, bool sendrecv, cudaEvent_t* e,
                cudaEvent_t prev_done) {
   const ncclDataType_t t = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;

@@ -3,25 +3,12 @@
 // caller's tensors and stream.
 #include "executor/rank_runner.hpp"
 
-#include "executor/rank_runner_state.hpp"
-
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <string>
-#include <thread>
 
-#include "executor/cuda_heads.hpp"
-#include "executor/cuda_pass.hpp"
-#include "executor/cuda_rank.hpp"
-#include "planner/slot_plan.hpp"
+#include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
 #include "kernels/attention.hpp"
+#include "planner/slot_plan.hpp"
 
 namespace tasp::executor {
 

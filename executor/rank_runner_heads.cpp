@@ -58,20 +58,6 @@ cuda::PassWork pass_work(const RankRunner& s, Pass pass, const cuda::RankBuffers
   return cuda::make_pass_work(s.plan, pass, s.sw, s.g, {s.gpu}, bufs, s.u, false);
 }
 
-// One exchange's copy lists into the device lists made for it (the same lengths every call), on the comm stream
-// after the last all-to-all that read them.
-void upload_into(cuda::A2aLaunch& l, const cuda::A2a& a, cudaStream_t stream) {
-  auto put = [&](cuda::A2aLaunch::Copies& d, const std::vector<kernels::BlockCopy>& c) {
-    if (int(c.size()) != d.n) throw std::logic_error("head runner: a copy list changed its length between calls");
-    d.vectors = kernels::check_copies(c);  // (the vector width follows the addresses' alignment)
-    TASP_CUDA(cudaMemcpyAsync(const_cast<kernels::BlockCopy*>(d.list), c.data(), c.size() * sizeof(kernels::BlockCopy),
-                              cudaMemcpyHostToDevice, stream));
-  };
-  put(l.pack, a.pack);
-  if (l.unpack.size() != a.unpack.size()) throw std::logic_error("head runner: the unpack waves changed between calls");
-  for (size_t i = 0; i < a.unpack.size(); ++i) put(l.unpack[i], a.unpack[i]);
-}
-
 // The layer's side of a call: the caller's tensors, the runner's staging.
 cuda::SeqBuffers layer_side(const RankRunner& s, const ShardTensors& t) {
   cuda::SeqBuffers sb = s.x.seq;
@@ -182,8 +168,8 @@ void head_pass(RankRunner& s, const ShardTensors& t, cudaStream_t caller, bool b
     const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb,
                                                            backward ? pw[grp].slots[s.gpu].grad_final : none,
                                                            cuda::layer_side(s.w, G, grp));
-    upload_into(s.a2a[grp][in], backward ? hx.bwd_in : hx.fwd_in, x.comm);
-    upload_into(s.a2a[grp][in + 1], backward ? hx.bwd_out : hx.fwd_out, x.comm);
+    cuda::refill_a2a(s.a2a[grp][in], backward ? hx.bwd_in : hx.fwd_in, x.comm);
+    cuda::refill_a2a(s.a2a[grp][in + 1], backward ? hx.bwd_out : hx.fwd_out, x.comm);
   }
   run_pass(s, pw, b, backward);
   end_call(s, caller, backward ? "backward" : "forward");
