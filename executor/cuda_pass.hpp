@@ -40,6 +40,10 @@ struct RankBuffers {
   float* dsum = nullptr;
   float* dq = nullptr;
   float* dq_accum = nullptr;  // the backward kernel's dQ scratch (kernels::dq_accum_floats)
+  // Where a framework keeps the forward's output and wants dQ, in the workload's 16-bit type (the rank path,
+  // executor/rank_runner.cpp): the backward reads `out16` instead of `out` and writes `dq16` instead of `dq`.
+  const void* out16 = nullptr;
+  void* dq16 = nullptr;
   void* kv = nullptr;     // K/V slots (bf16)
   float* grad = nullptr;  // accumulator slots (fp32)
   // Accumulators that travel in bf16 (Plan::accumulator_bytes = 2): cast into `grad_send16` before they leave,

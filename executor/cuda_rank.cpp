@@ -151,13 +151,23 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     const auto& b = pw.bwd[gpu][t];
     if (t == 0) {
       TASP_CUDA(cudaMemsetAsync(buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
-      kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
-                                          buf.dsum, x.compute);
+      if (buf.out16)
+        kernels::attention_backward_prepare16(buf.out16, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
+                                              buf.dsum, x.compute);
+      else
+        kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
+                                            buf.dsum, x.compute);
     }
     if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
     if (t == pw.num_steps() - 1) {  // the pass's dQ, from the scratch every step added to
-      TASP_CUDA(cudaMemsetAsync(buf.dq, 0, size_t(w.B) * g.qrows[r] * w.H * w.D * 4, x.compute));
-      kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute);
+      const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D;
+      if (buf.dq16) {
+        TASP_CUDA(cudaMemsetAsync(buf.dq16, 0, nq * 2, x.compute));
+        kernels::attention_backward_finish16(b, buf.dq16, x.ws, x.compute);
+      } else {
+        TASP_CUDA(cudaMemsetAsync(buf.dq, 0, nq * 4, x.compute));
+        kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute);
+      }
     }
   } else if (!pw.fwd[gpu][t].pieces.empty()) {
     kernels::attention_forward(pw.fwd[gpu][t], x.ws, x.compute);

@@ -308,12 +308,10 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
   begin(s, t, caller, b.kv, s.saved_bytes > 0);
-  // The forward's out and LSE as the backward's prepare reads them (fp32 out; the caller keeps it in 16 bits).
-  kernels::add_half_into(b.out, t.out, dt, s.nq, true, s.x.compute);
+  // The forward's out read where the caller keeps it (16 bits), dQ written into the caller's; LSE copied in.
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
-  b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout);
+  b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
   steps(s, s.bwd, b, s.x.groups[0].ev_bwd);
-  kernels::cast_out(b.dq, t.dq, dt, s.nq, s.x.compute);
   // dK/dV: each own piece's final accumulator, copy by copy and batch by batch, into the caller's rows.
   const auto& fin = s.bwd.slots[s.r].grad_final;
   for (const cuda::ShardCopy& c : s.copies)

@@ -125,6 +125,10 @@ bool backward_supported();  // built with the Hopper backward (sm_90a) and runni
 // dsum[b][h][row] = sum_d dout[b][row][h][d] * out[b][row][h][d] (out is the forward's fp32 output).
 void attention_backward_prepare(const float* out, const void* dout, DType dtype, int B, int q_rows, int H, int D,
                                 float* dsum, void* stream);
+// The same from the output in dout's 16-bit type, as a training framework keeps it (tasp.torch): no fp32 copy of it
+// first (a 32M-element copy took 175 us of a 0.6 ms gap to `tasp run` on an H200, 2026-11-26).
+void attention_backward_prepare16(const void* out, const void* dout, DType dtype, int B, int q_rows, int H, int D,
+                                  float* dsum, void* stream);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches.
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream);
 // Floats of the dQ scratch for the batch's items: B * H * dq_accum_tile_floats(D) per tile of
@@ -134,6 +138,10 @@ int dq_accum_tile_rows(int D);
 int dq_accum_tile_floats(int D);  // rows times D rounded up to 64 (80 and 96 are held padded)
 // dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D].
 void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
+// dq[b][row][h][:] = scale * (the scratch's value) in the batch's 16-bit type over the items' rows (written, not added
+// to: rows no item covers keep what they held); dq [B, q_rows, H, D]. A pass whose dQ leaves in 16 bits ends here
+// instead of in an fp32 dq and a cast.
+void attention_backward_finish16(const AttentionBackwardBatch& b, void* dq, Workspace& ws, void* stream);
 // acc[i] += add[i] for n floats (received dK/dV accumulators into the rank's own).
 void add_into(float* acc, const float* add, size_t n, void* stream);
 // acc[i] += add[i] (or acc[i] = add[i] with `overwrite`) for n 16-bit `add` values of `dtype`: accumulators that

@@ -156,8 +156,10 @@ std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
 }
 
 // One thread per float4 of the scratch: back to (rows, columns) as bwd_sm90.cuh's threads held it
-// (bwd::dq_accum_offset, bwd::dq_accum_spot); `cols`: bwd::dq_cols.
-__global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
+// (bwd::dq_accum_offset, bwd::dq_accum_spot); `cols`: bwd::dq_cols. fp32 dq is added to; a 16-bit one written (each
+// element has one spot in the scratch).
+template <typename T>
+__global__ void dq_finish_kernel(const float4* accum, T* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
                                  int cols, int blocks, float scale, long long n) {
   const int per_block = cols * 16;  // float4s of a warpgroup's block
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -171,9 +173,14 @@ __global__ void dq_finish_kernel(const float4* accum, float* dq, const int2* til
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       if (at.q + e >= tr.y) continue;
-      float* dst = dq + (((long long)b * q_rows + tr.x + at.q + e) * H + h) * D + at.d;
-      dst[0] += scale * (e ? v.y : v.x);
-      dst[8] += scale * (e ? v.w : v.z);
+      T* dst = dq + (((long long)b * q_rows + tr.x + at.q + e) * H + h) * D + at.d;
+      if constexpr (std::is_same_v<T, float>) {
+        dst[0] += scale * (e ? v.y : v.x);
+        dst[8] += scale * (e ? v.w : v.z);
+      } else {
+        dst[0] = T(scale * (e ? v.y : v.x));
+        dst[8] = T(scale * (e ? v.w : v.z));
+      }
     }
   }
 }
@@ -187,7 +194,9 @@ size_t dq_accum_floats(const AttentionBackwardBatch& b) {
   return size_t(b.B) * b.H * dq_tile_rows(b).size() * dq_accum_tile_floats(b.D);
 }
 
-void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {
+namespace {
+template <typename T>
+void finish(const AttentionBackwardBatch& b, T* dq, Workspace& ws, void* stream) {
   const std::vector<int2> tiles = dq_tile_rows(b);
   if (tiles.empty()) return;
   if (misaligned(dq, 8)) throw std::invalid_argument("attention backward finish: dq must be 8-byte aligned");
@@ -203,6 +212,16 @@ void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Works
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
                                               bwd::dq_cols(b.D, bwd::block_m(b.D)), bwd::dq_blocks(b.D), scale, n);
   TASP_CUDA(cudaGetLastError());
+}
+}  // namespace
+
+void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {
+  finish(b, dq, ws, stream);
+}
+
+void attention_backward_finish16(const AttentionBackwardBatch& b, void* dq, Workspace& ws, void* stream) {
+  if (b.dtype == DType::BF16) finish(b, static_cast<__nv_bfloat16*>(dq), ws, stream);
+  else finish(b, static_cast<__half*>(dq), ws, stream);
 }
 
 }  // namespace tasp::kernels

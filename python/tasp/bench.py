@@ -36,8 +36,10 @@ def parse_args(argv=None):
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="input type (default the config's, else bf16)")
     ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
-                    help="simple: timed runs alone; warmup: warm-up runs and --heat-ms first (default); profiler: "
-                         "warmup's, then one torch.profiler pass whose table rank 0 prints")
+                    help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
+                         "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
+                         "an event pair around each, as a training step runs them (the host ahead of the GPU); "
+                         "profiler: warmup's, then one torch.profiler pass whose table rank 0 prints")
     ap.add_argument("--warmup-runs", type=int, default=3, help="untimed runs first (default 3)")
     ap.add_argument("--timing-runs", type=int, default=10, help="timed runs, the median reported (default 10)")
     ap.add_argument("--heat-ms", type=float, default=2000,
@@ -115,7 +117,7 @@ def run(a):
         """fn's median ms over --timing-runs, each the slowest rank's; warm-up and heat by --timing-method."""
         warm = 0 if a.timing_method == "simple" else a.warmup_runs
         heat = 0 if a.timing_method == "simple" else a.heat_ms
-        ms = bl.median_ms(fn, warm, a.timing_runs, heat)
+        ms = bl.median_ms(fn, warm, a.timing_runs, heat, back_to_back=a.timing_method != "simple")
         if a.timing_method == "profiler":
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

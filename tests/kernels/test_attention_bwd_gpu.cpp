@@ -559,3 +559,63 @@ TEST(AttentionBwdGpu, DocumentsAndWindows) {
     }
   }
 }
+
+// The rank path's ends (executor/rank_runner.cpp): the row sums read the output in 16 bits and dQ is written in 16
+// bits. Both equal the fp32 path bit for bit: row sums from the fp32 copy of the same rounded output (the same products
+// in the same order), dQ the fp32 finish from zero rounded once; rows of no item keep what they held.
+TEST(AttentionBwdGpu, Outputs16MatchTheFp32PathBitForBit) {
+  NEED_HOPPER();
+  for (DType t : {DType::BF16, DType::FP16})
+    for (int D : bwd_head_dims()) {
+      Case c = ragged_case(t, D);
+      c.items = {{0, 120, 0, {0, 1, 2}, false}, {150, 150, 150, {0, 1, 2}, false}};  // rows 120..149: no item
+      SCOPED_TRACE("D=" + std::to_string(D) + (t == DType::BF16 ? " bf16" : " fp16"));
+      BwdCase bc(c, 31 + D);
+      const size_t nq = size_t(c.B) * c.q_rows * c.H * c.D, nl = size_t(c.B) * c.H * c.q_rows;
+      // The output as a framework keeps it (16 bits), and its exact fp32 value for the reference path.
+      std::vector<float> fo(nq);
+      cudaMemcpy(fo.data(), bc.d_out, nq * 4, cudaMemcpyDeviceToHost);
+      std::vector<uint16_t> o16(nq);
+      for (size_t i = 0; i < nq; ++i) o16[i] = to_bits(fo[i], t), fo[i] = from_bits(o16[i], t);
+      void* d_o16 = bc.upload16(o16);
+      float* d_o32 = bc.upload32(fo);
+      const size_t na = dq_accum_floats(bc.batch);
+      bc.batch.dq_accum = bc.alloc<float>(na);
+      Workspace ws;
+      // fp32 path: dq from zero.
+      float* dq32 = bc.alloc<float>(nq);
+      cudaMemset(dq32, 0, nq * 4);
+      attention_backward_prepare(d_o32, bc.batch.dout, t, c.B, c.q_rows, c.H, c.D, bc.d_dsum, nullptr);
+      cudaMemset(bc.batch.dq_accum, 0, na * 4);
+      attention_backward(bc.batch, ws, nullptr);
+      attention_backward_finish(bc.batch, dq32, ws, nullptr);
+      std::vector<float> dsum32(nl), dq_ref(nq);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      cudaMemcpy(dsum32.data(), bc.d_dsum, nl * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(dq_ref.data(), dq32, nq * 4, cudaMemcpyDeviceToHost);
+      // 16-bit path into a dq holding a marker; the backward's dQ atomics may order differently between launches,
+      // so dQ is compared against this launch's own scratch: finish16 runs on the scratch the fp32 finish read.
+      auto* dq16 = static_cast<uint16_t*>(bc.upload16(std::vector<uint16_t>(nq, 0x7bcd)));
+      attention_backward_prepare16(d_o16, bc.batch.dout, t, c.B, c.q_rows, c.H, c.D, bc.d_dsum, nullptr);
+      attention_backward_finish16(bc.batch, dq16, ws, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> dsum16(nl);
+      std::vector<uint16_t> got(nq);
+      cudaMemcpy(dsum16.data(), bc.d_dsum, nl * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(got.data(), dq16, nq * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < nl; ++i) ASSERT_EQ(dsum16[i], dsum32[i]) << "row sum " << i;
+      size_t written = 0;
+      for (int b = 0; b < c.B; ++b)
+        for (int r = 0; r < c.q_rows; ++r)
+          for (int x = 0; x < c.H * c.D; ++x) {
+            const size_t i = (size_t(b) * c.q_rows + r) * c.H * c.D + x;
+            if (r >= 120 && r < 150) {
+              ASSERT_EQ(got[i], 0x7bcd) << "row " << r << " is in no item";
+              continue;
+            }
+            ASSERT_EQ(from_bits(got[i], t), from_bits(to_bits(dq_ref[i], t), t)) << "dq " << i;  // -0 == +0
+            written += dq_ref[i] != 0;
+          }
+      EXPECT_GT(written, nq / 2);  // the comparison saw real gradients
+    }
+}

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.hpp"
@@ -87,7 +88,8 @@ TEST(CopyBlocksGpu, MatchesHostCopiesForEveryTypePair) {
 }
 
 // Accumulators in bf16 transit: an fp32 accumulator cast to 16 bits (cast_out), then added to another fp32 one or
-// made one (add_half_into), against the host doing the same roundings.
+// made one (add_half_into), against the host doing the same roundings, on both of their paths (aligned vectors and
+// elements one by one).
 TEST(CopyBlocksGpu, AccumulatorsTravelIn16Bits) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(9);
@@ -106,9 +108,13 @@ TEST(CopyBlocksGpu, AccumulatorsTravelIn16Bits) {
     CK(cudaMemcpy(d_own, own.data(), n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemset(d_new, 0x7f, n * 4));  // garbage: overwrite must not read it
     const DType dt = t == Elem::BF16 ? DType::BF16 : DType::FP16;
-    cast_out(d_sent, d_half, dt, n, nullptr);
-    add_half_into(d_own, d_half, dt, n, false, nullptr);
-    add_half_into(d_new, d_half, dt, n, true, nullptr);
+    // Element 0 alone, 1..7 (pointers off the 16-byte grid): the kernels' scalar path; the rest 8 a thread with a
+    // tail (the vector path).
+    for (auto [at, len] : {std::pair<size_t, size_t>{0, 1}, {1, 7}, {8, n - 8}}) {
+      cast_out(d_sent + at, static_cast<uint16_t*>(d_half) + at, dt, len, nullptr);
+      add_half_into(d_own + at, static_cast<uint16_t*>(d_half) + at, dt, len, false, nullptr);
+      add_half_into(d_new + at, static_cast<uint16_t*>(d_half) + at, dt, len, true, nullptr);
+    }
     std::vector<float> got_own(n), got_new(n);
     CK(cudaMemcpy(got_own.data(), d_own, n * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(got_new.data(), d_new, n * 4, cudaMemcpyDeviceToHost));

@@ -10,8 +10,10 @@
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
 #   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout;
 #   overhead  the same plan from PyTorch (python -m tasp.bench, allgather) and through `tasp run`, fwd+bwd, B=1 H=32
-#          D=128 causal at S=16384 and 65536 (SHAPES=...), one after the other in this call -> $OUT/overhead.md.
-# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead]   (default: all)
+#          D=128 causal at S=16384 and 65536 (SHAPES=...), one after the other in this call -> $OUT/overhead.md;
+#   profile  where overhead's difference goes: the first of SHAPES from PyTorch under torch.profiler (its kernel
+#          table, rank 0) and through `tasp run --steps` (its step timeline) -> $OUT/profile.log (not in the default).
+# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead] [profile]   (default: all but profile)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
@@ -69,6 +71,15 @@ run = float(sys.argv[3])
 print(f"| {sys.argv[2]} | {t:.3f} | {run:.3f} | {t / run if run else 0:.3f}x |")
 PY
   done
+fi
+if [[ $steps == *" profile "* ]]; then
+  S=$(echo ${SHAPES:-16384} | cut -d' ' -f1)
+  timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
+    --scheme allgather --timing-runs "${ITERS:-5}" --timing-method profiler --no-single 2>&1 |
+    grep -v "^W[0-9]\|^\*\*\*\|UserWarning\|return func" > "$OUT/profile.log"
+  timeout 300 $T run --backend cuda -t $TOPO -s allgather -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
+    --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" --steps >> "$OUT/profile.log" 2>&1
+  cut -c1-200 "$OUT/profile.log"
 fi
 if [[ $steps == *" stall "* ]]; then
   timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py 2>&1 | tee "$OUT/stall.log" | grep -E "^(PASS|FAIL)"

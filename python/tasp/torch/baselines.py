@@ -312,18 +312,32 @@ def heat(fn, heat_ms):
     torch.cuda.synchronize()
 
 
-def median_ms(fn, warmup, iters, heat_ms):
-    """fn's median time in ms over `iters` calls, each the slowest rank's, after `warmup` calls and heat_ms of heat."""
+def median_ms(fn, warmup, iters, heat_ms, back_to_back=True):
+    """fn's median time in ms over `iters` calls, each the slowest rank's, after `warmup` calls and heat_ms of heat.
+    back_to_back: the calls enqueued one after the other with an event pair around each, the host running ahead as in
+    a training step (the way `tasp run` and triton's do_bench time); otherwise each call starts from an idle GPU after
+    a barrier, so its host latency (Python, dispatch, launches before the first kernel) counts too."""
     for _ in range(warmup):
         fn()
     heat(fn, heat_ms)
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t = torch.tensor([timed(fn)], device="cuda")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank
-        times.append(t.item())
-    return sorted(times)[len(times) // 2]
+    dist.barrier()
+    if back_to_back:
+        torch.cuda.synchronize()
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for a, b in pairs:
+            a.record()
+            fn()
+            b.record()
+        torch.cuda.synchronize()
+        ms = [a.elapsed_time(b) for a, b in pairs]
+    else:
+        ms = []
+        for _ in range(iters):
+            dist.barrier()
+            ms.append(timed(fn))
+    t = torch.tensor(ms, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank, call by call
+    return sorted(t.tolist())[len(ms) // 2]
 
 
 def name_of(algo, causal):

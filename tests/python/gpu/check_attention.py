@@ -2,8 +2,12 @@
 every token-parallel scheme, bf16 and fp16, full, causal, GQA, a window and packed documents (cu_seqlens), head dims
 64, 80, 96, 128 and 256, forward and backward, and the ring-flash-attention compat functions on their own layouts. Random normal inputs, the same on
 every rank (seeded); each rank's shard laid out by Context.shard, results gathered by Context.unshard. Prints one
-line per case on rank 0 and exits 1 when any is over tolerance (relative error: out 1e-2, gradients 2e-2; and element
-by element ring-flash-attention's tests' rtol=atol: out 1e-3, gradients 1e-2).
+line per case on rank 0 and exits 1 when any is over tolerance: relative error out 1e-2, gradients 2e-2; and element by
+element ring-flash-attention's tests' rtol=atol (out 1e-3, gradients 1e-2) judged against one-GPU SDPA in the same
+dtype: no worse than it by the share of elements over and by the worst excess (`close`). The raw tolerance alone is out
+of reach for any bf16 kernel: causal rows that see few keys reach |out| of 1-4, where one bf16 step is 7.8e-3 to
+3.1e-2, and P rounded to bf16 before P V costs a few 1e-3 where |out| is small; on 2x H200 (2026-11-26) SDPA's own bf16
+output misses it at 0.06-0.24% of the elements under a causal mask, and tasp's at the same shares.
 Usage: torchrun --nproc_per_node=N tests/python/gpu/check_attention.py   (tools/gpu/python.sh)"""
 import os
 import sys
@@ -20,14 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reference import allowed  # noqa: E402 (the [S, S] mask of tests/python/reference.py)
 
 
-def reference(q, k, v, dout, causal, window, cu):
-    """SDPA in fp32 on the whole sequence ([B, S, H, D] in and out), with an explicit mask for windows and documents."""
-    qf, kf, vf = (x.float().transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+def reference(q, k, v, dout, causal, window, cu, dtype=torch.float32):
+    """SDPA on one GPU on the whole sequence ([B, S, H, D] in and out) in `dtype` (fp32: the reference; the inputs'
+    dtype: the witness of what a 16-bit result can reach), an explicit mask for windows and documents."""
+    qf, kf, vf = (x.to(dtype).transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     S = q.shape[1]
     mask = allowed(S, causal, window, cu).to(q.device) if window is not None or cu is not None else None
     o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, is_causal=causal and mask is None,
                                        enable_gqa=k.shape[2] != q.shape[2])
-    o.backward(dout.float().transpose(1, 2))
+    o.backward(dout.to(dtype).transpose(1, 2))
     return o.transpose(1, 2), qf.grad.transpose(1, 2), kf.grad.transpose(1, 2), vf.grad.transpose(1, 2)
 
 
@@ -35,15 +40,26 @@ def rel(x, r):
     return ((x.float() - r.float()).norm() / r.float().norm()).item()
 
 
-def close(full, ref):
-    """ring-flash-attention's own test tolerances, element by element (torch.testing.assert_close): out rtol=atol=1e-3,
-    gradients rtol=atol=1e-2. None when all four hold, else the first that does not."""
-    for name, x, r, tol in zip(("out", "dq", "dk", "dv"), full, ref, (1e-3, 1e-2, 1e-2, 1e-2)):
-        try:
-            torch.testing.assert_close(x.float(), r.float(), rtol=tol, atol=tol)
-        except AssertionError as e:
-            return f"{name}: " + " ".join(str(e).split())[:120]
-    return None
+def close(full, ref, same):
+    """Element by element, ring-flash-attention's rtol=atol (out 1e-3, gradients 1e-2), judged against what one-GPU
+    SDPA in the same dtype (`same`) reaches: per tensor, the share of elements over the tolerance at most 1.5x SDPA's
+    (plus 0.01%) and the worst |diff| / (atol + rtol |ref|) at most 2x SDPA's (or within 1). Returns (None or the
+    first tensor that misses, 'raw misses: tasp a%, SDPA b%' of the output)."""
+    far, raw = None, ""
+    for name, x, r, s, tol in zip(("out", "dq", "dk", "dv"), full, ref, same, (1e-3, 1e-2, 1e-2, 1e-2)):
+        r = r.float()
+        bound = tol + tol * r.abs()
+        miss, worst = [], []
+        for y in (x, s):
+            q = (y.float() - r).abs() / bound
+            miss.append(100 * q.gt(1).float().mean().item())
+            worst.append(q.max().item())
+        if far is None and (miss[0] > 1.5 * miss[1] + 0.01 or worst[0] > max(1.0, 2 * worst[1])):
+            far = (f"{name}: {miss[0]:.3f}% over rtol=atol={tol:g} (SDPA {miss[1]:.3f}%), worst {worst[0]:.2f}x the "
+                   f"tolerance (SDPA {worst[1]:.2f}x)")
+        if name == "out":
+            raw = f"raw misses: tasp {miss[0]:.2f}%, SDPA {miss[1]:.2f}% (worst {worst[0]:.1f}x, {worst[1]:.1f}x)"
+    return far, raw
 
 
 def main():
@@ -77,6 +93,7 @@ def main():
         q, dout = (torch.randn(B, S, H, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
         k, v = (torch.randn(B, S, Hkv, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
         ref = reference(q, k, v, dout, causal, window, cu)
+        same = reference(q, k, v, dout, causal, window, cu, dtype)
         scheme = name if not name.startswith("compat") else "auto"
         ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else None)
         lay = dict(causal=causal, cu_seqlens=cu)
@@ -107,14 +124,15 @@ def main():
             out.backward(ctx.shard(dout, 1, **lay))
             full = [ctx.unshard(x, 1, **lay) for x in [out] + [m.grad for m in mine]]
         errs = [rel(x, r) for x, r in zip(full, ref)]
-        far = close(full, ref)
+        far, raw = close(full, ref, same)
         ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
         bad += not ok
         if rank == 0:
             what = ctx.scheme_for(mine[0], mine[1], causal, window, cu) if not fn else "compat"
             print(f"{'PASS' if ok else 'FAIL'} {name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}"
                   f"{' causal' if causal else ''}{' window' if window else ''}{' docs' if cu else ''}: out {errs[0]:.1e} "
-                  f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}  [{what[:60]}]{'  ' + far if far else ''}", flush=True)
+                  f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; {raw}  [{what[:60]}]{'  ' + far if far else ''}",
+                  flush=True)
     # llama3_flash_attn_varlen_func: packed documents [tokens, H, D] split contiguously, ring-flash-attention's way;
     # then its own test's shape: 8 ragged sequences packed to 8k tokens, 32 heads of 128.
     for cu, H, Hkv in (([0, 1000, 1001, 3500, S], 16, 4),
@@ -126,6 +144,7 @@ def main():
         q, dout = (torch.randn(1, T, H, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
         k, v = (torch.randn(1, T, Hkv, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
         ref = reference(q, k, v, dout, True, None, cu)
+        same = reference(q, k, v, dout, True, None, cu, torch.bfloat16)
         L = T // n
         prep = compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor(cu, dtype=torch.int32, device=dev), True, rank, n)
         mine = [x[0, rank * L:(rank + 1) * L].contiguous().requires_grad_() for x in (q, k, v)]
@@ -137,12 +156,12 @@ def main():
             dist.all_gather(parts, x.contiguous())
             full.append(torch.cat(parts, 0).unsqueeze(0))
         errs = [rel(x, r) for x, r in zip(full, ref)]
-        far = close(full, ref)
+        far, raw = close(full, ref, same)
         ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
         bad += not ok
         if rank == 0:
             print(f"{'PASS' if ok else 'FAIL'} compat llama3_flash_attn_varlen_func  bf16  S={T} H={H}/{Hkv} D=128 causal "
-                  f"{len(cu) - 1} docs: out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}"
+                  f"{len(cu) - 1} docs: out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; {raw}"
                   f"{'  ' + far if far else ''}", flush=True)
 
     # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); the same numbers as eager up to
