@@ -9,8 +9,9 @@
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
 #   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout;
-#   overhead  the same plan from PyTorch (python -m tasp.bench, allgather) and through `tasp run`, fwd+bwd, B=1 H=32
-#          D=128 causal at S=16384 and 65536 (SHAPES=...), one after the other in this call -> $OUT/overhead.md;
+#   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
+#          at S=16384 and 65536 (SHAPES=...), scheme allgather (SCHEMES="allgather ulysses" for more), one after the
+#          other in this call -> $OUT/overhead.md;
 #   profile  where overhead's difference goes: the first of SHAPES from PyTorch under torch.profiler (its kernel
 #          table, rank 0) and through `tasp run --steps` (its step timeline) -> $OUT/profile.log (not in the default).
 # Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead] [profile]   (default: all but profile)
@@ -57,19 +58,21 @@ if [[ $steps == *" pip "* ]]; then
     echo "pip install: ok ($(find /tmp/tasp-pip -name libtasp_c.so | head -1))" || { echo "pip install: failed"; tail -20 "$OUT/pip.log"; fail=1; }
 fi
 if [[ $steps == *" overhead "* ]]; then
-  echo "| S | tasp.torch fwd+bwd ms | tasp run fwd+bwd ms | PyTorch path / tasp run |" > "$OUT/overhead.md"
-  echo "|---:|---:|---:|---:|" >> "$OUT/overhead.md"
-  for S in ${SHAPES:-16384 65536}; do
-    timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
-      --scheme allgather --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$S.json" >> "$OUT/overhead.log" 2>&1
-    r=$(timeout 300 $T run --backend cuda -t $TOPO -s allgather -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
-        --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" 2>&1 | tee -a "$OUT/overhead.log" | ms_of)
-    python3 - "$OUT/overhead-$S.json" "$S" "$r" <<'PY' | tee -a "$OUT/overhead.md"
+  echo "| scheme | S | tasp.torch fwd+bwd ms | tasp run fwd+bwd ms | PyTorch path / tasp run |" > "$OUT/overhead.md"
+  echo "|---|---:|---:|---:|---:|" >> "$OUT/overhead.md"
+  for scheme in ${SCHEMES:-allgather}; do
+    for S in ${SHAPES:-16384 65536}; do
+      timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
+        --scheme "$scheme" --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$scheme-$S.json" >> "$OUT/overhead.log" 2>&1
+      r=$(timeout 300 $T run --backend cuda -t $TOPO -s "$scheme" -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
+          --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" 2>&1 | tee -a "$OUT/overhead.log" | ms_of)
+      python3 - "$OUT/overhead-$scheme-$S.json" "$scheme" "$S" "$r" <<'PY' | tee -a "$OUT/overhead.md"
 import json, sys
 t = json.load(open(sys.argv[1]))["rows"][0]["fwd_bwd_ms"]
-run = float(sys.argv[3])
-print(f"| {sys.argv[2]} | {t:.3f} | {run:.3f} | {t / run if run else 0:.3f}x |")
+run = float(sys.argv[4])
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {t:.3f} | {run:.3f} | {t / run if run else 0:.3f}x |")
 PY
+    done
   done
 fi
 if [[ $steps == *" profile "* ]]; then
