@@ -286,6 +286,15 @@ extern "C" int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes) {
   });
 }
 
+extern "C" int tasp_rank_documents(tasp_rank* rank, const long long* cu_seqlens, size_t count) {
+  return guarded([&] {
+    bindings::need(rank, "rank");
+    if (count) bindings::need(cu_seqlens, "cu_seqlens");
+    const std::vector<long> docs = executor::document_lengths(cu_seqlens, count);
+    executor::runner_documents(*rank->runner, docs);
+  });
+}
+
 extern "C" int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
                                  void* saved, void* stream) {
   return guarded([&] {

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define TASP_API_VERSION 3
+#define TASP_API_VERSION 4
 
 #if defined(TASP_C_BUILD) && defined(__GNUC__)
 #define TASP_API __attribute__((visibility("default")))
@@ -98,6 +98,12 @@ TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, co
 TASP_API int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
                                 const float* lse, const void* saved, const void* dout, void* dq, void* dk, void* dv,
                                 void* stream);
+/* Packed documents for the calls that follow, as flash-attn's varlen functions take them: `cu_seqlens`, `count`
+ * offsets [0, ..., S] of the whole sequence (count 0: one sequence). The rank's work lists are made again for the new
+ * mask over the same schedule and buffers, with no planning (nothing when the documents are the current ones);
+ * calls enqueued before keep theirs. TASP_ERR_INPUT when the offsets are not 0 < ... < S, or the plan cannot take
+ * other documents: pruned for its own mask, a layout that follows documents (zigzag-docs), head-parallel. */
+TASP_API int tasp_rank_documents(tasp_rank* rank, const long long* cu_seqlens, size_t count);
 /* Waits on the host for the rank's work so far, at most its timeout: TASP_ERR_RUNTIME with NCCL's message when a
  * peer failed, or naming the deadline when one stalled (the group's communicator is then aborted, and its ranks
  * refuse further calls). */

@@ -3,8 +3,10 @@
 // caller's tensors and stream.
 #include "executor/rank_runner.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
 #include "kernels/attention.hpp"
@@ -185,6 +187,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   // own slots, copied out and back, medium on 2x H200 measured 0.9 ms more per fwd+bwd than tasp run).
   s->kv_bytes = g.slot_elems() * size_t(kv_slots) * 2;
   s->kv_at = hg.buf.kv;
+  if (bwd) s->dq_tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[rank], kernels::dq_accum_tile_rows(w.D));
   if (bwd && plan.backward.keeps_kv) s->saved_bytes = s->kv_bytes;
   return s;
 }
@@ -332,6 +335,35 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
 }
 
 size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
+
+void runner_documents(RankRunner& s, const std::vector<long>& docs) {
+  if (const std::string why = remask_refusal(s.plan, s.w, docs); !why.empty()) throw planner::InputError(why);
+  planner::Workload w = s.w;
+  w.docs = docs.size() > 1 ? docs : std::vector<long>{};
+  if (w.docs == s.w.docs) return;
+  cuda::RankDevice& x = s.x;
+  cuda::HeadGroupDevice& hg = x.groups[0];
+  TASP_CUDA(cudaSetDevice(x.dev));
+  if (s.plan.has_backward) {
+    // Items split at documents, and the scratch holds a tile per started tile of rows of every item.
+    const size_t tiles = cuda::dq_tiles(planner::make_mask(w), s.g.qranges[s.r], kernels::dq_accum_tile_rows(w.D));
+    if (tiles > s.dq_tiles) {
+      TASP_CUDA(cudaStreamSynchronize(x.compute));  // calls enqueued before read the old scratch
+      const auto floats = [&](size_t t) { return size_t(w.B) * w.H * t * kernels::dq_accum_tile_floats(w.D); };
+      x.allocs.erase(std::remove(x.allocs.begin(), x.allocs.end(), static_cast<void*>(hg.buf.dq_accum)), x.allocs.end());
+      TASP_CUDA(cudaFree(hg.buf.dq_accum));
+      x.bytes -= double(floats(s.dq_tiles) * 4);
+      s.dq_tiles = std::max(tiles, 2 * s.dq_tiles);  // grown rarely as documents multiply
+      hg.buf.dq_accum = x.alloc<float>(floats(s.dq_tiles));
+    }
+  }
+  std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
+  bufs[s.r] = hg.buf;
+  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, w, s.g, {s.r}, bufs);
+  if (s.plan.has_backward) s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, w, s.g, {s.r}, bufs);
+  s.w = w;
+  s.kv_at = hg.buf.kv;  // the new lists point at the runner's own slots; a call's `saved` rebases them again
+}
 
 void runner_wait(RankRunner& s) {
   TASP_CUDA(cudaSetDevice(s.x.dev));

@@ -7,6 +7,8 @@
 // Plain C++ interface (no CUDA types): the C ABI builds against it with or without CUDA.
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "planner/plan.hpp"
 #include "planner/workload.hpp"
@@ -75,6 +77,20 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);
 // The backward: reads q, k, v, out, lse, dout (and saved: InputError when the runner keeps K/V and it is NULL);
 // writes dq, dk, dv.
 void runner_backward(RankRunner& s, const ShardTensors& t, void* stream);
+// Packed documents that change from call to call (a training step's batch): the runner re-masked for documents of
+// lengths `docs` (summing to the workload's S; empty or one: a single sequence) without planning again: the same
+// schedule, buffers and token order, the work lists made again for the new mask (the dQ scratch grown, after the
+// runner's work so far, where the documents split more tiles than any before). Calls enqueued before keep the lists
+// they were enqueued with. Needs a plan whose schedule and token order do not follow documents: InputError with
+// remask_refusal's reason otherwise. Cheap when the documents are the current ones.
+void runner_documents(RankRunner& s, const std::vector<long>& docs);
+// Why plan `p` (made for workload `w`) cannot be re-masked for documents `docs`, or "" when it can: a head-parallel
+// plan, one pruned for its mask (its steps skip what its own documents or window do not see), a layout that follows
+// documents (zigzag-docs), lengths that are not positive or do not sum to S. The same with or without CUDA.
+std::string remask_refusal(const planner::Plan& p, const planner::Workload& w, const std::vector<long>& docs);
+// Document lengths from flash-attn's offsets [0, ..., S] (`count` of them; 0: none): InputError naming cu_seqlens
+// unless they start at 0 and rise.
+std::vector<long> document_lengths(const long long* cu_seqlens, size_t count);
 // Waits (on the host) until the runner's work so far has finished, at most its timeout; throws with NCCL's
 // message when a peer failed, and names the deadline when one stalled.
 void runner_wait(RankRunner& s);

@@ -62,6 +62,7 @@ struct RankRunner {
   size_t saved_bytes = 0;  // what a forward leaves for its backward in the caller's `saved` (0: nothing)
   size_t kv_bytes = 0;     // the runner's own K/V slots
   const void* kv_at = nullptr;  // where the work lists' K/V pieces point now (own slots or a call's `saved`)
+  size_t dq_tiles = 0;          // tiles the dQ scratch holds (runner_documents grows it)
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
   planner::Workload wg, sw;  // a head group's workload, and one slot's share of it

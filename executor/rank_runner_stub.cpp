@@ -26,5 +26,6 @@ void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_wait(RankRunner&) { missing(); }
 size_t runner_saved_bytes(const RankRunner&) { missing(); }
+void runner_documents(RankRunner&, const std::vector<long>&) { missing(); }
 
 }  // namespace tasp::executor

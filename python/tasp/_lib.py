@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 _NAME = "libtasp_c.so"
-API_VERSION = 3  # bindings/tasp.h's TASP_API_VERSION
+API_VERSION = 4  # bindings/tasp.h's TASP_API_VERSION
 
 
 def _candidates():
@@ -52,6 +52,8 @@ def _load():
     lib.tasp_rank_destroy.argtypes = [vp]
     lib.tasp_rank_saved_bytes.argtypes = [vp, ctypes.POINTER(ctypes.c_size_t)]
     lib.tasp_rank_saved_bytes.restype = c_int
+    lib.tasp_rank_documents.argtypes = [vp, ctypes.POINTER(ctypes.c_longlong), ctypes.c_size_t]
+    lib.tasp_rank_documents.restype = c_int
     lib.tasp_rank_forward.argtypes = [vp] * 8
     lib.tasp_rank_forward.restype = c_int
     lib.tasp_rank_backward.argtypes = [vp] * 12

@@ -143,3 +143,63 @@ def test_ops_hold_ranks_weakly():
     gc.collect()
     with pytest.raises(RuntimeError, match="released"):
         ops.rank_of(key)
+
+
+class _FakeLib:
+    """The C library's rank and group calls, recorded (no GPU): what Context asks of them."""
+
+    def __init__(self):
+        self.created, self.documents = 0, []
+
+    def tasp_nccl_id(self, buf):
+        return 0
+
+    def tasp_group_create(self, n, rank, device, nccl_id, out):
+        return 0
+
+    def tasp_group_watch(self, handle, timeout):
+        return 0
+
+    def tasp_group_destroy(self, handle):
+        pass
+
+    def tasp_rank_create(self, plan, group, timeout, out):
+        self.created += 1
+        return 0
+
+    def tasp_rank_saved_bytes(self, handle, out):
+        out._obj.value = 0
+        return 0
+
+    def tasp_rank_documents(self, handle, offsets, count):
+        self.documents.append(list(offsets)[:count])
+        return 0
+
+    def tasp_rank_destroy(self, handle):
+        pass
+
+
+def test_documents_share_one_rank_per_shape(one_process_group, monkeypatch):
+    """Packed documents under a token order that ignores them: one plan and rank per shape, re-masked per call, a
+    backward's call re-masked for its forward's documents after other calls came between; a window, or the causal
+    default layout (zigzag-docs, which follows documents), keeps a plan per document set."""
+    from tasp.torch import context
+    fake = _FakeLib()
+    monkeypatch.setattr(context, "lib", fake)
+    q, k = torch.empty(1, 64, 4, 64, dtype=torch.bfloat16), torch.empty(1, 64, 2, 64, dtype=torch.bfloat16)
+    ctx = tt.Context(layout="contiguous")
+    a = ctx._rank_for(q, k, True, None, [0, 10, 64])
+    b = ctx._rank_for(q, k, True, None, torch.tensor([0, 30, 64]))
+    none = ctx._rank_for(q, k, True, None, None)
+    assert a.rank is b.rank is none.rank and fake.created == 1 and len(ctx._ranks) == 1
+    assert ctx._rank_for(q, k, True, None, [0, 10, 64]) is a  # the same documents: the same view
+    for view in (a, a, b, a, none):  # forward a, backward a, forward b, backward a again, then one sequence
+        view.handle
+    assert fake.documents == [[0, 10, 64], [0, 30, 64], [0, 10, 64], []]
+    with pytest.raises(ValueError, match="cu_seqlens:"):
+        ctx._rank_for(q, k, True, None, [0, 40, 30, 64])
+    ctx._rank_for(q, k, True, (16, 0), [0, 10, 64]), ctx._rank_for(q, k, True, (16, 0), [0, 30, 64])
+    assert fake.created == 3  # a window prunes its plan: one per document set
+    zz = tt.Context()  # causal default: zigzag-docs
+    zz._rank_for(q, k, True, None, [0, 10, 64]), zz._rank_for(q, k, True, None, [0, 30, 64])
+    assert fake.created == 5 and len(fake.documents) == 4

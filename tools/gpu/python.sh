@@ -12,8 +12,9 @@
 #   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
 #          at S=16384 and 65536 (SHAPES=...), scheme allgather (SCHEMES="allgather ulysses" for more), one after the
 #          other in this call -> $OUT/overhead.md;
-#   profile  where overhead's difference goes: the first of SHAPES from PyTorch under torch.profiler (its kernel
-#          table, rank 0) and through `tasp run --steps` (its step timeline) -> $OUT/profile.log (not in the default).
+#   profile  where overhead's difference goes: the first of SHAPES (or the named config CONFIG=NAME) from PyTorch
+#          under torch.profiler (its kernel table, rank 0) and through `tasp run --steps` (its step timeline), the
+#          scheme auto's unless SCHEME=... -> $OUT/profile.log (not in the default).
 # Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead] [profile]   (default: all but profile)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -77,10 +78,12 @@ PY
 fi
 if [[ $steps == *" profile "* ]]; then
   S=$(echo ${SHAPES:-16384} | cut -d' ' -f1)
-  timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
-    --scheme allgather --timing-runs "${ITERS:-5}" --timing-method profiler --no-single 2>&1 |
-    grep -v "^W[0-9]\|^\*\*\*\|UserWarning\|return func" > "$OUT/profile.log"
-  timeout 300 $T run --backend cuda -t $TOPO -s allgather -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
+  if [ -n "${CONFIG:-}" ]; then bench_w=(--config "$CONFIG"); run_w=(-c "$CONFIG"); what="-c $CONFIG"
+  else bench_w=(--seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal); run_w=(-w "B=1,S=$S,H=32,D=128,causal"); what="${run_w[*]}"; fi
+  s=${SCHEME:-$($T plan -t $TOPO -s auto $what --pass fwd+bwd --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)}
+  timeout 300 "${launch[@]}" -m tasp.bench "${bench_w[@]}" --scheme "${s:-allgather}" --timing-runs "${ITERS:-5}" \
+    --timing-method profiler --no-single 2>&1 | grep -v "^W[0-9]\|^\*\*\*\|UserWarning\|return func" > "$OUT/profile.log"
+  timeout 300 $T run --backend cuda -t $TOPO -s "${s:-allgather}" "${run_w[@]}" --pass fwd+bwd \
     --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" --steps >> "$OUT/profile.log" 2>&1
   cut -c1-200 "$OUT/profile.log"
 fi

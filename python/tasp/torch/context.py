@@ -92,11 +92,39 @@ class _Rank:
         check(lib.tasp_rank_saved_bytes(handle, ctypes.byref(saved)), "Context")
         self.saved_bytes = saved.value  # what a forward keeps for its backward (the plan's kept K/V)
         self.key = ops.register(self)  # what the custom ops (tasp.torch.ops) name it by
+        self.docs = ()  # the packed documents' offsets its work lists are masked for now (re-maskable ranks)
+        self._views = _Recent(8)
+
+    def view(self, cu):
+        """This rank as calls with documents `cu` (offsets, () for one sequence) name it (a _Documents)."""
+        v = self._views.get(cu)
+        return v if v is not None else self._views.put(cu, _Documents(self, cu))
+
+    def documents(self, cu):
+        """Re-masks the rank's work lists for documents `cu` (tasp_rank_documents), unless they are its current ones."""
+        if cu != self.docs:
+            check(lib.tasp_rank_documents(self.handle, (ctypes.c_longlong * len(cu))(*cu), len(cu)), "attention")
+            self.docs = cu
 
     def __del__(self):
         if getattr(self, "handle", None) and lib is not None:
             lib.tasp_rank_destroy(self.handle)
             self.handle = None
+
+
+class _Documents:
+    """A rank as calls with one set of packed documents name it: the custom ops take it where they take a rank, and
+    each call re-masks the rank for its documents first (nothing when they are the current ones), so a forward and
+    its backward run on the same documents even when other calls came between them (micro-batches, pipelines)."""
+
+    def __init__(self, rank, cu):
+        self.rank, self.cu, self.plan, self.saved_bytes = rank, cu, rank.plan, rank.saved_bytes
+        self.key = ops.register(self)
+
+    @property
+    def handle(self):
+        self.rank.documents(self.cu)
+        return self.rank.handle
 
 
 class Context:
@@ -110,8 +138,9 @@ class Context:
     communicator (a peer missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and
     what `synchronize` waits at most (default 600, PyTorch's NCCL watchdog's: a training step's queue may run far
     behind the host, and a false alarm ends the job); max_plans: plans (each with its GPU buffers) kept at once, the least recently
-    used released beyond that once no pending backward holds it (packed documents that change every step make a plan
-    per step)."""
+    used released beyond that once no pending backward holds it. Packed documents (cu_seqlens) under a token order
+    that does not follow them (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks
+    its rank for its documents, no planning and no allocation per step; otherwise a plan per document set."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16):
@@ -159,13 +188,25 @@ class Context:
         text = tasp.torch.workload_text(_Shape(B, S, H, D), _Shape(B, S, k.shape[2], D), causal, window, cu_seqlens)
         return text + (",fp16" if q.dtype == torch.float16 else ""), S
 
+    def _remaskable(self, causal, window):
+        """Whether plans for packed documents can be one per shape, re-masked per call (tasp_rank_documents): a token
+        order that ignores documents, a schedule no window pruned, a token-parallel scheme."""
+        layout = self.layout or ("contiguous" if not causal else None)  # causal default: zigzag-docs, which follows them
+        return layout in ("contiguous", "zigzag") and window is None and self.scheme not in _HEAD_SCHEMES
+
     def _rank_for(self, q, k, causal, window, cu_seqlens):
-        text, S = self._workload(q, k, causal, window, cu_seqlens)
+        docs = cu_seqlens is not None and len(cu_seqlens) > 2
+        remask = self._remaskable(causal, window)
+        text, S = self._workload(q, k, causal, window, cu_seqlens)  # (checks cu_seqlens)
+        cu = ()
+        if remask and docs:  # the plan of the shape without documents; the call's documents mask its rank's work lists
+            text, _ = self._workload(q, k, causal, window, [0, S])
+            cu = tuple(int(x) for x in (cu_seqlens.tolist() if isinstance(cu_seqlens, torch.Tensor) else cu_seqlens))
         key = (text, q.device.index)
         r = self._ranks.get(key)
         if r is None:
-            docs = cu_seqlens is not None and len(cu_seqlens) > 2
-            plan = tasp.Plan(self.topology, self.scheme, text, **self._options(causal, docs))
+            plan_docs = docs and not remask
+            plan = tasp.Plan(self.topology, self.scheme, text, **self._options(causal, plan_docs))
             if plan.info["gpus"] != self.n:
                 raise ValueError(f"topology: {self.topology} has {plan.info['gpus']} GPUs, the group {self.n}")
             mine = sum(e - b for b, e in plan.tokens(self.rank))
@@ -178,7 +219,7 @@ class Context:
             if self._group is None:  # one communicator for every plan of the context, made with its first
                 self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id(), self.timeout)
             r = self._ranks.put(key, _Rank(plan, self._group, self.timeout))
-        return r
+        return r.view(cu) if remask else r
 
     def _nccl_id(self):
         """A new NCCL id made on the group's first rank and broadcast to the others (at plan time only)."""

@@ -1,0 +1,149 @@
+// A rank runner re-masked for new packed documents (runner_documents): what it accepts, and that the work lists it
+// makes again over the unchanged schedule compute every pair the new mask shows, once, and nothing else, with a dQ
+// scratch (cuda::dq_tiles) that holds their items. On the host: the lists are plain data; no GPU needed.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "executor/cuda_pass.hpp"
+#include "executor/rank_runner.hpp"
+#include "planner/mask.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp;
+using namespace tasp::planner;
+
+namespace {
+
+Plan plan_of(const std::string& scheme, int n, bool causal, Layout layout, const Workload* pruned_for = nullptr) {
+  PlanOptions o;
+  o.causal = causal, o.layout_given = true, o.layout = layout;
+  if (pruned_for) o.workload = *pruned_for;
+  return build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+}
+
+Workload workload(long S, bool causal, std::vector<long> docs = {}) {
+  Workload w;
+  w.B = 2, w.S = S, w.H = 4, w.Hkv = 2, w.D = 8, w.causal = causal, w.docs = std::move(docs);
+  return w;
+}
+
+bool mentions(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST(RankRunner, DocumentLengthsFromOffsets) {
+  const long long cu[] = {0, 5, 6, 64};
+  EXPECT_EQ(executor::document_lengths(cu, 4), (std::vector<long>{5, 1, 58}));
+  EXPECT_TRUE(executor::document_lengths(nullptr, 0).empty());
+  const long long one[] = {0};
+  const long long late[] = {3, 10};
+  const long long flat[] = {0, 5, 5, 64};
+  for (auto [p, n, what] : {std::tuple{one, size_t(1), "one offset"}, std::tuple{late, size_t(2), "starts at 3"},
+                            std::tuple{flat, size_t(4), "offset 2 (5) is not past offset 1 (5)"},
+                            std::tuple{static_cast<const long long*>(nullptr), size_t(3), "NULL"}}) {
+    try {
+      executor::document_lengths(p, n);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const InputError& e) {
+      EXPECT_TRUE(mentions(e.what(), "cu_seqlens")) << e.what();
+      EXPECT_TRUE(mentions(e.what(), what)) << e.what();
+    }
+  }
+}
+
+TEST(RankRunner, RemaskRefusesPlansThatFollowTheirMask) {
+  const Workload w = workload(64, true);
+  EXPECT_EQ(executor::remask_refusal(plan_of("allgather", 2, true, Layout::Contiguous), w, {10, 54}), "");
+  EXPECT_EQ(executor::remask_refusal(plan_of("zigzag", 2, true, Layout::Zigzag), w, {10, 54}), "");
+  EXPECT_EQ(executor::remask_refusal(plan_of("ring", 3, true, Layout::Contiguous), w, {}), "");  // back to one sequence
+  const Workload docs = workload(64, true, {10, 54});
+  EXPECT_TRUE(mentions(executor::remask_refusal(plan_of("ring", 2, true, Layout::Contiguous, &docs), w, {20, 44}), "pruned"));
+  EXPECT_TRUE(mentions(executor::remask_refusal(plan_of("ring", 2, true, Layout::Contiguous), w, {20, 40}), "sum to 60"));
+  EXPECT_TRUE(mentions(executor::remask_refusal(plan_of("ring", 2, true, Layout::Contiguous), w, {64, 0}), "positive"));
+  PlanOptions o;
+  o.causal = true;
+  o.ulysses = 2;
+  const Plan uly = build_plan(load_topology("complete:2"), "ulysses", o);
+  EXPECT_TRUE(mentions(executor::remask_refusal(uly, w, {10, 54}), "head-parallel"));
+  o = {};
+  o.causal = true, o.layout_given = true, o.layout = Layout::ZigzagDocs, o.workload = docs;
+  const Plan zd = build_plan(load_topology("complete:2"), "zigzag", o);
+  EXPECT_FALSE(executor::remask_refusal(zd, w, {10, 54}).empty());
+}
+
+// Every scheme whose schedule ignores documents, re-masked for documents its plan never saw: over a pass, each rank's
+// items against their pieces see exactly the new mask's pairs of the rank's queries, each once; the backward's items
+// (split at documents) fit the scratch dq_tiles sizes; the schedule (steps, transfers) is the plan's.
+TEST(CudaPass, RemaskedWorkListsComputeExactlyTheNewMask) {
+  using namespace executor::cuda;
+  struct Case {
+    std::string scheme;
+    int n;
+    bool causal;
+    Layout layout;
+    std::vector<long> docs;
+  };
+  const long S = 96;
+  const std::vector<Case> cases = {{"allgather", 2, true, Layout::Contiguous, {10, 1, 40, 45}},
+                                   {"allgather", 3, false, Layout::Contiguous, {50, 46}},
+                                   {"zigzag", 2, true, Layout::Zigzag, {7, 33, 56}},
+                                   {"ring", 3, true, Layout::Contiguous, {30, 30, 36}},
+                                   {"hamilton", 4, true, Layout::Zigzag, {1, 94, 1}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scheme + " on " + std::to_string(c.n));
+    const Plan p = plan_of(c.scheme, c.n, c.causal, c.layout);
+    const Workload w0 = workload(S, c.causal), w = workload(S, c.causal, c.docs);
+    ASSERT_EQ(executor::remask_refusal(p, w0, c.docs), "");
+    const Geometry g = make_geometry(p, w);
+    std::vector<char> mem(1 << 20);
+    std::vector<RankBuffers> bufs(p.ranks);
+    std::vector<int> local;
+    for (int r = 0; r < p.ranks; ++r) {
+      local.push_back(r);
+      RankBuffers& b = bufs[r];
+      b.q = b.dout = b.kv = mem.data(), b.out = b.lse = b.dsum = b.dq = b.dq_accum = b.grad = reinterpret_cast<float*>(mem.data());
+    }
+    const Mask m = make_mask(w);
+    for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
+      const PassWork pw = make_pass_work(p, pass, w, g, local, bufs);
+      const PassWork pw0 = make_pass_work(p, pass, w0, g, local, bufs);
+      ASSERT_EQ(pw.num_steps(), pw0.num_steps());
+      for (int t = 0; t < pw.num_steps(); ++t) EXPECT_EQ(pw.steps[t].transfers.size(), pw0.steps[t].transfers.size());
+      for (int r = 0; r < p.ranks; ++r) {
+        std::map<std::pair<long, long>, int> seen;  // (query, key) -> times computed
+        const int steps = pass == Pass::Fwd ? int(pw.fwd[r].size()) : int(pw.bwd[r].size());
+        for (int t = 0; t < steps; ++t) {
+          const auto& items = pass == Pass::Fwd ? pw.fwd[r][t].items : pw.bwd[r][t].items;
+          const auto& pieces = pass == Pass::Fwd ? pw.fwd[r][t].pieces : pw.bwd[r][t].pieces;
+          for (const kernels::WorkItem& it : items)
+            for (long q = it.q_pos0; q < it.q_pos0 + it.q_len; ++q)
+              for (int i = it.piece_begin; i < it.piece_begin + it.piece_count; ++i)
+                for (long k = pieces[i].pos0; k < pieces[i].pos0 + pieces[i].len; ++k)
+                  if (k >= it.k_begin && k < it.k_end && (!it.causal || k <= q)) ++seen[{q, k}];
+          if (pass == Pass::Bwd) {  // the scratch's tiles: a started tile of `rows` rows per item
+            for (int rows : {64, 80, 128}) {
+              size_t tiles = 0;
+              for (const kernels::WorkItem& it : items) tiles += (it.q_len + rows - 1) / rows;
+              EXPECT_LE(tiles, dq_tiles(m, g.qranges[r], rows)) << "rank " << r << " step " << t;
+            }
+          }
+        }
+        size_t expected = 0;
+        for (const Range& qr : g.qranges[r])
+          for (long q = qr.begin; q < qr.end; ++q)
+            for (long k = 0; k < S; ++k) {
+              if (!m.visible(q, k)) continue;
+              ++expected;
+              const auto f = seen.find({q, k});
+              ASSERT_TRUE(f != seen.end()) << "rank " << r << ": pair (" << q << ", " << k << ") never computed";
+              ASSERT_EQ(f->second, 1) << "rank " << r << ": pair (" << q << ", " << k << ") computed twice";
+            }
+        EXPECT_EQ(seen.size(), expected) << "rank " << r << ": pairs the mask hides were computed";
+      }
+    }
+  }
+}
