@@ -8,7 +8,8 @@
 #   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
-#   stall  tests/python/gpu/check_stall.py: a peer that stops calling ends the others' calls within the timeout;
+#   stall  tests/python/gpu/check_stall.py: a peer that stops calling, or whose process exits, ends the others' calls
+#          within the timeout;
 #   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
 #          at S=16384 and 65536 (SHAPES=...), scheme allgather (SCHEMES="allgather ulysses" for more), one after the
 #          other in this call -> $OUT/overhead.md;
@@ -88,7 +89,9 @@ if [[ $steps == *" profile "* ]]; then
   cut -c1-200 "$OUT/profile.log"
 fi
 if [[ $steps == *" stall "* ]]; then
-  timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py 2>&1 | tee "$OUT/stall.log" | grep -E "^(PASS|FAIL)"
-  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  for how in stall exit; do
+    timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py $how 2>&1 | tee -a "$OUT/stall.log" | grep -E "^(PASS|FAIL)"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  done
 fi
 exit $fail

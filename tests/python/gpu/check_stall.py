@@ -1,8 +1,10 @@
 """A peer that stops calling ends a tasp.torch call within the Context's timeout, never a hang (run under torchrun on 2+
-GPUs; tools/gpu/python.sh stall). Every rank runs one forward and backward together; then the last rank stops (sleeps)
-while the others go on: their next attention waits in NCCL for it, the group's watchdog aborts the communicator after
-`timeout` seconds, and ctx.synchronize() raises tasp.TaspError naming the call. Prints PASS or FAIL on rank 0 with the
-seconds it took; exits 1 on FAIL."""
+GPUs; tools/gpu/python.sh stall). Every rank runs one forward and backward together; then the last rank stops while
+the others go on: their next attention waits in NCCL for it, the group's watchdog aborts the communicator after
+`timeout` seconds, and ctx.synchronize() raises tasp.TaspError naming the call. How the peer stops: `stall` (default:
+it sleeps, alive and silent) or `exit` (its process ends at once, mid-run, as a crash would). Prints PASS or FAIL on
+rank 0 with the seconds it took; exits 1 on FAIL.
+Usage: torchrun --nproc_per_node=N tests/python/gpu/check_stall.py [stall|exit]"""
 import os
 import sys
 import time
@@ -25,8 +27,10 @@ def main():
     tt.attention(q, k, v, causal=True, ctx=ctx).sum().backward()
     ctx.synchronize()
     dist.barrier()
-    if rank == n - 1:  # the stalled peer: alive, silent
-        time.sleep(6 * TIMEOUT)
+    how = sys.argv[1] if len(sys.argv) > 1 else "stall"
+    if rank == n - 1:  # the peer that stops: alive and silent, or gone
+        if how == "stall":
+            time.sleep(6 * TIMEOUT)
         os._exit(0)
     t0 = time.monotonic()
     ok, why = False, "no error"
@@ -39,7 +43,7 @@ def main():
     took = time.monotonic() - t0
     ok = ok and took < 3 * TIMEOUT
     if rank == 0:
-        print(f"{'PASS' if ok else 'FAIL'} stalled peer: rank 0 raised after {took:.1f} s (timeout {TIMEOUT} s): {why}",
+        print(f"{'PASS' if ok else 'FAIL'} {'stalled' if how == 'stall' else 'exited'} peer: rank 0 raised after {took:.1f} s (timeout {TIMEOUT} s): {why}",
               flush=True)
     os._exit(0 if ok else 1)
 
