@@ -1,9 +1,11 @@
 """The ring-attention benchmark people already run, through tasp (`tasp.torch.attention`), with the PyTorch
-baselines beside it in the same run. The interface of nnscaler's benchmark_ring_attn.py:
+baselines beside it in the same run. The interface of nnscaler's benchmark_ring_attn.py (and, with --varlen, its
+benchmark_ring_attn_varlen.py):
 
   python -m tasp.bench --list-configs
   torchrun --nproc_per_node=2 -m tasp.bench --config medium [--baseline]
   torchrun --nproc_per_node=2 -m tasp.bench --seqlen 8192 --nheads 16 --head-dim 128 --batch-size 4 --causal
+  torchrun --nproc_per_node=2 -m tasp.bench --config medium --varlen
 
 Prints, per implementation, forward, backward and forward+backward ms (median of the slowest rank), tokens/s, peak
 GPU memory, and the speedup over one GPU (SDPA on cuDNN over the whole sequence) with its parallel efficiency;
@@ -33,6 +35,12 @@ def parse_args(argv=None):
     mask.add_argument("--causal", dest="causal", action="store_true", default=None, help="causal mask")
     mask.add_argument("--full", dest="causal", action="store_false", help="no mask")
     ap.add_argument("--window", help="sliding window L:R as flash-attn's window_size (-1 unbounded)")
+    ap.add_argument("--varlen", action="store_true",
+                    help="packed documents, as nnscaler's varlen benchmark: the B sequences of S tokens as one of B*S "
+                         "tokens, each cut into documents at 0, S/8, S/4, S/2 (cu_seqlens); the PyTorch baselines have "
+                         "no documents and are left out, one GPU runs SDPA document by document")
+    ap.add_argument("--cu-seqlens", help="packed documents' offsets 0,...,T of one sequence of T tokens (as --varlen, "
+                                         "with these documents; T replaces B*S)")
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="input type (default the config's, else bf16)")
     ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
@@ -86,6 +94,23 @@ def shape_of(a):
     return B, S, H, Hkv, D, causal, window, a.dtype or base["dtype"]
 
 
+def documents_of(a, B, S):
+    """(B, S, cu_seqlens) the run uses: with --varlen or --cu-seqlens one packed sequence and its documents' offsets
+    (a tuple), else (B, S, None); ValueError naming the argument."""
+    if a.cu_seqlens:
+        try:
+            cu = [int(x) for x in a.cu_seqlens.split(",")]
+        except ValueError:
+            raise ValueError(f"--cu-seqlens: expected offsets 0,...,T, got {a.cu_seqlens!r}") from None
+        if len(cu) < 2 or cu[0] != 0 or any(y <= x for x, y in zip(cu, cu[1:])):
+            raise ValueError(f"--cu-seqlens: expected increasing offsets from 0, got {a.cu_seqlens!r}")
+        return 1, cu[-1], tuple(cu)
+    if a.varlen:
+        cuts = sorted({0, S // 8, S // 4, S // 2})
+        return 1, B * S, tuple(b * S + x for b in range(B) for x in cuts) + (B * S,)
+    return B, S, None
+
+
 def list_configs():
     print(f"{'name':20} {'group':16} {'B':>3} {'S':>7} {'H':>4} {'Hkv':>4} {'D':>4} {'mask':>7} {'dtype':>5}  tokens")
     for c in tasp.configs():
@@ -101,6 +126,7 @@ def run(a):
     from tasp.torch import baselines as bl
 
     B, S, H, Hkv, D, causal, window, dtype_name = shape_of(a)
+    B, S, cu = documents_of(a, B, S)
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
@@ -108,7 +134,8 @@ def run(a):
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
     say = print if rank == 0 else (lambda *x, **k: None)
     say(f"# tasp.bench: {n} x {torch.cuda.get_device_name()}, torch {torch.__version__}; B={B} S={S} H={H} Hkv={Hkv} "
-        f"D={D} {'causal' if causal else 'full'}{f' window={window}' if window else ''} {dtype_name}; "
+        f"D={D} {'causal' if causal else 'full'}{f' window={window}' if window else ''}"
+        f"{f' {len(cu) - 1} documents' if cu else ''} {dtype_name}; "
         f"{a.timing_method}, median of {a.timing_runs} (slowest rank)")
     g = torch.Generator(device=dev).manual_seed(1234)
     full = [torch.randn(B, S, h, D, generator=g, device=dev, dtype=dtype) for h in (H, Hkv, Hkv, H)]  # q, k, v, dO
@@ -143,25 +170,25 @@ def run(a):
 
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
     ctx = tt.Context(scheme=a.scheme)
-    q, k, v, do = (ctx.shard(x, 1, causal=causal).contiguous() for x in full)
+    q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 
     def tasp_fwd():
         with torch.no_grad():
-            return tt.attention(q, k, v, causal=causal, window=window, ctx=ctx)
+            return tt.attention(q, k, v, causal=causal, window=window, cu_seqlens=cu, ctx=ctx)
 
     def tasp_fwd_bwd():
-        out = tt.attention(q, k, v, causal=causal, window=window, ctx=ctx)
+        out = tt.attention(q, k, v, causal=causal, window=window, cu_seqlens=cu, ctx=ctx)
         out.backward(do)
         q.grad = k.grad = v.grad = None
 
-    scheme = ctx.scheme_for(q, k, causal, window)
+    scheme = ctx.scheme_for(q, k, causal, window, cu)
     say(f"# tasp: {scheme}")
     record(f"tasp {scheme.split(' ')[0]}", tasp_fwd, tasp_fwd_bwd)
 
     if a.baseline:
-        if window:
-            say("# baselines: no windowed ring/Ulysses/all-gather in tasp.torch.baselines; skipped")
+        if window or cu:
+            say("# baselines: no windowed or packed-document ring/Ulysses/all-gather in tasp.torch.baselines; skipped")
         else:
             heads = [x.transpose(1, 2).contiguous() for x in full]  # the kernels' [B, heads, S, D]
             for algo in bl.ALGOS:
@@ -184,7 +211,12 @@ def run(a):
             gq = H // Hkv
 
             def sdpa():
-                return torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=gq > 1)
+                f = torch.nn.functional.scaled_dot_product_attention
+                if cu is None:
+                    return f(qs, ks, vs, is_causal=causal, enable_gqa=gq > 1)
+                # Packed documents: one call per document (what a user without varlen kernels runs).
+                return torch.cat([f(qs[:, :, x:y], ks[:, :, x:y], vs[:, :, x:y], is_causal=causal, enable_gqa=gq > 1)
+                                  for x, y in zip(cu, cu[1:])], 2)
 
             def one_fwd():
                 with torch.no_grad():
@@ -221,7 +253,7 @@ def run(a):
             with open(a.json, "w") as f:
                 json.dump({"format": "tasp-bench/1", "ranks": n, "device": torch.cuda.get_device_name(),
                            "shape": {"B": B, "S": S, "H": H, "Hkv": Hkv, "D": D, "causal": causal, "window": window,
-                                     "dtype": dtype_name}, "config": a.config, "timing_method": a.timing_method,
+                                     "dtype": dtype_name, "cu_seqlens": list(cu) if cu else None}, "config": a.config, "timing_method": a.timing_method,
                            "rows": rows, "single_gpu": single, "vs_best_baseline": ratio}, f, indent=1)
     ctx.synchronize()
     dist.destroy_process_group()
@@ -233,7 +265,8 @@ def main(argv=None):
         list_configs()
         return 0
     try:
-        shape_of(a)
+        B, S = shape_of(a)[:2]
+        documents_of(a, B, S)
     except ValueError as e:
         print(f"tasp.bench: {e}", file=sys.stderr)
         return 2

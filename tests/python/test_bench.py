@@ -24,7 +24,19 @@ def test_shape_from_config_and_overrides():
                  "--dtype", "fp16") == (4, 2048, 8, 2, 64, True, None, "fp16")
 
 
+def test_packed_documents():
+    docs = lambda *argv: bench.documents_of(a := bench.parse_args(list(argv)), *bench.shape_of(a)[:2])
+    assert docs("--config", "medium") == (4, 8192, None)
+    # nnscaler's varlen benchmark's cuts, per sequence of the batch, packed into one.
+    assert docs("--config", "small", "--varlen") == (1, 16384, (0, 512, 1024, 2048, 4096, 4608, 5120, 6144, 8192, 8704,
+                                                                 9216, 10240, 12288, 12800, 13312, 14336, 16384))
+    assert docs("--config", "tiny", "--cu-seqlens", "0,100,1000") == (1, 1000, (0, 100, 1000))
+
+
 @pytest.mark.parametrize("argv,names", [
+    (["--config", "tiny", "--cu-seqlens", "0,100,100"], "--cu-seqlens"),
+    (["--config", "tiny", "--cu-seqlens", "5,100"], "--cu-seqlens"),
+    (["--config", "tiny", "--cu-seqlens", "0,x"], "--cu-seqlens"),
     (["--config", "nosuch"], "--config"),
     (["--seqlen", "2048"], "--config NAME, or"),
     (["--config", "medium", "--nheads-kv", "5"], "--nheads-kv"),

@@ -5,6 +5,8 @@
 #          MQA, window, documents) and the ring-flash-attention compat functions against one-GPU SDPA, fwd and bwd;
 #   bench  python -m tasp.bench --baseline on CONFIGS (default: medium large large_seq xlarge qwen3_14b qwen3_32b),
 #          tasp beside the PyTorch ring, Ulysses and all-gather -> $OUT/bench-NAME.json, $OUT/bench.md;
+#   varlen python -m tasp.bench --varlen on VARLEN_CONFIGS (default: medium qwen3_14b): packed documents (nnscaler's
+#          varlen benchmark's cuts), tasp beside one GPU running SDPA document by document (not in the default);
 #   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
@@ -16,7 +18,8 @@
 #   profile  where overhead's difference goes: the first of SHAPES (or the named config CONFIG=NAME) from PyTorch
 #          under torch.profiler (its kernel table, rank 0) and through `tasp run --steps` (its step timeline), the
 #          scheme auto's unless SCHEME=... -> $OUT/profile.log (not in the default).
-# Usage: tools/gpu/python.sh [check] [bench] [train] [pip] [stall] [overhead] [profile]   (default: all but profile)
+# Usage: tools/gpu/python.sh [check] [bench] [varlen] [train] [pip] [stall] [overhead] [profile]
+#   (default: all but varlen and profile)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
@@ -48,6 +51,12 @@ for f in sorted(glob.glob(sys.argv[1] + "/bench-*.json")):
           f"{b['fwd_bwd_ms'] if b else 0:.3f} | {r.get('fwd_bwd', 0):.2f}x | {t['tokens_per_s']:.0f} | "
           f"{max(t['torch_peak_gib'], t['device_used_gib']):.2f} | {eff} |")
 PY
+fi
+if [[ $steps == *" varlen "* ]]; then
+  for c in ${VARLEN_CONFIGS:-medium qwen3_14b}; do
+    timeout 300 "${launch[@]}" -m tasp.bench --config "$c" --varlen --timing-runs "${ITERS:-5}" \
+      --json "$OUT/varlen-$c.json" 2>&1 | tee -a "$OUT/varlen.log" | grep -E "^\| tasp|^# tasp"
+  done
 fi
 if [[ $steps == *" train "* ]]; then
   timeout 400 "${launch[@]}" examples/train_tiny_llama.py --mode tasp --json "$OUT/train-tasp.json" > "$OUT/train-tasp.log" 2>&1 || fail=1
