@@ -212,17 +212,16 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
 }
 
 RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const planner::Workload& w, const Geometry& g, int r,
-                               int kv_slots, int grad_slots, bool backward, bool collectives) {
+                               int kv_slots, int grad_slots, bool backward, bool collectives, bool caller_io) {
   const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D, nl = size_t(w.B) * w.H * g.qrows[r], se = g.slot_elems();
   RankBuffers b;
-  b.q = x.alloc<uint16_t>(nq);
+  if (!caller_io) b.q = x.alloc<uint16_t>(nq);
   b.kv = x.alloc<uint16_t>(se * kv_slots);
   b.out = x.alloc<float>(nq);
   b.lse = x.alloc<float>(nl);
   if (!backward) return b;
-  b.dout = x.alloc<uint16_t>(nq);
+  if (!caller_io) b.dout = x.alloc<uint16_t>(nq), b.dq = x.alloc<float>(nq);
   b.dsum = x.alloc<float>(nl);
-  b.dq = x.alloc<float>(nq);
   const int rows = kernels::dq_accum_tile_rows(w.D);
   const size_t tiles = dq_tiles(planner::make_mask(w), g.qranges[r], rows);
   b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * kernels::dq_accum_tile_floats(w.D));

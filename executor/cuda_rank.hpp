@@ -64,9 +64,11 @@ struct RankDevice {
 };
 
 // One head group's buffers on GPU `x`, which runs plan rank `r` on workload `w` (one GPU's: its slot's heads), sized
-// by the rank's slot plans (`kv_slots`, `grad_slots`); the backward's only with `backward`.
+// by the rank's slot plans (`kv_slots`, `grad_slots`); the backward's only with `backward`. `caller_io`: Q, dO and dQ
+// live in a framework's tensors (a token-parallel rank runner: the work lists read Q and dO there, dQ leaves in 16
+// bits), so none of the three is allocated (q, dout, dq null).
 RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const planner::Workload& w, const Geometry& g, int r,
-                               int kv_slots, int grad_slots, bool backward, bool collectives);
+                               int kv_slots, int grad_slots, bool backward, bool collectives, bool caller_io = false);
 
 // Host-side bf16 or fp16 conversion (round to nearest even), so the backend needs no device code of its own.
 uint16_t to_half_bits(double x, kernels::DType t);

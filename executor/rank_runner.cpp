@@ -168,13 +168,15 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   const auto [kv_slots, grad_slots] = slot_counts(plan, rank);
   x.groups.resize(1);
   cuda::HeadGroupDevice& hg = x.groups[0];
-  hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, kv_slots, grad_slots, bwd, false);
-  std::vector<cuda::RankBuffers> bufs(plan.ranks);
-  bufs[rank] = hg.buf;
-  s->fwd = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
-  if (bwd) s->bwd = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
-  hg.ev_fwd.resize(cuda::kStepEvents * s->fwd.num_steps());
-  hg.ev_bwd.resize(bwd ? cuda::kStepEvents * s->bwd.num_steps() : 0);
+  // Kept K/V in the runner's slots would be the last layer's: a keeping plan's calls run on the caller's `saved`
+  // instead, the slots of that layer's forward and backward (the work lists rebased onto it per call; kept in its
+  // own slots, copied out and back, medium on 2x H200 measured 0.9 ms more per fwd+bwd than tasp run), and its own
+  // slots wait for a forward without `saved` (no_grad). Q, dO and dQ are the caller's tensors.
+  const bool keeps = bwd && plan.backward.keeps_kv;
+  hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, keeps ? 0 : kv_slots, grad_slots, bwd, false, true);
+  s->own_kv = !keeps;
+  hg.ev_fwd.resize(cuda::kStepEvents * plan.num_steps(Pass::Fwd));
+  hg.ev_bwd.resize(bwd ? cuda::kStepEvents * plan.num_steps(Pass::Bwd) : 0);
   for (auto* v : {&hg.ev_fwd, &hg.ev_bwd})
     for (auto& e : *v) TASP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   TASP_CUDA(cudaEventCreateWithFlags(&x.origin, cudaEventDisableTiming));
@@ -182,13 +184,9 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   TASP_CUDA(cudaEventCreateWithFlags(&s->staged, cudaEventDisableTiming));
   s->copies = cuda::shard_copies(g, rank);
   s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
-  // Kept K/V in the runner's slots would be the last layer's: a keeping plan's calls run on the caller's `saved`
-  // instead, the slots of that layer's forward and backward (the work lists rebased onto it per call; kept in its
-  // own slots, copied out and back, medium on 2x H200 measured 0.9 ms more per fwd+bwd than tasp run).
   s->kv_bytes = g.slot_elems() * size_t(kv_slots) * 2;
-  s->kv_at = hg.buf.kv;
   if (bwd) s->dq_tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[rank], kernels::dq_accum_tile_rows(w.D));
-  if (bwd && plan.backward.keeps_kv) s->saved_bytes = s->kv_bytes;
+  if (keeps) s->saved_bytes = s->kv_bytes;
   return s;
 }
 
@@ -198,11 +196,29 @@ void need(const void* p, const char* name) {
   if (!p) throw planner::InputError(std::string(name) + ": NULL");
 }
 
+// The work lists of both passes for the runner's workload (its current documents), their K/V pieces in slots at `kv`.
+void make_work_lists(RankRunner& s, const void* kv) {
+  std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
+  bufs[s.r] = s.x.groups[0].buf;
+  bufs[s.r].kv = const_cast<void*>(kv);
+  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
+  if (s.plan.has_backward) s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
+  s.kv_at = kv;
+}
+
 // The K/V slots of a call: the caller's `saved` where the plan keeps K/V and the call has one, else the runner's; the
-// work lists then point there.
+// work lists then point there (made there by the first call, rebased by later ones).
 void* kv_slots(RankRunner& s, const ShardTensors& t) {
-  void* kv = s.saved_bytes && t.saved ? t.saved : s.x.groups[0].buf.kv;
-  if (kv != s.kv_at) {
+  cuda::RankBuffers& own = s.x.groups[0].buf;
+  const bool saved = s.saved_bytes && t.saved;
+  if (!saved && !s.own_kv) {
+    own.kv = s.x.alloc<uint16_t>(s.kv_bytes / 2);
+    s.own_kv = true;
+  }
+  void* kv = saved ? t.saved : own.kv;
+  if (!s.kv_at) {
+    make_work_lists(s, kv);
+  } else if (kv != s.kv_at) {
     cuda::rebase_kv(s.fwd, s.r, s.kv_at, kv, s.kv_bytes);
     cuda::rebase_kv(s.bwd, s.r, s.kv_at, kv, s.kv_bytes);
     s.kv_at = kv;
@@ -357,12 +373,8 @@ void runner_documents(RankRunner& s, const std::vector<long>& docs) {
       hg.buf.dq_accum = x.alloc<float>(floats(s.dq_tiles));
     }
   }
-  std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
-  bufs[s.r] = hg.buf;
-  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, w, s.g, {s.r}, bufs);
-  if (s.plan.has_backward) s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, w, s.g, {s.r}, bufs);
   s.w = w;
-  s.kv_at = hg.buf.kv;  // the new lists point at the runner's own slots; a call's `saved` rebases them again
+  if (s.kv_at) make_work_lists(s, s.kv_at);  // on the slots the last call used (no lists yet: the first call makes them)
 }
 
 void runner_wait(RankRunner& s) {

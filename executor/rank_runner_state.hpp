@@ -61,7 +61,10 @@ struct RankRunner {
   size_t nq = 0, nl = 0;
   size_t saved_bytes = 0;  // what a forward leaves for its backward in the caller's `saved` (0: nothing)
   size_t kv_bytes = 0;     // the runner's own K/V slots
-  const void* kv_at = nullptr;  // where the work lists' K/V pieces point now (own slots or a call's `saved`)
+  // Where the work lists' K/V pieces point now (own slots or a call's `saved`); null: no lists yet (the first call
+  // makes them on its slots).
+  const void* kv_at = nullptr;
+  bool own_kv = true;  // groups[0].buf.kv holds kv_bytes (a keeping runner allocates them at its first call without `saved`)
   size_t dq_tiles = 0;          // tiles the dQ scratch holds (runner_documents grows it)
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
