@@ -60,6 +60,18 @@ size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int r
   return tiles;
 }
 
+bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows) {
+  std::vector<std::pair<long, long>> spans;
+  for (const kernels::WorkItem& it : items) spans.push_back({it.q_row0, long(it.q_row0) + it.q_len});
+  std::sort(spans.begin(), spans.end());
+  long end = 0;
+  for (const auto& [b, e] : spans) {
+    if (b > end) return false;
+    end = std::max(end, e);
+  }
+  return end >= q_rows;
+}
+
 Exchange exchange_of(const planner::Step& s, int n, int P) {
   switch (planner::collective_of(s, n, P)) {
     case planner::Collective::AllGather: return Exchange::AllGather;

@@ -88,6 +88,9 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
 // Tiles of `rows` rows (kernels::dq_accum_tile_rows) the backward's dQ scratch holds for a rank's query ranges (split
 // at documents, as its items).
 size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qranges, int rows);
+// Whether the items' rows cover rows [0, q_rows) of Q (the backward's dQ finish then writes every row, and the dQ it
+// writes needs no clearing first).
+bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows);
 
 // `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload;
 // `collectives`: all-gather and reduce-scatter steps as NCCL collectives, K/V slots by owner (plan_slots by_owner).

@@ -160,13 +160,16 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     }
     if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
     if (t == pw.num_steps() - 1) {  // the pass's dQ, from the scratch every step added to
+      // The finish writes every row its items cover; only rows no item covers need clearing (none, as the lists are
+      // made: every query range is an item; clearing dQ is 67 MB at B=1 S=8192 H=32, about 25 us of a 2.7 ms fwd+bwd).
       const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D;
+      const bool covered = items_cover_rows(b.items, long(g.qrows[r]));
       if (buf.dq16) {
-        TASP_CUDA(cudaMemsetAsync(buf.dq16, 0, nq * 2, x.compute));
+        if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq16, 0, nq * 2, x.compute));
         kernels::attention_backward_finish16(b, buf.dq16, x.ws, x.compute);
       } else {
-        TASP_CUDA(cudaMemsetAsync(buf.dq, 0, nq * 4, x.compute));
-        kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute);
+        if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq, 0, nq * 4, x.compute));
+        kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute, covered);
       }
     }
   } else if (!pw.fwd[gpu][t].pieces.empty()) {

@@ -136,8 +136,10 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
 size_t dq_accum_floats(const AttentionBackwardBatch& b);
 int dq_accum_tile_rows(int D);
 int dq_accum_tile_floats(int D);  // rows times D rounded up to 64 (80 and 96 are held padded)
-// dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D].
-void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream);
+// dq[b][row][h][:] += scale * (the scratch's value) over the items' rows; dq fp32 [B, q_rows, H, D]. `overwrite`:
+// = instead of +=, so a dq that held anything needs no clearing first (rows no item covers keep what they held).
+void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream,
+                               bool overwrite = false);
 // dq[b][row][h][:] = scale * (the scratch's value) in the batch's 16-bit type over the items' rows (written, not added
 // to: rows no item covers keep what they held); dq [B, q_rows, H, D]. A pass whose dQ leaves in 16 bits ends here
 // instead of in an fp32 dq and a cast.

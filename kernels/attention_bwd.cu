@@ -160,7 +160,7 @@ std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
 // element has one spot in the scratch).
 template <typename T>
 __global__ void dq_finish_kernel(const float4* accum, T* dq, const int2* tiles, int ntiles, int H, int D, int q_rows,
-                                 int cols, int blocks, float scale, long long n) {
+                                 int cols, int blocks, float scale, long long n, bool overwrite) {
   const int per_block = cols * 16;  // float4s of a warpgroup's block
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     const int thread = int(i % 128), k = int(i / 128 % (cols / 8)), w = int(i / per_block % blocks);
@@ -175,8 +175,8 @@ __global__ void dq_finish_kernel(const float4* accum, T* dq, const int2* tiles, 
       if (at.q + e >= tr.y) continue;
       T* dst = dq + (((long long)b * q_rows + tr.x + at.q + e) * H + h) * D + at.d;
       if constexpr (std::is_same_v<T, float>) {
-        dst[0] += scale * (e ? v.y : v.x);
-        dst[8] += scale * (e ? v.w : v.z);
+        dst[0] = (overwrite ? 0.f : dst[0]) + scale * (e ? v.y : v.x);
+        dst[8] = (overwrite ? 0.f : dst[8]) + scale * (e ? v.w : v.z);
       } else {
         dst[0] = T(scale * (e ? v.y : v.x));
         dst[8] = T(scale * (e ? v.w : v.z));
@@ -196,7 +196,7 @@ size_t dq_accum_floats(const AttentionBackwardBatch& b) {
 
 namespace {
 template <typename T>
-void finish(const AttentionBackwardBatch& b, T* dq, Workspace& ws, void* stream) {
+void finish(const AttentionBackwardBatch& b, T* dq, Workspace& ws, void* stream, bool overwrite) {
   const std::vector<int2> tiles = dq_tile_rows(b);
   if (tiles.empty()) return;
   if (misaligned(dq, 8)) throw std::invalid_argument("attention backward finish: dq must be 8-byte aligned");
@@ -210,18 +210,19 @@ void finish(const AttentionBackwardBatch& b, T* dq, Workspace& ws, void* stream)
   const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
   dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
-                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), bwd::dq_blocks(b.D), scale, n);
+                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), bwd::dq_blocks(b.D), scale, n,
+                                              overwrite);
   TASP_CUDA(cudaGetLastError());
 }
 }  // namespace
 
-void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream) {
-  finish(b, dq, ws, stream);
+void attention_backward_finish(const AttentionBackwardBatch& b, float* dq, Workspace& ws, void* stream, bool overwrite) {
+  finish(b, dq, ws, stream, overwrite);
 }
 
 void attention_backward_finish16(const AttentionBackwardBatch& b, void* dq, Workspace& ws, void* stream) {
-  if (b.dtype == DType::BF16) finish(b, static_cast<__nv_bfloat16*>(dq), ws, stream);
-  else finish(b, static_cast<__half*>(dq), ws, stream);
+  if (b.dtype == DType::BF16) finish(b, static_cast<__nv_bfloat16*>(dq), ws, stream, true);
+  else finish(b, static_cast<__half*>(dq), ws, stream, true);
 }
 
 }  // namespace tasp::kernels

@@ -446,9 +446,10 @@ TEST(CudaPass, RebasedWorkListsFollowTheKvSlots) {
             EXPECT_EQ(static_cast<const char*>(a) - saved, static_cast<const char*>(b) - static_cast<const char*>(bufs[1].kv));
             ++moved;
           }
-        if (backward)  // the accumulators stay where they were
+        if (backward) {  // the accumulators stay where they were
           for (size_t i = 0; i < pw->bwd[gpu][t].grads.size(); ++i)
             EXPECT_EQ(pw->bwd[gpu][t].grads[i].dk, pw0->bwd[gpu][t].grads[i].dk);
+        }
       }
   }
   EXPECT_GT(moved, 4);  // both passes' pieces of GPU 1, K and V

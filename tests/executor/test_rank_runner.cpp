@@ -124,7 +124,10 @@ TEST(CudaPass, RemaskedWorkListsComputeExactlyTheNewMask) {
               for (int i = it.piece_begin; i < it.piece_begin + it.piece_count; ++i)
                 for (long k = pieces[i].pos0; k < pieces[i].pos0 + pieces[i].len; ++k)
                   if (k >= it.k_begin && k < it.k_end && (!it.causal || k <= q)) ++seen[{q, k}];
-          if (pass == Pass::Bwd) {  // the scratch's tiles: a started tile of `rows` rows per item
+          if (pass == Pass::Bwd) {
+            // The dQ finish writes every row (issue_step clears none first); the scratch holds a started tile of
+            // `rows` rows per item.
+            EXPECT_TRUE(items_cover_rows(items, g.qrows[r])) << "rank " << r << " step " << t;
             for (int rows : {64, 80, 128}) {
               size_t tiles = 0;
               for (const kernels::WorkItem& it : items) tiles += (it.q_len + rows - 1) / rows;
@@ -146,4 +149,19 @@ TEST(CudaPass, RemaskedWorkListsComputeExactlyTheNewMask) {
       }
     }
   }
+}
+
+TEST(CudaPass, ItemsCoverRows) {
+  using executor::cuda::items_cover_rows;
+  auto item = [](int row0, int len) {
+    kernels::WorkItem it;
+    it.q_row0 = row0, it.q_len = len;
+    return it;
+  };
+  EXPECT_TRUE(items_cover_rows({item(40, 60), item(0, 40)}, 100));  // in any order
+  EXPECT_TRUE(items_cover_rows({item(0, 70), item(50, 50)}, 100));  // overlapping
+  EXPECT_FALSE(items_cover_rows({item(0, 40), item(41, 59)}, 100));  // row 40 in none
+  EXPECT_FALSE(items_cover_rows({item(0, 99)}, 100));
+  EXPECT_FALSE(items_cover_rows({}, 1));
+  EXPECT_TRUE(items_cover_rows({}, 0));
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -400,8 +401,11 @@ TEST(AttentionBwdGpu, DkDvAreDeterministic) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<float> gk(bc.dk0[0].size());
       cudaMemcpy(gk.data(), bc.d_dk[0], gk.size() * 4, cudaMemcpyDeviceToHost);
-      if (run == 0) first.push_back(gk);
-      else if (r.Hkv == 8 || r.det) EXPECT_EQ(first[0], gk);
+      if (run == 0) {
+        first.push_back(gk);
+      } else if (r.Hkv == 8 || r.det) {
+        EXPECT_EQ(first[0], gk);
+      }
     }
     if (r.det) exact = first[0];
     if (r.Hkv == 2 && !r.det) {
@@ -562,7 +566,8 @@ TEST(AttentionBwdGpu, DocumentsAndWindows) {
 
 // The rank path's ends (executor/rank_runner.cpp): the row sums read the output in 16 bits and dQ is written in 16
 // bits. Both equal the fp32 path bit for bit: row sums from the fp32 copy of the same rounded output (the same products
-// in the same order), dQ the fp32 finish from zero rounded once; rows of no item keep what they held.
+// in the same order), dQ the fp32 finish from zero rounded once; and the fp32 finish that overwrites (no clearing
+// first) equals the one that adds to zeros. Rows of no item keep what they held.
 TEST(AttentionBwdGpu, Outputs16MatchTheFp32PathBitForBit) {
   NEED_HOPPER();
   for (DType t : {DType::BF16, DType::FP16})
@@ -604,6 +609,13 @@ TEST(AttentionBwdGpu, Outputs16MatchTheFp32PathBitForBit) {
       cudaMemcpy(dsum16.data(), bc.d_dsum, nl * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(got.data(), dq16, nq * 2, cudaMemcpyDeviceToHost);
       for (size_t i = 0; i < nl; ++i) ASSERT_EQ(dsum16[i], dsum32[i]) << "row sum " << i;
+      // The fp32 finish overwriting a dq of garbage equals clearing it and adding, on the rows the items cover.
+      float* dq_over = bc.alloc<float>(nq);
+      cudaMemset(dq_over, 0x7f, nq * 4);
+      attention_backward_finish(bc.batch, dq_over, ws, nullptr, true);
+      std::vector<float> over(nq);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      cudaMemcpy(over.data(), dq_over, nq * 4, cudaMemcpyDeviceToHost);
       size_t written = 0;
       for (int b = 0; b < c.B; ++b)
         for (int r = 0; r < c.q_rows; ++r)
@@ -611,8 +623,12 @@ TEST(AttentionBwdGpu, Outputs16MatchTheFp32PathBitForBit) {
             const size_t i = (size_t(b) * c.q_rows + r) * c.H * c.D + x;
             if (r >= 120 && r < 150) {
               ASSERT_EQ(got[i], 0x7bcd) << "row " << r << " is in no item";
+              uint32_t bits;
+              std::memcpy(&bits, &over[i], 4);
+              ASSERT_EQ(bits, 0x7f7f7f7fu) << "row " << r << " is in no item (fp32 overwrite)";
               continue;
             }
+            ASSERT_EQ(over[i], dq_ref[i]) << "dq (fp32 overwrite) " << i;
             ASSERT_EQ(from_bits(got[i], t), from_bits(to_bits(dq_ref[i], t), t)) << "dq " << i;  // -0 == +0
             written += dq_ref[i] != 0;
           }
