@@ -25,6 +25,7 @@ struct tasp_plan {
   tasp::planner::Plan plan;
   tasp::planner::Workload workload;
   std::string json;
+  bool deterministic = false;  // its ranks' backward: dQ bit-identical run to run
 };
 
 struct tasp_group {
@@ -70,6 +71,7 @@ struct Options {
   simulator::PlanChoices choices;
   std::string profile, schemes = "all";
   planner::Passes passes{true, true};
+  bool deterministic = false;
 };
 
 Options parse_options(const char* text) {
@@ -96,9 +98,9 @@ Options parse_options(const char* text) {
     if (k == "profile") o.profile = text_of();
     else if (k == "schemes") o.schemes = text_of();
     else if (k == "accumulator") simulator::accumulator_bytes_of(o.choices.accumulator = text_of(), "options.accumulator");
-    else if (k == "prune_plain") {
-      if (!v.is_boolean()) throw planner::InputError("options.prune_plain: expected true or false");
-      o.choices.prune_plain = v.get<bool>();
+    else if (k == "prune_plain" || k == "deterministic") {
+      if (!v.is_boolean()) throw planner::InputError("options." + k + ": expected true or false");
+      (k == "deterministic" ? o.deterministic : o.choices.prune_plain) = v.get<bool>();
     }
     else if (k == "layout") {
       planner::Layout l;
@@ -116,7 +118,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass)");
+                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic)");
     }
   }
   return o;
@@ -162,6 +164,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     const bindings::Options o = bindings::parse_options(options_json);
     auto h = std::make_unique<tasp_plan>();
     h->workload = planner::parse_workload(workload);
+    h->deterministic = o.deterministic;
     const planner::Topology t = planner::load_topology(topology);
     const simulator::Profile prof = simulator::choose_profile(o.profile, t, nullptr);
     simulator::SimOptions so;
@@ -197,6 +200,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"causal", p.causal},
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},
                         {"keeps_kv", p.has_backward && p.backward.keeps_kv},
+                        {"deterministic", h->deterministic},
                         {"detail", detail},
                         {"profile", prof.name},
                         {"predicted_us", predicted},
@@ -272,7 +276,7 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
     executor::check_rank_plan(plan->plan, plan->workload, plan->plan.gpus());  // before any device is needed
     bindings::need(group, "group");
     auto h = std::make_unique<tasp_rank>();
-    h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s);
+    h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s, plan->deterministic);
     *out = h.release();
   });
 }

@@ -40,7 +40,8 @@ TASP_API const char* tasp_last_error(void);
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups",
- * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd). */
+ * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
+ * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);

@@ -147,13 +147,15 @@ void make_nccl_id(unsigned char* nccl_id) {
   std::memcpy(nccl_id, &id, kNcclIdBytes);
 }
 
-RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s) {
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
+                               bool deterministic) {
   check_rank_plan(p, w, group.ranks);
   if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
     throw planner::InputError("workload: " + e);
   const int rank = group.rank;
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
+  s->deterministic = deterministic;
   if (p.ulysses > 1) {
     open_head_runner(*s);
     return s;
@@ -202,7 +204,10 @@ void make_work_lists(RankRunner& s, const void* kv) {
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
   s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
-  if (s.plan.has_backward) s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
+  if (s.plan.has_backward) {
+    s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
+    for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
+  }
   s.kv_at = kv;
 }
 

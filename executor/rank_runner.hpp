@@ -63,7 +63,9 @@ using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 // zigzag, allgather, hamilton, two-level); a plan that keeps the forward's K/V for the backward keeps them in each
 // call's `saved` (so every layer's backward finds its own). The group must outlive the runner. Throws
 // planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
-RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s);
+// `deterministic`: the backward's dQ bit-identical from run to run (kernels::AttentionBackwardBatch::deterministic).
+RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
+                               bool deterministic = false);
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
 // the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);

@@ -55,7 +55,10 @@ cuda::RankBuffers bind(const RankRunner& s, int grp, const void* saved) {
 cuda::PassWork pass_work(const RankRunner& s, Pass pass, const cuda::RankBuffers& b) {
   std::vector<cuda::RankBuffers> bufs(s.plan.gpus());
   bufs[s.gpu] = b;
-  return cuda::make_pass_work(s.plan, pass, s.sw, s.g, {s.gpu}, bufs, s.u, false);
+  cuda::PassWork pw = cuda::make_pass_work(s.plan, pass, s.sw, s.g, {s.gpu}, bufs, s.u, false);
+  if (pass == Pass::Bwd)
+    for (auto& bb : pw.bwd[s.gpu]) bb.deterministic = s.deterministic;
+  return pw;
 }
 
 // The layer's side of a call: the caller's tensors, the runner's staging.

@@ -51,6 +51,7 @@ struct RankRunner {
   planner::Plan plan;
   planner::Workload w;
   int r = 0, timeout_s = 60;
+  bool deterministic = false;  // every backward batch's dQ in launch order (kernels::AttentionBackwardBatch)
   cuda::Geometry g;
   RankGroup* group = nullptr;
   cuda::RankDevice x;  // the group's device, streams and communicator (borrowed); groups[g]: a head group's buffers

@@ -28,6 +28,7 @@ def one_process_group():
     (dict(memory_budget=-1), "memory_budget:"),
     (dict(timeout=0), "timeout:"),
     (dict(max_plans=0), "max_plans:"),
+    (dict(deterministic="yes"), "deterministic:"),
 ])
 def test_context_arguments(one_process_group, kwargs, names):
     with pytest.raises(ValueError, match=names):
@@ -52,7 +53,6 @@ kv = torch.randn(1, 64, 2, 64, dtype=torch.bfloat16)
     (lambda: tt.attention(q.float(), kv, kv), "q:"),
     (lambda: compat.ring_flash_attn_func(q, kv, kv, dropout_p=0.1), "dropout_p"),
     (lambda: compat.zigzag_ring_flash_attn_func(q, kv, kv, alibi_slopes=torch.ones(4)), "alibi_slopes"),
-    (lambda: compat.zigzag_ring_flash_attn_func(q, kv, kv, deterministic=True), "deterministic"),
     (lambda: compat.ring_flash_attn_func(q, kv, kv, return_attn_probs=True), "return_attn_probs"),
 ])
 def test_attention_refuses(call, names):
@@ -203,3 +203,16 @@ def test_documents_share_one_rank_per_shape(one_process_group, monkeypatch):
     zz = tt.Context()  # causal default: zigzag-docs
     zz._rank_for(q, k, True, None, [0, 10, 64]), zz._rank_for(q, k, True, None, [0, 30, 64])
     assert fake.created == 5 and len(fake.documents) == 4
+
+
+def test_deterministic_reaches_the_plan(one_process_group):
+    """Context(deterministic=True) asks its plans' ranks for a dQ bit-identical run to run (the plan's option, which
+    tasp_rank_create reads); the C side refuses a non-boolean, naming the option."""
+    import tasp
+    ctx = tt.Context(deterministic=True)
+    opts = ctx._options(True, False)
+    assert opts["deterministic"] is True and "deterministic" not in tt.Context()._options(True, False)
+    assert tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64,causal", **opts).info["deterministic"] is True
+    assert tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64").info["deterministic"] is False
+    with pytest.raises(ValueError, match="options.deterministic"):
+        tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64", deterministic="yes")

@@ -2,7 +2,8 @@
 in place of `from ring_flash_attn import ...`): the same arguments and shard layouts, run by tasp's plan for the
 process group. ring_flash_attn_func takes contiguous shards (rank r holds the r-th n-th of the sequence),
 zigzag_ring_flash_attn_func zigzag ones (rank r holds chunks r and 2n-1-r of 2n). Dropout, ALiBi, attention
-probabilities and deterministic mode are refused with a ValueError naming the argument.
+probabilities are refused with a ValueError naming the argument; deterministic=True runs tasp's backward with dQ
+bit-identical from run to run (as flash-attn's deterministic backward).
 
 llama3_flash_attn_varlen_func takes packed documents ([tokens, heads, D], no batch) split contiguously over the
 ranks, with what llama3_flash_attn_prepare_cu_seqlens made from the whole sequence's cu_seqlens: use this module's
@@ -21,20 +22,18 @@ __all__ = ["ring_flash_attn_func", "zigzag_ring_flash_attn_func", "llama3_flash_
 _CONTEXTS = {}
 
 
-def _context(group, layout):
-    key = (id(group) if group is not None else None, layout)
+def _context(group, layout, deterministic):
+    key = (id(group) if group is not None else None, layout, bool(deterministic))
     if key not in _CONTEXTS:
-        _CONTEXTS[key] = Context(group=group, layout=layout)
+        _CONTEXTS[key] = Context(group=group, layout=layout, deterministic=bool(deterministic))
     return _CONTEXTS[key]
 
 
-def _refuse(dropout_p, alibi_slopes, deterministic, return_attn_probs):
+def _refuse(dropout_p, alibi_slopes, return_attn_probs):
     if dropout_p:
         raise ValueError(f"dropout_p: tasp runs attention without dropout (0.0), got {dropout_p!r}")
     if alibi_slopes is not None:
         raise ValueError("alibi_slopes: tasp has no ALiBi bias; pass None")
-    if deterministic:
-        raise ValueError("deterministic: not offered through tasp.torch yet (tasp run --deterministic has it); pass False")
     if return_attn_probs:
         raise ValueError("return_attn_probs: tasp returns the output alone; pass False")
 
@@ -48,17 +47,17 @@ def _window(window_size):
 def ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                          alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.ring_flash_attn_func: q [B, S_local, H, D], k, v [B, S_local, Hkv, D], contiguous shards."""
-    _refuse(dropout_p, alibi_slopes, deterministic, return_attn_probs)
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
     return attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                     ctx=_context(group, "contiguous"))
+                     ctx=_context(group, "contiguous", deterministic))
 
 
 def zigzag_ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                                 alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.zigzag_ring_flash_attn_func: zigzag shards (chunks r and 2n-1-r of 2n)."""
-    _refuse(dropout_p, alibi_slopes, deterministic, return_attn_probs)
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
     return attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                     ctx=_context(group, "zigzag"))
+                     ctx=_context(group, "zigzag", deterministic))
 
 
 _PREPARED = {}  # id(cu_seqlens_q returned by prepare) -> (weakref to it, the whole sequence's offsets)
@@ -101,7 +100,7 @@ def llama3_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqle
     """As ring_flash_attn.llama3_flash_attn_varlen_func: q [tokens, H, D], k, v [tokens, Hkv, D], this rank's
     contiguous slice of the packed documents; cu_seqlens_q and the rest from this module's
     llama3_flash_attn_prepare_cu_seqlens (heads_k_stride, a memory knob of the all-gather, is not needed)."""
-    _refuse(dropout_p, alibi_slopes, deterministic, return_attn_probs)
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
     entry = _PREPARED.get(id(cu_seqlens_q))
     if entry is None or entry[0]() is not cu_seqlens_q:
         raise ValueError("cu_seqlens_q: pass what tasp.torch.compat.llama3_flash_attn_prepare_cu_seqlens returned "
@@ -110,5 +109,5 @@ def llama3_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqle
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
             raise ValueError(f"{name}: expected [tokens, heads, D], got {getattr(t, 'shape', type(t).__name__)}")
     out = attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal=causal, window=_window(window_size),
-                    cu_seqlens=entry[1], softmax_scale=softmax_scale, ctx=_context(group, "contiguous"))
+                    cu_seqlens=entry[1], softmax_scale=softmax_scale, ctx=_context(group, "contiguous", deterministic))
     return out.squeeze(0)

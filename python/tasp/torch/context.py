@@ -140,10 +140,12 @@ class Context:
     behind the host, and a false alarm ends the job); max_plans: plans (each with its GPU buffers) kept at once, the least recently
     used released beyond that once no pending backward holds it. Packed documents (cu_seqlens) under a token order
     that does not follow them (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks
-    its rank for its documents, no planning and no allocation per step; otherwise a plan per document set."""
+    its rank for its documents, no planning and no allocation per step; otherwise a plan per document set.
+    deterministic: the backward's dQ bit-identical from run to run (dK and dV always are), at some speed
+    (docs/measurements/kernels.md)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=600, max_plans=16):
+                 timeout=600, max_plans=16, deterministic=False):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -157,11 +159,13 @@ class Context:
             raise ValueError(f"timeout: expected seconds (a positive number), got {timeout!r}")
         if not (isinstance(max_plans, int) and max_plans >= 1):
             raise ValueError(f"max_plans: expected a positive integer, got {max_plans!r}")
+        if not isinstance(deterministic, bool):
+            raise ValueError(f"deterministic: expected True or False, got {deterministic!r}")
         self.group = group if group is not None else dist.group.WORLD
         self.n, self.rank = dist.get_world_size(self.group), dist.get_rank(self.group)
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
-        self.layout, self.timeout, self.max_plans = layout, timeout, max_plans
+        self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
         self._group = None  # _Group, made with the first plan
         self._ranks = _Recent(max_plans)       # plan key -> _Rank
         self._layouts = _Recent(4 * max_plans)  # (S, causal, docs) -> the layout plan (token order only; host memory)
@@ -179,6 +183,8 @@ class Context:
             o["profile"] = str(self.profile)
         if self.memory_budget:
             o["memory_budget_gib"] = float(self.memory_budget)
+        if self.deterministic:
+            o["deterministic"] = True
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):
@@ -247,7 +253,8 @@ class Context:
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
-            o.pop("schemes", None), o.pop("profile", None), o.pop("memory_budget_gib", None)
+            for key in ("schemes", "profile", "memory_budget_gib", "deterministic"):
+                o.pop(key, None)
             return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
         return self._layouts.get(key)
 

@@ -183,6 +183,24 @@ def main():
     bad += not ok
     if rank == 0:
         print(f"{'PASS' if ok else 'FAIL'} torch.compile against eager: out, dq, dk, dv {max(errs):.1e}", flush=True)
+    # deterministic=True: dQ (and dK, dV) bit-identical between two runs of the same backward, and still right.
+    ctx = tt.Context(scheme="auto", deterministic=True)
+    g = torch.Generator(device=dev).manual_seed(7)
+    full = [torch.randn(1, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (16, 4, 4, 16)]
+    ref = reference(*full, True, None, None)
+    runs = []
+    for _ in range(2):
+        q, k, v = (ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3])
+        o = tt.attention(q, k, v, causal=True, ctx=ctx)
+        o.backward(ctx.shard(full[3], 1, causal=True))
+        runs.append([ctx.unshard(x, 1, causal=True) for x in (o, q.grad, k.grad, v.grad)])
+    same = all(torch.equal(a, b) for a, b in zip(*runs))
+    errs = [rel(x, r) for x, r in zip(runs[0], ref)]
+    ok = same and errs[0] < 1e-2 and max(errs[1:]) < 2e-2
+    bad += not ok
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} deterministic=True: two runs {'bit-identical' if same else 'DIFFER'}; out "
+              f"{errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}", flush=True)
     ctx.synchronize()
     dist.destroy_process_group()
     sys.exit(1 if bad else 0)
