@@ -336,21 +336,18 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
   steps(s, s.bwd, b, s.x.groups[0].ev_bwd);
-  // dK/dV: each own piece's final accumulator, copy by copy and batch by batch, into the caller's rows.
+  // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows.
   const auto& fin = s.bwd.slots[s.r].grad_final;
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half) {
-      auto* dst = static_cast<uint16_t*>(half ? t.dv : t.dk);
+      uint16_t* to = static_cast<uint16_t*>(half ? t.dv : t.dk) + c.shard_off;
       const auto f = fin.find(s.g.key(s.r, c.piece));
-      for (size_t bt = 0; bt < c.height; ++bt) {
-        uint16_t* to = dst + c.shard_off + bt * c.shard_pitch;
-        if (f == fin.end()) {  // no query sees the piece (a pruned plan): no gradient
-          TASP_CUDA(cudaMemsetAsync(to, 0, c.width * 2, s.x.compute));
-          continue;
-        }
-        const float* acc = b.grad + s.g.slot_elems() * f->second + half * s.g.half_slot() + c.slot_off + bt * c.slot_pitch;
-        kernels::cast_out(acc, to, dt, c.width, s.x.compute);
+      if (f == fin.end()) {  // no query sees the piece (a pruned plan): no gradient
+        TASP_CUDA(cudaMemset2DAsync(to, c.shard_pitch * 2, 0, c.width * 2, c.height, s.x.compute));
+        continue;
       }
+      const float* acc = b.grad + s.g.slot_elems() * f->second + half * s.g.half_slot() + c.slot_off;
+      kernels::cast_out_rows(acc, c.slot_pitch, to, c.shard_pitch, dt, c.width, c.height, s.x.compute);
     }
   end_call(s, caller, "backward");
 }

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
@@ -71,6 +72,25 @@ __global__ void cast_kernel(const float* in, T* out, long long n, bool vec) {
     return;
   }
   for (long long j = i; j < n && j < i + 8; ++j) out[j] = T(in[j]);
+}
+
+// `rows` rows of `width` elements, src and dst rows `src_pitch` and `dst_pitch` elements apart: a row per blockIdx.y,
+// 8 elements a thread as cast_kernel where pointers and pitches keep the rows on the 16-byte grid.
+template <typename T>
+__global__ void cast_rows_kernel(const float* in, long long in_pitch, T* out, long long out_pitch, long long width,
+                                 bool vec) {
+  const long long row = blockIdx.y;
+  const float* src = in + row * in_pitch;
+  T* dst = out + row * out_pitch;
+  const long long i = 8 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+  if (vec && i + 8 <= width) {
+    float v[8];
+    *reinterpret_cast<float4*>(v) = *reinterpret_cast<const float4*>(src + i);
+    *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(src + i + 4);
+    *reinterpret_cast<float16_pack_t*>(dst + i) = pack8(v, dst);
+    return;
+  }
+  for (long long j = i; j < width && j < i + 8; ++j) dst[j] = T(src[j]);
 }
 
 template <typename T>
@@ -203,6 +223,23 @@ void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream) 
   if (dtype == DType::BF16)
     cast_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, static_cast<__nv_bfloat16*>(dst), (long long)n, vec);
   else cast_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, static_cast<__half*>(dst), (long long)n, vec);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void cast_out_rows(const float* src, size_t src_pitch, void* dst, size_t dst_pitch, DType dtype, size_t width, size_t rows,
+                   void* stream) {
+  if (width == 0 || rows == 0) return;
+  if (rows > 65535) throw std::invalid_argument("cast_out_rows: more than 65535 rows");
+  const int threads = 256;
+  // Rows stay on the 16-byte grid when both bases do and the pitches are multiples of 8 elements.
+  const bool vec = vectors(src, dst) && src_pitch % 8 == 0 && dst_pitch % 8 == 0;
+  const dim3 grid(blocks_of8(width, threads), unsigned(rows));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16)
+    cast_rows_kernel<<<grid, threads, 0, s>>>(src, (long long)src_pitch, static_cast<__nv_bfloat16*>(dst),
+                                              (long long)dst_pitch, (long long)width, vec);
+  else cast_rows_kernel<<<grid, threads, 0, s>>>(src, (long long)src_pitch, static_cast<__half*>(dst),
+                                                 (long long)dst_pitch, (long long)width, vec);
   TASP_CUDA(cudaGetLastError());
 }
 
