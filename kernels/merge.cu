@@ -46,8 +46,7 @@ __global__ void merge_kernel(float* acc_out, float* acc_lse, const float* blk_ou
   if (live && i % D == D - 1) acc_lse[li] = lse;
 }
 
-// 8 elements a thread, as two float4 loads and one 16-byte store where both pointers allow (the elementwise kernels
-// ran at 1.9-2.2 TB/s one element a thread on an H200, 2026-11-26 profile of the PyTorch path: 90 us to cast 32M).
+// Eight floats rounded into eight 16-bit values (one 16-byte store).
 __device__ inline float16_pack_t pack8(const float* v, __nv_bfloat16*) {
   float16_pack_t p;
   auto* h = reinterpret_cast<__nv_bfloat162*>(&p);
@@ -61,21 +60,10 @@ __device__ inline float16_pack_t pack8(const float* v, __half*) {
   return p;
 }
 
-template <typename T>
-__global__ void cast_kernel(const float* in, T* out, long long n, bool vec) {
-  const long long i = 8 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
-  if (vec && i + 8 <= n) {
-    float v[8];
-    *reinterpret_cast<float4*>(v) = *reinterpret_cast<const float4*>(in + i);
-    *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(in + i + 4);
-    *reinterpret_cast<float16_pack_t*>(out + i) = pack8(v, out);
-    return;
-  }
-  for (long long j = i; j < n && j < i + 8; ++j) out[j] = T(in[j]);
-}
-
-// `rows` rows of `width` elements, src and dst rows `src_pitch` and `dst_pitch` elements apart: a row per blockIdx.y,
-// 8 elements a thread as cast_kernel where pointers and pitches keep the rows on the 16-byte grid.
+// fp32 -> 16 bits over `rows` rows of `width` elements, src and dst rows `in_pitch` and `out_pitch` elements apart (a
+// row per blockIdx.y; one row: a flat cast), 8 elements a thread as two float4 loads and one 16-byte store where
+// pointers and pitches keep the rows on the 16-byte grid (one element a thread ran at 1.9-2.2 TB/s on an H200,
+// 2026-11-26 profile of the PyTorch path: 90 us to cast 32M).
 template <typename T>
 __global__ void cast_rows_kernel(const float* in, long long in_pitch, T* out, long long out_pitch, long long width,
                                  bool vec) {
@@ -221,8 +209,8 @@ void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream) 
   const bool vec = vectors(out, dst);
   auto s = static_cast<cudaStream_t>(stream);
   if (dtype == DType::BF16)
-    cast_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, static_cast<__nv_bfloat16*>(dst), (long long)n, vec);
-  else cast_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, static_cast<__half*>(dst), (long long)n, vec);
+    cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, 0, static_cast<__nv_bfloat16*>(dst), 0, (long long)n, vec);
+  else cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, 0, static_cast<__half*>(dst), 0, (long long)n, vec);
   TASP_CUDA(cudaGetLastError());
 }
 
