@@ -71,7 +71,7 @@ struct Options {
   simulator::PlanChoices choices;
   std::string profile, schemes = "all";
   planner::Passes passes{true, true};
-  bool deterministic = false;
+  bool deterministic = false, framework = false;
 };
 
 Options parse_options(const char* text) {
@@ -98,9 +98,9 @@ Options parse_options(const char* text) {
     if (k == "profile") o.profile = text_of();
     else if (k == "schemes") o.schemes = text_of();
     else if (k == "accumulator") simulator::accumulator_bytes_of(o.choices.accumulator = text_of(), "options.accumulator");
-    else if (k == "prune_plain" || k == "deterministic") {
+    else if (k == "prune_plain" || k == "deterministic" || k == "framework") {
       if (!v.is_boolean()) throw planner::InputError("options." + k + ": expected true or false");
-      (k == "deterministic" ? o.deterministic : o.choices.prune_plain) = v.get<bool>();
+      (k == "deterministic" ? o.deterministic : k == "framework" ? o.framework : o.choices.prune_plain) = v.get<bool>();
     }
     else if (k == "layout") {
       planner::Layout l;
@@ -118,7 +118,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic)");
+                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic, framework)");
     }
   }
   return o;
@@ -170,6 +170,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     simulator::SimOptions so;
     so.passes = o.passes;
     so.max_timeline_cells = 0;
+    so.framework = o.framework;
     std::string s = scheme, detail;
     double predicted = 0;
     if (s == "auto") {

@@ -41,7 +41,9 @@ TASP_API const char* tasp_last_error(void);
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups",
  * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
- * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always). */
+ * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
+ * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
+ * and its own layout, as tasp_rank_* runs it). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);

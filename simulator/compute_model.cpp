@@ -160,4 +160,14 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
   return cp.launch_us + std::max(m, merge_us);
 }
 
+double framework_io_us(const ComputeProfile& cp, const planner::Plan& p, const planner::Workload& w, int rank,
+                       planner::Pass pass) {
+  const double own = shard_tokens(p, w, rank) * w.B;  // the rank's tokens (its own K/V pieces hold the same)
+  const double kv16 = own * w.Hkv * w.D * 2 * w.dtype_bytes;   // its K and V in 16 bits
+  const double bytes = pass == planner::Pass::Fwd ? 2 * kv16 + own * w.H * w.D * (4.0 + w.dtype_bytes)  // staged, O
+                                                  : kv16 / w.dtype_bytes * (4.0 + w.dtype_bytes);      // dK, dV
+  const double launches = pass == planner::Pass::Fwd ? 2.0 * p.pieces_per_rank + 2 : 2.0 * p.pieces_per_rank;
+  return launches * cp.small_launch_us + bytes / (cp.hbm_gbps * 1e3);
+}
+
 }  // namespace tasp::simulator

@@ -507,6 +507,11 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
                       b ? a.bwd_out : a.fwd_out, (b ? a.bwd_in_copy : a.fwd_in_copy) / mem + launches,
                       (b ? a.bwd_out_copy : a.fwd_out_copy) / mem + launches);
     }
+    if (opt.framework && p.ulysses == 1) {  // the slowest rank's copies, before its first step and after its last
+      double io = 0;
+      for (int rank = 0; rank < p.ranks; ++rank) io = std::max(io, framework_io_us(prof.compute, p, w, rank, pass));
+      r.total_us += io, r.terms.executor_us += io;
+    }
     r.bound.compute_us = r.max_rank_flops / (m.peak_tflops() * 1e6);
     r.terms.exposed_comm_us = 0;
     r.terms.exposed_comm_us = std::max(0.0, r.total_us - r.terms.sum());

@@ -61,6 +61,9 @@ struct SimOptions {
   // allgather's all-gather and reduce-scatter steps as NCCL collectives (tasp run --collectives), at the profile's
   // collective rate where it has one (CommProfile::collective_gbps).
   bool collectives = false;
+  // The plan runs inside a training framework (tasp.torch, the C ABI's tasp_rank_*): a token-parallel rank's copies
+  // between the framework's tensors and its own layout (framework_io_us) are counted, as executor time.
+  bool framework = false;
 };
 
 // Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan

@@ -173,7 +173,9 @@ class Context:
     # ---- plans
 
     def _options(self, causal, docs):
-        o = {"layout": self.layout or ("zigzag-docs" if causal and docs else "zigzag" if causal else "contiguous")}
+        # framework: the plan's prediction (and auto's choice) counts the rank's copies to and from PyTorch's tensors.
+        o = {"layout": self.layout or ("zigzag-docs" if causal and docs else "zigzag" if causal else "contiguous"),
+             "framework": True}
         if self.scheme == "auto":
             # zigzag needs a causal mask and its own layout, two-level nodes (the shorthand's; a machine file's nodes
             # get the others)
@@ -253,7 +255,7 @@ class Context:
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
-            for key in ("schemes", "profile", "memory_budget_gib", "deterministic"):
+            for key in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework"):
                 o.pop(key, None)
             return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
         return self._layouts.get(key)
