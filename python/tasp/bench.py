@@ -185,6 +185,11 @@ def run(a):
     scheme = ctx.scheme_for(q, k, causal, window, cu)
     say(f"# tasp: {scheme}")
     record(f"tasp {scheme.split(' ')[0]}", tasp_fwd, tasp_fwd_bwd)
+    # The simulator's fwd+bwd for the plan, the rank's copies to and from PyTorch's tensors included.
+    predicted = ctx._rank_for(q, k, causal, window, cu).plan.info["predicted_us"] / 1e3
+    rows[0]["predicted_ms"] = predicted
+    say(f"  {'predicted (tasp simulate)':28} fwd+bwd {predicted:9.3f} ms: measured / predicted "
+        f"{rows[0]['fwd_bwd_ms'] / predicted:.3f}")
 
     if a.baseline:
         if window or cu:

@@ -22,7 +22,7 @@ using simulator::SimResult;
 struct Args {
   std::string topology = "h200-hgx-8", workload, config, schemes = "all", docs;
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
-  bool quiet = false, collectives = false;
+  bool quiet = false, collectives = false, framework = false;
   PlanChoices head;
 };
 
@@ -176,6 +176,9 @@ void register_simulate(CLI::App& app) {
   cmd->add_flag("--collectives", a->collectives,
                 "allgather's all-gather and reduce-scatter steps as NCCL collectives, at the profile's collective rate\n"
                 "(tasp run --collectives; profiles fitted where NCCL's all-gather was measured, e.g. h100x2-socket)");
+  cmd->add_flag("--framework", a->framework,
+                "run from a training framework (tasp.torch, the C ABI's ranks): count a rank's copies between the\n"
+                "framework's tensors and tasp's layout (K/V staged, O and dK/dV cast)");
   cmd->add_flag("-q,--quiet", a->quiet, "No table");
   cmd->callback([a] {
     const Topology t = load_topology(a->topology);
@@ -186,6 +189,7 @@ void register_simulate(CLI::App& app) {
     const Passes passes = opt.passes;
     opt.clock = parse_clock(a->clock);
     opt.collectives = a->collectives;
+    opt.framework = a->framework;
     Progress progress("simulating: step");
     opt.progress = [&](int step, int steps) { progress.update(step + 1, steps); };
     std::vector<SchemeRun> runs;
