@@ -53,6 +53,24 @@ void add(FlowList& f, int s, int d, double bytes, double start, double cap) {
 }
 const std::vector<double> kNoCap(3, std::numeric_limits<double>::infinity());
 
+// A scheme's plan on a topology for a workload (causal as the workload says), the H200 profile, and the simulator's
+// options for `passes`: the setup of the engine tests below.
+struct SimCase {
+  simulator::Profile prof = simulator::builtin_profile("h200-hgx-8");
+  planner::Topology t;
+  planner::Workload w;
+  planner::Plan p;
+  simulator::SimOptions so;
+  SimCase(const std::string& topology, const std::string& scheme, const std::string& workload, planner::Passes passes)
+      : t(planner::load_topology(topology)), w(planner::parse_workload(workload)) {
+    planner::PlanOptions o;
+    o.causal = w.causal;
+    p = planner::build_plan(t, scheme, o);
+    so.passes = passes;
+  }
+  simulator::SimResult run() const { return simulator::simulate(p, t, w, prof, so); }
+};
+
 }  // namespace
 
 TEST(Fluid, OneFlowOneLink) {
@@ -668,15 +686,9 @@ TEST(Engine, HugeStaggeredStepsStepTogether) {
 // Ulysses: the pass is the all-to-all in, local attention over all S tokens with H/n heads, the all-to-all
 // out; its transfers are (n-1)/n of the GPU's Q, K, V and output shards, whatever n is.
 TEST(Engine, UlyssesIsAllToAllsAroundLocalAttention) {
-  auto prof = simulator::builtin_profile("h200-hgx-8");
-  auto t = planner::load_topology("h200-hgx-8");
-  const planner::Workload w = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal");
-  planner::PlanOptions o;
-  o.causal = true;
-  const planner::Plan p = planner::build_plan(t, "ulysses", o);
-  simulator::SimOptions so;
-  so.passes = {true, false};
-  const auto r = simulator::simulate(p, t, w, prof, so);
+  const SimCase c("h200-hgx-8", "ulysses", "B=1,S=64k,H=32,Hkv=8,D=128,causal", {true, false});
+  const auto& [prof, t, w, p, so] = c;
+  const auto r = c.run();
   // Sent per GPU: 7/8 of its 8k-token shard's Q (32 heads) + K, V (8 heads each) + out (32 heads), bf16.
   const double shard = 8192.0 * 128 * 2;
   EXPECT_NEAR(r.max_rank_bytes, 7.0 / 8 * shard * (32 + 16 + 32), 1.0);
@@ -696,14 +708,8 @@ TEST(Engine, UlyssesIsAllToAllsAroundLocalAttention) {
 // the same FLOPs are computed in G pieces; the pass shortens where the exchanges were exposed, never below the
 // longer of its exchanges and its attention, and the timeline lists G exchanges in, G groups' steps, G out.
 TEST(Engine, HeadGroupsPipelineTheAllToAlls) {
-  auto prof = simulator::builtin_profile("h200-hgx-8");
-  auto t = planner::load_topology("complete:2");
-  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
-  planner::PlanOptions o;
-  o.causal = true;
-  planner::Plan p = planner::build_plan(t, "ulysses", o);
-  simulator::SimOptions so;
-  so.passes = {true, true};
+  SimCase c("complete:2", "ulysses", "B=1,S=8192,H=32,D=128,causal", {true, true});
+  auto& [prof, t, w, p, so] = c;
   p.head_groups = 1;
   const auto one = simulator::simulate(p, t, w, prof, so);
   for (int g : {2, 4}) {
@@ -780,17 +786,12 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
 // in the forward, dK/dV cast in the backward, at the profile's HBM rate), as executor time; the terms still add up.
 // Head-parallel plans make no such copies.
 TEST(Engine, FrameworkCopiesByHand) {
-  auto prof = simulator::builtin_profile("h200-hgx-8");
-  auto t = planner::load_topology("complete:2");
-  const planner::Workload w = planner::parse_workload("B=1,S=65536,H=32,D=128,causal");
-  planner::PlanOptions o;
-  o.causal = true;
-  const planner::Plan p = planner::build_plan(t, "allgather", o);
-  simulator::SimOptions so;
-  so.passes = {true, true};
-  const auto plain = simulator::simulate(p, t, w, prof, so);
-  so.framework = true;
-  const auto fw = simulator::simulate(p, t, w, prof, so);
+  SimCase c("complete:2", "allgather", "B=1,S=65536,H=32,D=128,causal", {true, true});
+  const auto& prof = c.prof;
+  const planner::Plan& p = c.p;
+  const auto plain = c.run();
+  c.so.framework = true;
+  const auto fw = c.run();
   const double tokens = 32768, kv16 = tokens * 32 * 128 * 2 * 2, rate = prof.compute.hbm_gbps * 1e3;
   const double fwd = (2 * kv16 + tokens * 32 * 128 * 6) / rate + (2.0 * p.pieces_per_rank + 2) * prof.compute.small_launch_us;
   const double bwd = kv16 / 2 * 6 / rate + 2.0 * p.pieces_per_rank * prof.compute.small_launch_us;
@@ -799,11 +800,8 @@ TEST(Engine, FrameworkCopiesByHand) {
   EXPECT_NEAR(fw.total_us, fw.terms.sum(), 1e-6 * fw.total_us);
   EXPECT_NEAR(fw.terms.executor_us - plain.terms.executor_us, fwd + bwd, 1e-6 * (fwd + bwd));
   EXPECT_GT(fwd + bwd, 1000);  // about 1.1 ms of 110
-  planner::PlanOptions u;
-  u.causal = true;
-  const planner::Plan uly = planner::build_plan(t, "ulysses", u);
-  so.framework = false;
-  const double before = simulator::simulate(uly, t, w, prof, so).total_us;
-  so.framework = true;
-  EXPECT_EQ(simulator::simulate(uly, t, w, prof, so).total_us, before);
+  SimCase u("complete:2", "ulysses", "B=1,S=65536,H=32,D=128,causal", {true, true});
+  const double before = u.run().total_us;
+  u.so.framework = true;
+  EXPECT_EQ(u.run().total_us, before);
 }
