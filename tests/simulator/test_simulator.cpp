@@ -20,6 +20,13 @@ using simulator::FlowList;
 
 namespace {
 
+// A head dim's forward rates, the rest of ComputeRate as it comes.
+simulator::ComputeRate rate_of(int head_dim, double full_tflops, double causal_tflops) {
+  simulator::ComputeRate r;
+  r.head_dim = head_dim, r.full_tflops = full_tflops, r.causal_tflops = causal_tflops;
+  return r;
+}
+
 // GPUs g0..g{n-1} on one switch, `port` GB/s per direction, no link latency.
 planner::Topology star(int n, double port) {
   std::ostringstream y;
@@ -44,7 +51,7 @@ simulator::Profile simple_profile(double latency, double flow_cap, double rank_c
   p.compute.sms = 1;
   p.compute.tile_m = 1 << 30;
   p.compute.hbm_gbps = 1e9;
-  p.compute.rates = {{128, tflops, tflops / 2}};
+  p.compute.rates = {rate_of(128, tflops, tflops / 2)};
   return p;
 }
 
@@ -159,7 +166,7 @@ TEST(Compute, TileRowsPerHeadDim) {
   // one, so the same work takes twice the math time when the head dim's tiles are 192 rows.
   auto prof = simple_profile(0, 1e9, 1e9, 100);
   prof.compute.sms = 132, prof.compute.tile_m = 128;
-  prof.compute.rates = {{64, 100, 50}};
+  prof.compute.rates = {rate_of(64, 100, 50)};
   planner::Workload w = planner::parse_workload("B=1,S=192,H=66,D=64");
   simulator::BlockWork b;
   b.lq = b.lk = 192, b.full_flops = 4.0 * 192 * 192 * 66 * 64;
@@ -352,7 +359,7 @@ TEST(Calibrate, RecoversAKnownProfile) {
   truth.compute.half_len = 80;
   truth.compute.sms = 132;
   truth.compute.tile_m = 128;
-  truth.compute.rates = {{128, 350, 320}};
+  truth.compute.rates = {rate_of(128, 350, 320)};
   truth.compute.rates[0].bwd_full_tflops = 290, truth.compute.rates[0].bwd_causal_tflops = 260;
   simulator::Samples s;
   for (double mib : {1, 4, 16, 64, 256})
@@ -425,7 +432,7 @@ TEST(Calibrate, SustainedFractionsAndExecutorTermsFromMeasurements) {
   auto net = simulator::build_network(star(2, 450));
   simulator::Profile truth = simple_profile(5, 100, 100, 1);
   truth.compute.launch_us = 5, truth.compute.half_len = 80, truth.compute.sms = 132, truth.compute.tile_m = 128;
-  truth.compute.rates = {{128, 600, 560}};
+  truth.compute.rates = {rate_of(128, 600, 560)};
   truth.compute.rates[0].bwd_full_tflops = 420, truth.compute.rates[0].bwd_causal_tflops = 390;
   const simulator::Profile hot = [&] {
     simulator::Profile h = truth;
@@ -478,7 +485,7 @@ TEST(Calibrate, GqaCurvesFromRowsBesideTheirMhaShapes) {
   auto net = simulator::build_network(star(2, 450));
   simulator::Profile truth = simple_profile(5, 100, 100, 1);
   truth.compute.launch_us = 5, truth.compute.half_len = 80, truth.compute.sms = 132, truth.compute.tile_m = 128;
-  truth.compute.rates = {{128, 600, 560}};
+  truth.compute.rates = {rate_of(128, 600, 560)};
   auto& tr = truth.compute.rates[0];
   tr.bwd_full_tflops = 420, tr.bwd_causal_tflops = 390, tr.sustained = 0.9, tr.bwd_sustained = 0.95;
   tr.bwd_gqa.points = {{1, 1}, {4, 0.95}, {8, 0.8}};
@@ -756,8 +763,9 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   // The rate past the fitted latency (the ring rows', a little off the truth's at the smallest size), so the steps
   // replay: every all-gather row within 1%.
   for (double b : {1 << 20, 1 << 24, 1 << 28}) EXPECT_NEAR(fc.collective_gbps.at(b), c.collective_gbps.at(b), 0.05 * c.collective_gbps.at(b)) << b;
-  for (const auto& x : s.comm)
+  for (const auto& x : s.comm) {
     if (x.kind == "allgather") EXPECT_NEAR(simulator::predict_comm_step_us(net, fit, "allgather", 2, x.bytes), x.us, 0.01 * x.us) << x.bytes;
+  }
   for (const auto& ch : checks) EXPECT_NEAR(ch.error(), 0, 0.02) << ch.what;
 
   const auto t = star(2, 1000);
