@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 
 #include "planner/collective.hpp"
 
@@ -60,6 +61,23 @@ size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int r
   return tiles;
 }
 
+std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs) {
+  std::set<int> used;
+  std::vector<std::pair<int, int>> ahead;
+  for (size_t t = 0; t < rs.steps.size(); ++t) {
+    const planner::StepSlots& s = rs.steps[t];
+    if (t > 0)
+      for (int slot : s.grad_zero)
+        if (!used.count(slot)) ahead.push_back({int(t), slot});
+    for (int slot : s.grad_zero) used.insert(slot);
+    for (const auto& [k, slot] : s.grad_compute) used.insert(slot);
+    for (const auto& [k, slot] : s.grad_send) used.insert(slot);
+    for (const auto& [k, slot] : s.grad_recv) used.insert(slot);
+    for (const auto& [into, from] : s.grad_add) used.insert(into), used.insert(from);
+  }
+  return ahead;
+}
+
 bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows) {
   std::vector<std::pair<long, long>> spans;
   for (const kernels::WorkItem& it : items) spans.push_back({it.q_row0, long(it.q_row0) + it.q_len});
@@ -111,9 +129,12 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   pw.slots.resize(size_t(n) * u);
   if (bwd) pw.bwd.resize(size_t(n) * u);
   else pw.fwd.resize(size_t(n) * u);
+  if (bwd) pw.grad_zero_ahead.resize(size_t(n) * u);
   for (int gpu : local) {
     const int r = gpu / u;
     pw.slots[gpu] = planner::plan_slots(p, pass, r, collectives);
+    // Head-parallel passes keep their local steps off the comm stream (the head groups' all-to-alls queue there).
+    if (bwd && u == 1) pw.grad_zero_ahead[gpu] = slots_zeroed_ahead(pw.slots[gpu]);
     const RankBuffers& x = bufs[gpu];
     bool first = true;
     for (int t = 0; t < steps; ++t) {

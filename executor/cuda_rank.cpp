@@ -95,9 +95,17 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   const size_t own = se * g.P;  // elements of this rank's pieces (or of one owner's accumulators)
   const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
   // The transfer interval [e0, e1]: on the comm stream after the previous step when this rank moves something,
-  // else an empty one on the compute stream.
-  const cudaStream_t on = moves ? x.comm : x.compute;
-  if (moves) TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+  // else an empty one on the compute stream. A backward's first step also clears, on the comm stream, the
+  // accumulators later steps start (grad_zero_ahead): the compute stream waits for e1 before its second step.
+  const std::vector<std::pair<int, int>> none;
+  const auto& ahead = bwd && size_t(gpu) < pw.grad_zero_ahead.size() ? pw.grad_zero_ahead[gpu] : none;
+  const bool clear_ahead = t == 0 && !ahead.empty();
+  const auto clear = [&] {
+    for (const auto& [step, slot] : ahead) TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.comm));
+  };
+  const cudaStream_t on = moves || clear_ahead ? x.comm : x.compute;
+  if (moves || clear_ahead) TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+  if (clear_ahead && !moves) clear();
   TASP_CUDA(cudaEventRecord(e[0], on));
   if (moves && how == Exchange::AllGather) {
     // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
@@ -144,9 +152,12 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     }
     TASP_NCCL(ncclGroupEnd());
   }
+  if (clear_ahead && moves) clear();  // after this step's transfers, not before them
   TASP_CUDA(cudaEventRecord(e[1], on));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
-  for (int slot : s.grad_zero) TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
+  for (int slot : s.grad_zero)
+    if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
+      TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
     const auto& b = pw.bwd[gpu][t];
     if (t == 0) {

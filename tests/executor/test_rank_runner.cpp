@@ -3,6 +3,7 @@
 // scratch (cuda::dq_tiles) that holds their items. On the host: the lists are plain data; no GPU needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "executor/rank_runner.hpp"
 #include "planner/mask.hpp"
 #include "planner/schemes/schemes.hpp"
+#include "planner/slot_plan.hpp"
 #include "planner/topology.hpp"
 
 using namespace tasp;
@@ -164,4 +166,53 @@ TEST(CudaPass, ItemsCoverRows) {
   EXPECT_FALSE(items_cover_rows({item(0, 99)}, 100));
   EXPECT_FALSE(items_cover_rows({}, 1));
   EXPECT_TRUE(items_cover_rows({}, 0));
+}
+
+// Accumulators cleared when the backward starts (slots_zeroed_ahead, on the comm stream beside step 0): replaying
+// every scheme's backward slot plan with those slots cleared at the start and the rest as their steps say, no step
+// reads or adds into a slot holding anything but zeros or its own sums, and a slot cleared ahead is still clear
+// when its step comes (nothing used it before). allgather's own accumulators are cleared ahead.
+TEST(CudaPass, AccumulatorsClearedAheadAreUntouchedUntilTheirStep) {
+  enum State { Garbage, Zero, Data };
+  size_t ahead_total = 0;
+  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
+    for (int n : {2, 3, 4, 5})
+      for (bool causal : {false, true}) {
+        if (std::string(scheme) == "zigzag" && !causal) continue;
+        SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : ""));
+        PlanOptions o;
+        o.causal = causal;
+        const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+        for (int r = 0; r < n; ++r) {
+          const RankSlots rs = plan_slots(p, Pass::Bwd, r);
+          const auto ahead = executor::cuda::slots_zeroed_ahead(rs);
+          ahead_total += ahead.size();
+          std::vector<State> st(size_t(rs.grad_slots) + 1, Garbage);
+          for (const auto& [step, slot] : ahead) {
+            ASSERT_GT(step, 0);
+            st.at(slot) = Zero;
+          }
+          for (size_t t = 0; t < rs.steps.size(); ++t) {
+            const StepSlots& s = rs.steps[t];
+            for (int slot : s.grad_zero) {
+              if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{int(t), slot}) != ahead.end())
+                EXPECT_EQ(st.at(slot), Zero) << "slot " << slot << " used before its step " << t;
+              else
+                st.at(slot) = Zero;
+            }
+            for (const auto& [k, slot] : s.grad_compute) {
+              EXPECT_NE(st.at(slot), Garbage) << "step " << t << " adds into uncleared slot " << slot;
+              st.at(slot) = Data;
+            }
+            for (const auto& [k, slot] : s.grad_send) EXPECT_NE(st.at(slot), Garbage) << "step " << t << " sends slot " << slot;
+            for (const auto& [k, slot] : s.grad_recv) st.at(slot) = Data;
+            for (const auto& [into, from] : s.grad_add) {
+              EXPECT_NE(st.at(into), Garbage);
+              EXPECT_NE(st.at(from), Garbage);
+              st.at(into) = Data;
+            }
+          }
+        }
+      }
+  EXPECT_GT(ahead_total, 0u);  // some scheme's later steps start accumulators (allgather's own pieces)
 }
