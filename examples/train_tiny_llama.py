@@ -5,12 +5,15 @@ and data, so that the two loss curves can be compared step by step.
   torchrun --nproc_per_node=2 examples/train_tiny_llama.py --mode tasp --json tasp.json
   python examples/train_tiny_llama.py --mode sdpa --json sdpa.json
   python examples/train_tiny_llama.py --compare tasp.json sdpa.json     # the largest relative loss difference
+  ... --docs 8                                            # packed documents, cut anew every step (B=1)
 
 Sequence parallel: every rank holds its shard of each sequence's tokens (tasp.torch.Context.shard: zigzag chunks
 under the causal mask), with their global positions for RoPE; embeddings, norms and MLPs are per token; attention is
 tasp.torch.attention over the process group; each rank's loss is its tokens' share of the global mean, and the
 gradients are summed over the ranks before the optimizer step, so every rank's weights stay the one-device weights.
-Master weights in fp32, matmuls under bf16 autocast; AdamW."""
+With --docs N each step's sequence is N documents packed (cut at random, the same cuts in both modes): attention stays
+inside each (tasp: cu_seqlens, one plan for every step's documents under the zigzag order; one device: SDPA document
+by document) and RoPE positions restart at each. Master weights in fp32, matmuls under bf16 autocast; AdamW."""
 import argparse
 import json
 import os
@@ -89,11 +92,24 @@ class TinyLlama(nn.Module):
         return self.out(self.norm(x))
 
 
-def sdpa_attend(q, k, v):
-    """One device: PyTorch's SDPA over the whole sequence (GQA by enable_gqa)."""
-    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                       enable_gqa=k.shape[2] != q.shape[2])
-    return o.transpose(1, 2)
+def sdpa_attend(q, k, v, cu=None):
+    """One device: PyTorch's SDPA over the whole sequence (GQA by enable_gqa), or document by document (cu: the
+    packed documents' offsets)."""
+    def one(q, k, v):
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                              enable_gqa=k.shape[2] != q.shape[2]).transpose(1, 2)
+    if cu is None:
+        return one(q, k, v)
+    return torch.cat([one(q[:, a:b], k[:, a:b], v[:, a:b]) for a, b in zip(cu, cu[1:])], 1)
+
+
+def documents(seq, n, gen):
+    """n documents packed into seq tokens, cut at random: their offsets [0, ..., seq] and each token's position in its
+    document."""
+    cuts = sorted((torch.randperm(seq - 1, generator=gen)[:n - 1] + 1).tolist())
+    cu = [0] + cuts + [seq]
+    pos = torch.cat([torch.arange(b - a) for a, b in zip(cu, cu[1:])])
+    return cu, pos
 
 
 def parse_args(argv=None):
@@ -112,8 +128,13 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scheme", default="auto", help="tasp's scheme (--mode tasp)")
     ap.add_argument("--device", default="cuda", help="--mode sdpa: cuda or cpu (a quick check without GPUs)")
+    ap.add_argument("--docs", type=int, default=0,
+                    help="packed documents per step (B=1): the sequence cut at random into this many every step")
     ap.add_argument("--json", help="write the losses and tokens/s as JSON here (not --log: torchrun takes a --log prefix as its own)")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.docs and (a.batch != 1 or not 1 < a.docs < a.seq):
+        ap.error(f"--docs: packed documents need --batch 1 and 1 < docs < --seq, got --docs {a.docs} --batch {a.batch}")
+    return a
 
 
 def compare(a_path, b_path):
@@ -137,11 +158,13 @@ def main(argv=None):
         rank, n = dist.get_rank(), dist.get_world_size()
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
         dev = torch.device("cuda", torch.cuda.current_device())
-        ctx = tt.Context(scheme=a.scheme)
-        attend = lambda q, k, v: tt.attention(q, k, v, causal=True, ctx=ctx)  # noqa: E731
+        # Documents: a token order that ignores them (zigzag), so every step's documents share one plan and rank.
+        ctx = tt.Context(scheme=a.scheme, layout="zigzag" if a.docs else None)
+        attend = lambda q, k, v: tt.attention(q, k, v, causal=True, cu_seqlens=cur["cu"], ctx=ctx)  # noqa: E731
     else:
         dev = torch.device(a.device)
-        attend = sdpa_attend
+        attend = lambda q, k, v: sdpa_attend(q, k, v, cur["cu"])  # noqa: E731
+    cur = {"cu": None}  # this step's documents (--docs)
     torch.manual_seed(a.seed)  # the same initial weights on every rank and in both modes
     model = TinyLlama(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, 4 * a.dim * 2 // 3 // 64 * 64, attend).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
@@ -151,9 +174,11 @@ def main(argv=None):
     for step in range(a.steps):
         seq = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=data)
         inputs, targets, pos = seq[:, :-1], seq[:, 1:], torch.arange(a.seq)
-        if ctx is not None:  # this rank's tokens, their targets and global positions, in the plan's order
-            inputs, targets = (ctx.shard(x, 1, causal=True) for x in (inputs, targets))
-            pos = ctx.shard(pos, 0, causal=True)
+        if a.docs:
+            cur["cu"], pos = documents(a.seq, a.docs, data)
+        if ctx is not None:  # this rank's tokens, their targets and positions, in the plan's order
+            inputs, targets = (ctx.shard(x, 1, causal=True, cu_seqlens=cur["cu"]) for x in (inputs, targets))
+            pos = ctx.shard(pos, 0, causal=True, cu_seqlens=cur["cu"])
         inputs, targets, pos = inputs.to(dev), targets.to(dev), pos.to(dev)
         with amp:
             logits = model(inputs.contiguous(), pos.contiguous())

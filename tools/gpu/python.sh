@@ -9,6 +9,8 @@
 #          varlen benchmark's cuts), tasp beside one GPU running SDPA document by document (not in the default);
 #   train  examples/train_tiny_llama.py, 50 steps on every GPU with tasp and on one GPU with SDPA, the same seed and
 #          data; the losses compared step by step (within 1%) and both runs' tokens/s;
+#   train-docs  the same with --docs 8: packed documents cut anew every step (one plan for all of them), not in the
+#          default;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
 #   stall  tests/python/gpu/check_stall.py: a peer that stops calling, or whose process exits, ends the others' calls
 #          within the timeout;
@@ -18,8 +20,8 @@
 #   profile  where overhead's difference goes: the first of SHAPES (or the named config CONFIG=NAME) from PyTorch
 #          under torch.profiler (its kernel table, rank 0) and through `tasp run --steps` (its step timeline), the
 #          scheme auto's unless SCHEME=... -> $OUT/profile.log (not in the default).
-# Usage: tools/gpu/python.sh [check] [bench] [varlen] [train] [pip] [stall] [overhead] [profile]
-#   (default: all but varlen and profile)
+# Usage: tools/gpu/python.sh [check] [bench] [varlen] [train] [train-docs] [pip] [stall] [overhead] [profile]
+#   (default: all but varlen, train-docs and profile)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ "$N" -ge 2 ] || { echo "python.sh needs 2 or more GPUs"; exit 2; }
@@ -63,6 +65,12 @@ if [[ $steps == *" train "* ]]; then
   timeout 400 python3 examples/train_tiny_llama.py --mode sdpa --json "$OUT/train-sdpa.json" > "$OUT/train-sdpa.log" 2>&1 || fail=1
   tail -n 1 "$OUT/train-tasp.log" "$OUT/train-sdpa.log"
   python3 examples/train_tiny_llama.py --compare "$OUT/train-tasp.json" "$OUT/train-sdpa.json" || fail=1
+fi
+if [[ $steps == *" train-docs "* ]]; then
+  timeout 400 "${launch[@]}" examples/train_tiny_llama.py --mode tasp --docs 8 --json "$OUT/train-docs-tasp.json" > "$OUT/train-docs-tasp.log" 2>&1 || fail=1
+  timeout 400 python3 examples/train_tiny_llama.py --mode sdpa --docs 8 --json "$OUT/train-docs-sdpa.json" > "$OUT/train-docs-sdpa.log" 2>&1 || fail=1
+  tail -n 1 "$OUT/train-docs-tasp.log" "$OUT/train-docs-sdpa.log"
+  python3 examples/train_tiny_llama.py --compare "$OUT/train-docs-tasp.json" "$OUT/train-docs-sdpa.json" || fail=1
 fi
 if [[ $steps == *" pip "* ]]; then
   timeout 600 python3 -m pip install --no-build-isolation --no-deps --prefix /tmp/tasp-pip . > "$OUT/pip.log" 2>&1 &&
