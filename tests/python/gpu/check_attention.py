@@ -62,6 +62,20 @@ def close(full, ref, same):
     return far, raw
 
 
+def judge(label, got, inputs, causal, window, cu, rank, note=""):
+    """`got` (out, dq, dk, dv over the whole sequence) against SDPA on `inputs` (q, k, v, dout): one line on rank 0,
+    True when within the tolerances above."""
+    ref = reference(*inputs, causal, window, cu)
+    same = reference(*inputs, causal, window, cu, inputs[0].dtype)
+    errs = [rel(x, r) for x, r in zip(got, ref)]
+    far, raw = close(got, ref, same)
+    ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} {label}: out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; "
+              f"{raw}{'  [' + note + ']' if note else ''}{'  ' + far if far else ''}", flush=True)
+    return ok
+
+
 def main():
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -92,8 +106,6 @@ def main():
         g = torch.Generator(device=dev).manual_seed(11)
         q, dout = (torch.randn(B, S, H, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
         k, v = (torch.randn(B, S, Hkv, D, generator=g, device=dev, dtype=dtype) for _ in range(2))
-        ref = reference(q, k, v, dout, causal, window, cu)
-        same = reference(q, k, v, dout, causal, window, cu, dtype)
         scheme = name if not name.startswith("compat") else "auto"
         ctx = tt.Context(scheme=scheme, layout=fn[0] if fn else None)
         lay = dict(causal=causal, cu_seqlens=cu)
@@ -123,16 +135,10 @@ def main():
             out = tt.attention(*mine, causal=causal, window=window, cu_seqlens=cu, ctx=ctx)
             out.backward(ctx.shard(dout, 1, **lay))
             full = [ctx.unshard(x, 1, **lay) for x in [out] + [m.grad for m in mine]]
-        errs = [rel(x, r) for x, r in zip(full, ref)]
-        far, raw = close(full, ref, same)
-        ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
-        bad += not ok
-        if rank == 0:
-            what = ctx.scheme_for(mine[0], mine[1], causal, window, cu) if not fn else "compat"
-            print(f"{'PASS' if ok else 'FAIL'} {name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}"
-                  f"{' causal' if causal else ''}{' window' if window else ''}{' docs' if cu else ''}: out {errs[0]:.1e} "
-                  f"dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; {raw}  [{what[:60]}]{'  ' + far if far else ''}",
-                  flush=True)
+        what = ctx.scheme_for(mine[0], mine[1], causal, window, cu) if not fn else "compat"
+        label = (f"{name:34} {str(dtype)[6:]:8} B={B} S={S} H={H}/{Hkv} D={D}{' causal' if causal else ''}"
+                 f"{' window' if window else ''}{' docs' if cu else ''}")
+        bad += not judge(label, full, (q, k, v, dout), causal, window, cu, rank, what[:60])
     # llama3_flash_attn_varlen_func: packed documents [tokens, H, D] split contiguously, ring-flash-attention's way;
     # then its own test's shape: 8 ragged sequences packed to 8k tokens, 32 heads of 128.
     for cu, H, Hkv in (([0, 1000, 1001, 3500, S], 16, 4),
@@ -143,8 +149,6 @@ def main():
         g = torch.Generator(device=dev).manual_seed(3)
         q, dout = (torch.randn(1, T, H, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
         k, v = (torch.randn(1, T, Hkv, 128, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
-        ref = reference(q, k, v, dout, True, None, cu)
-        same = reference(q, k, v, dout, True, None, cu, torch.bfloat16)
         L = T // n
         prep = compat.llama3_flash_attn_prepare_cu_seqlens(torch.tensor(cu, dtype=torch.int32, device=dev), True, rank, n)
         mine = [x[0, rank * L:(rank + 1) * L].contiguous().requires_grad_() for x in (q, k, v)]
@@ -155,14 +159,8 @@ def main():
             parts = [torch.empty_like(x) for _ in range(n)]
             dist.all_gather(parts, x.contiguous())
             full.append(torch.cat(parts, 0).unsqueeze(0))
-        errs = [rel(x, r) for x, r in zip(full, ref)]
-        far, raw = close(full, ref, same)
-        ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
-        bad += not ok
-        if rank == 0:
-            print(f"{'PASS' if ok else 'FAIL'} compat llama3_flash_attn_varlen_func  bf16  S={T} H={H}/{Hkv} D=128 causal "
-                  f"{len(cu) - 1} docs: out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; {raw}"
-                  f"{'  ' + far if far else ''}", flush=True)
+        bad += not judge(f"compat llama3_flash_attn_varlen_func  bf16  S={T} H={H}/{Hkv} D=128 causal {len(cu) - 1} docs",
+                         full, (q, k, v, dout), True, None, cu, rank)
 
     # Packed documents that change between calls of one shape (one rank re-masked per call, tasp_rank_documents): two
     # document sets' forwards, then their backwards in the other order, each against its own reference.
@@ -179,16 +177,8 @@ def main():
         out.backward(ctx.shard(full[3], 1, causal=True, cu_seqlens=cu))
     for cu, full, mine, out in runs:
         got = [ctx.unshard(x, 1, causal=True, cu_seqlens=cu) for x in [out] + [m.grad for m in mine]]
-        ref = reference(*full, True, None, cu)
-        same = reference(*full, True, None, cu, torch.bfloat16)
-        errs = [rel(x, r) for x, r in zip(got, ref)]
-        far, raw = close(got, ref, same)
-        ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
-        bad += not ok
-        if rank == 0:
-            print(f"{'PASS' if ok else 'FAIL'} documents re-masked per call, {len(cu) - 1} docs (of 2 sets, one plan): "
-                  f"out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}; {raw}{'  ' + far if far else ''}",
-                  flush=True)
+        bad += not judge(f"documents re-masked per call, {len(cu) - 1} docs (of 2 sets, one plan)", got, full, True, None,
+                         cu, rank)
 
     # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); the same numbers as eager up to
     # the order of the backward's fp32 reductions (dQ's bulk adds are unordered: 2.4e-6 apart on 2x H200, 2026-11-26),
