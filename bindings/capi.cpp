@@ -291,6 +291,13 @@ extern "C" int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes) {
   });
 }
 
+extern "C" int tasp_rank_device_bytes(const tasp_rank* rank, size_t* bytes) {
+  return guarded([&] {
+    bindings::need(rank, "rank"), bindings::need(bytes, "bytes");
+    *bytes = executor::runner_device_bytes(*rank->runner);
+  });
+}
+
 extern "C" int tasp_rank_documents(tasp_rank* rank, const long long* cu_seqlens, size_t count) {
   return guarded([&] {
     bindings::need(rank, "rank");

@@ -93,6 +93,9 @@ TASP_API void tasp_rank_destroy(tasp_rank* rank);
  * JSON's keeps_kv; allgather's gathered sequence, say), which the caller holds per layer as it holds the layer's
  * other saved tensors. 0: the plan keeps none, and `saved` may be NULL. */
 TASP_API int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes);
+/* Device memory the rank allocated for itself (its buffers and launch workspace; not NCCL's, not the caller's
+ * tensors), which a framework's allocator does not see. */
+TASP_API int tasp_rank_device_bytes(const tasp_rank* rank, size_t* bytes);
 /* The forward: reads q, k, v; writes out and lse, and `saved` (NULL: a forward with no backward to follow). */
 TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
                                void* saved, void* stream);

@@ -73,6 +73,9 @@ void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int gro
 void check_rank_group(int ranks, int rank);
 // Bytes of ShardTensors::saved each forward fills for its backward: 0 when the plan keeps no K/V.
 size_t runner_saved_bytes(const RankRunner& s);
+// Device memory the runner allocated for itself (its buffers and launch workspace; not NCCL's, not the caller's
+// tensors): what tasp holds outside a framework's allocator.
+size_t runner_device_bytes(const RankRunner& s);
 // The forward: reads q, k, v; writes out and lse (and saved, where given). Enqueued after the work already on `stream` (a cudaStream_t);
 // the stream's later work waits for it.
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream);

@@ -26,6 +26,7 @@ void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_wait(RankRunner&) { missing(); }
 size_t runner_saved_bytes(const RankRunner&) { missing(); }
+size_t runner_device_bytes(const RankRunner&) { missing(); }
 void runner_documents(RankRunner&, const std::vector<long>&) { missing(); }
 
 }  // namespace tasp::executor

@@ -52,6 +52,8 @@ def _load():
     lib.tasp_rank_destroy.argtypes = [vp]
     lib.tasp_rank_saved_bytes.argtypes = [vp, ctypes.POINTER(ctypes.c_size_t)]
     lib.tasp_rank_saved_bytes.restype = c_int
+    lib.tasp_rank_device_bytes.argtypes = [vp, ctypes.POINTER(ctypes.c_size_t)]
+    lib.tasp_rank_device_bytes.restype = c_int
     lib.tasp_rank_documents.argtypes = [vp, ctypes.POINTER(ctypes.c_longlong), ctypes.c_size_t]
     lib.tasp_rank_documents.restype = c_int
     lib.tasp_rank_forward.argtypes = [vp] * 8

@@ -190,6 +190,8 @@ def run(a):
     rows[0]["predicted_ms"] = predicted
     say(f"  {'predicted (tasp simulate)':28} fwd+bwd {predicted:9.3f} ms: measured / predicted "
         f"{rows[0]['fwd_bwd_ms'] / predicted:.3f}")
+    rows[0]["tasp_buffers_gib"] = ctx.device_bytes() / 2**30  # outside PyTorch's allocator
+    say(f"  {'tasp buffers (own)':28} {rows[0]['tasp_buffers_gib']:.2f} GiB per rank beside PyTorch's peak")
 
     if a.baseline:
         if window or cu:

@@ -144,6 +144,7 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_EQ(tasp_rank_wait(nullptr), TASP_ERR_INPUT);
   const long long cu[] = {0, 10, 64};
   EXPECT_EQ(tasp_rank_documents(nullptr, cu, 3), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_rank_device_bytes(nullptr, &bytes), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos);
   EXPECT_EQ(tasp_group_watch(nullptr, 10), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos);

@@ -178,6 +178,10 @@ class _FakeLib:
     def tasp_rank_destroy(self, handle):
         pass
 
+    def tasp_rank_device_bytes(self, handle, out):
+        out._obj.value = 1000
+        return 0
+
 
 def test_documents_share_one_rank_per_shape(one_process_group, monkeypatch):
     """Packed documents under a token order that ignores them: one plan and rank per shape, re-masked per call, a
@@ -203,6 +207,7 @@ def test_documents_share_one_rank_per_shape(one_process_group, monkeypatch):
     zz = tt.Context()  # causal default: zigzag-docs
     zz._rank_for(q, k, True, None, [0, 10, 64]), zz._rank_for(q, k, True, None, [0, 30, 64])
     assert fake.created == 5 and len(fake.documents) == 4
+    assert ctx.device_bytes() == 3 * 1000  # its three plans' ranks (the other context's are its own)
 
 
 def test_deterministic_reaches_the_plan(one_process_group):

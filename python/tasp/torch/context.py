@@ -296,6 +296,16 @@ class Context:
             return plan
         return self._layout_plan(S, causal, cu_seqlens)
 
+    def device_bytes(self):
+        """Device memory this context's plans hold outside PyTorch's allocator (their ranks' own buffers; NCCL's and
+        the CUDA context's not counted), the plans it keeps now."""
+        total = 0
+        for r in self._ranks.values():
+            b = ctypes.c_size_t()
+            check(lib.tasp_rank_device_bytes(r.handle, ctypes.byref(b)), "device_bytes")
+            total += b.value
+        return total
+
     def synchronize(self):
         """Waits for every plan's work so far, at most the timeout; raises tasp.TaspError naming NCCL's error or the
         stalled wait."""
