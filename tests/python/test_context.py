@@ -29,6 +29,10 @@ def one_process_group():
     (dict(timeout=0), "timeout:"),
     (dict(max_plans=0), "max_plans:"),
     (dict(deterministic="yes"), "deterministic:"),
+    (dict(candidates=["spiral"]), "candidates:"),
+    (dict(candidates=[]), "candidates:"),
+    (dict(candidates="ulysses"), "candidates:"),
+    (dict(scheme="ring", candidates=["ring"]), "candidates:"),
 ])
 def test_context_arguments(one_process_group, kwargs, names):
     with pytest.raises(ValueError, match=names):
@@ -221,3 +225,14 @@ def test_deterministic_reaches_the_plan(one_process_group):
     assert tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64").info["deterministic"] is False
     with pytest.raises(ValueError, match="options.deterministic"):
         tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64", deterministic="yes")
+
+
+def test_candidates_are_what_auto_chooses_among(one_process_group):
+    """Context(candidates=...): auto's schemes (the plan option `schemes`), zigzag kept to causal zigzag layouts; with a
+    head-parallel candidate, packed documents get a plan per document set (a head-parallel rank is not re-masked)."""
+    ctx = tt.Context(candidates=["allgather", "zigzag", "ulysses"])
+    assert ctx._options(True, False)["schemes"] == "allgather,zigzag,ulysses"
+    assert ctx._options(False, False)["schemes"] == "allgather,ulysses"
+    assert tt.Context()._options(True, False)["schemes"] == "ring,zigzag,allgather,hamilton"
+    assert not tt.Context(layout="zigzag", candidates=["ulysses"])._remaskable(True, None)
+    assert tt.Context(layout="zigzag")._remaskable(True, None)

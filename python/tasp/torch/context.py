@@ -142,10 +142,11 @@ class Context:
     that does not follow them (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks
     its rank for its documents, no planning and no allocation per step; otherwise a plan per document set.
     deterministic: the backward's dQ bit-identical from run to run (dK and dV always are), at some speed
-    (docs/measurements/kernels.md)."""
+    (docs/measurements/kernels.md). candidates: the schemes auto chooses among (default the token-parallel ones;
+    ulysses and usp may be added: checked through PyTorch on 2 GPUs, not yet timed there)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=600, max_plans=16, deterministic=False):
+                 timeout=600, max_plans=16, deterministic=False, candidates=None):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -161,11 +162,19 @@ class Context:
             raise ValueError(f"max_plans: expected a positive integer, got {max_plans!r}")
         if not isinstance(deterministic, bool):
             raise ValueError(f"deterministic: expected True or False, got {deterministic!r}")
+        if candidates is not None:
+            if scheme != "auto":
+                raise ValueError(f"candidates: the schemes auto chooses among, so scheme must be 'auto', got {scheme!r}")
+            if isinstance(candidates, str) or not candidates or any(c not in _SCHEMES + _HEAD_SCHEMES for c in candidates):
+                raise ValueError(f"candidates: expected a non-empty list of {', '.join(_SCHEMES + _HEAD_SCHEMES)}, "
+                                 f"got {candidates!r}")
+            candidates = tuple(candidates)
         self.group = group if group is not None else dist.group.WORLD
         self.n, self.rank = dist.get_world_size(self.group), dist.get_rank(self.group)
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
+        self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._ranks = _Recent(max_plans)       # plan key -> _Rank
         self._layouts = _Recent(4 * max_plans)  # (S, causal, docs) -> the layout plan (token order only; host memory)
@@ -179,7 +188,8 @@ class Context:
         if self.scheme == "auto":
             # zigzag needs a causal mask and its own layout, two-level nodes (the shorthand's; a machine file's nodes
             # get the others)
-            o["schemes"] = ",".join(s for s in _SCHEMES if (s != "zigzag" or (causal and o["layout"] != "contiguous")) and
+            o["schemes"] = ",".join(s for s in self.candidates
+                                    if (s != "zigzag" or (causal and o["layout"] != "contiguous")) and
                                     (s != "two-level" or self.topology.startswith("cluster:")))
         if self.profile:
             o["profile"] = str(self.profile)
@@ -200,7 +210,8 @@ class Context:
         """Whether plans for packed documents can be one per shape, re-masked per call (tasp_rank_documents): a token
         order that ignores documents, a schedule no window pruned, a token-parallel scheme."""
         layout = self.layout or ("contiguous" if not causal else None)  # causal default: zigzag-docs, which follows them
-        return layout in ("contiguous", "zigzag") and window is None and self.scheme not in _HEAD_SCHEMES
+        heads = self.scheme in _HEAD_SCHEMES or (self.scheme == "auto" and any(c in _HEAD_SCHEMES for c in self.candidates))
+        return layout in ("contiguous", "zigzag") and window is None and not heads
 
     def _rank_for(self, q, k, causal, window, cu_seqlens):
         docs = cu_seqlens is not None and len(cu_seqlens) > 2
