@@ -308,21 +308,22 @@ extern "C" int tasp_rank_documents(tasp_rank* rank, const long long* cu_seqlens,
 }
 
 extern "C" int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
-                                 void* saved, void* stream) {
+                                 void* saved, float softmax_scale, void* stream) {
   return guarded([&] {
     bindings::need(rank, "rank");
     executor::ShardTensors t;
-    t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse, t.saved = saved;
+    t.q = q, t.k = k, t.v = v, t.out = out, t.lse = lse, t.saved = saved, t.scale = softmax_scale;
     executor::runner_forward(*rank->runner, t, stream);
   });
 }
 
 extern "C" int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
                                   const float* lse, const void* saved, const void* dout, void* dq, void* dk, void* dv,
-                                  void* stream) {
+                                  float softmax_scale, void* stream) {
   return guarded([&] {
     bindings::need(rank, "rank");
     executor::ShardTensors t;
+    t.scale = softmax_scale;
     t.q = q, t.k = k, t.v = v, t.out = const_cast<void*>(out), t.lse = const_cast<float*>(lse), t.dout = dout;
     t.saved = const_cast<void*>(saved);
     t.dq = dq, t.dk = dk, t.dv = dv;

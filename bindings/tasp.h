@@ -96,14 +96,15 @@ TASP_API int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes);
 /* Device memory the rank allocated for itself (its buffers and launch workspace; not NCCL's, not the caller's
  * tensors), which a framework's allocator does not see. */
 TASP_API int tasp_rank_device_bytes(const tasp_rank* rank, size_t* bytes);
-/* The forward: reads q, k, v; writes out and lse, and `saved` (NULL: a forward with no backward to follow). */
+/* The forward: reads q, k, v; writes out and lse, and `saved` (NULL: a forward with no backward to follow).
+ * softmax_scale: the scores' scale (0: 1/sqrt(D)); the backward must be given its forward's. */
 TASP_API int tasp_rank_forward(tasp_rank* rank, const void* q, const void* k, const void* v, void* out, float* lse,
-                               void* saved, void* stream);
+                               void* saved, float softmax_scale, void* stream);
 /* The backward of a forward with these q, k, v, out, lse and saved (the plan made with "pass": "fwd+bwd"): reads
  * dout too; writes dq, dk, dv. */
 TASP_API int tasp_rank_backward(tasp_rank* rank, const void* q, const void* k, const void* v, const void* out,
                                 const float* lse, const void* saved, const void* dout, void* dq, void* dk, void* dv,
-                                void* stream);
+                                float softmax_scale, void* stream);
 /* Packed documents for the calls that follow, as flash-attn's varlen functions take them: `cu_seqlens`, `count`
  * offsets [0, ..., S] of the whole sequence (count 0: one sequence). The rank's work lists are made again for the new
  * mask over the same schedule and buffers, with no planning (nothing when the documents are the current ones);

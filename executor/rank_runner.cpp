@@ -4,6 +4,7 @@
 #include "executor/rank_runner.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -198,6 +199,11 @@ void need(const void* p, const char* name) {
   if (!p) throw planner::InputError(std::string(name) + ": NULL");
 }
 
+void check_scale(float scale) {
+  if (!(scale >= 0) || std::isinf(scale))
+    throw planner::InputError("softmax_scale: " + std::to_string(scale) + " (a positive number, or 0 for 1/sqrt(D))");
+}
+
 // The work lists of both passes for the runner's workload (its current documents), their K/V pieces in slots at `kv`.
 void make_work_lists(RankRunner& s, const void* kv) {
   std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
@@ -247,13 +253,13 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
                                   c.width * 2, c.height, cudaMemcpyDeviceToDevice, x.compute));
 }
 
-// The pass's steps on the runner's streams, q (and dO) read where the caller keeps them.
-void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, std::vector<cudaEvent_t>& ev) {
+// The pass's steps on the runner's streams, q (and dO) read where the caller keeps them, at the call's scale.
+void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, float scale, std::vector<cudaEvent_t>& ev) {
   TASP_CUDA(cudaEventRecord(s.staged, s.x.compute));
   if (size_t(s.r) < pw.fwd.size())
-    for (auto& f : pw.fwd[s.r]) f.q = b.q;
+    for (auto& f : pw.fwd[s.r]) f.q = b.q, f.scale = scale;
   if (size_t(s.r) < pw.bwd.size())
-    for (auto& k : pw.bwd[s.r]) k.q = b.q, k.dout = b.dout;
+    for (auto& k : pw.bwd[s.r]) k.q = b.q, k.dout = b.dout, k.scale = scale;
   cudaEvent_t prev = s.staged;
   for (int t = 0; t < pw.num_steps(); ++t) {
     cuda::issue_step(s.x, b, pw, s.g, s.w, s.r, s.r, t, &ev[cuda::kStepEvents * t], prev);
@@ -305,14 +311,14 @@ void end_call(RankRunner& s, cudaStream_t caller, const char* pass) {
 }
 
 void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
-  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse");
+  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), check_scale(t.scale);
   const auto caller = static_cast<cudaStream_t>(stream);
   if (s.u > 1) return head_forward(s, t, caller);
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
   begin(s, t, caller, b.kv, false);
   b.q = const_cast<void*>(t.q);
-  steps(s, s.fwd, b, s.x.groups[0].ev_fwd);
+  steps(s, s.fwd, b, t.scale, s.x.groups[0].ev_fwd);
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
   TASP_CUDA(cudaMemcpyAsync(t.lse, b.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
@@ -322,7 +328,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
 void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
   need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
-  need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv");
+  need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv"), check_scale(t.scale);
   if (s.saved_bytes && !t.saved)
     throw planner::InputError("saved: NULL, and the plan keeps the forward's K/V for the backward (" +
                               std::to_string(s.saved_bytes) + " bytes, written by the forward)");
@@ -335,7 +341,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   // The forward's out read where the caller keeps it (16 bits), dQ written into the caller's; LSE copied in.
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
-  steps(s, s.bwd, b, s.x.groups[0].ev_bwd);
+  steps(s, s.bwd, b, t.scale, s.x.groups[0].ev_bwd);
   // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows.
   const auto& fin = s.bwd.slots[s.r].grad_final;
   for (const cuda::ShardCopy& c : s.copies)

@@ -32,6 +32,7 @@ struct ShardTensors {
   void* dk = nullptr;
   void* dv = nullptr;
   void* saved = nullptr;
+  float scale = 0;  // the scores' scale (0: 1/sqrt(D)); a backward's must be its forward's
 };
 
 constexpr int kNcclIdBytes = 128;  // sizeof(ncclUniqueId)

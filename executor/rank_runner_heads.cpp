@@ -168,6 +168,10 @@ void head_pass(RankRunner& s, const ShardTensors& t, cudaStream_t caller, bool b
   for (int grp = 0; grp < G; ++grp) {
     b[grp] = bind(s, grp, s.saved_bytes ? t.saved : nullptr);
     pw[grp] = pass_work(s, backward ? Pass::Bwd : Pass::Fwd, b[grp]);
+    if (backward)  // the call's scale (0: 1/sqrt(D))
+      for (auto& k : pw[grp].bwd[s.gpu]) k.scale = t.scale;
+    else
+      for (auto& f : pw[grp].fwd[s.gpu]) f.scale = t.scale;
     const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb,
                                                            backward ? pw[grp].slots[s.gpu].grad_final : none,
                                                            cuda::layer_side(s.w, G, grp));

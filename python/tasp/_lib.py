@@ -56,9 +56,9 @@ def _load():
     lib.tasp_rank_device_bytes.restype = c_int
     lib.tasp_rank_documents.argtypes = [vp, ctypes.POINTER(ctypes.c_longlong), ctypes.c_size_t]
     lib.tasp_rank_documents.restype = c_int
-    lib.tasp_rank_forward.argtypes = [vp] * 8
+    lib.tasp_rank_forward.argtypes = [vp] * 7 + [ctypes.c_float, vp]
     lib.tasp_rank_forward.restype = c_int
-    lib.tasp_rank_backward.argtypes = [vp] * 12
+    lib.tasp_rank_backward.argtypes = [vp] * 11 + [ctypes.c_float, vp]
     lib.tasp_rank_backward.restype = c_int
     lib.tasp_rank_wait.argtypes = [vp]
     lib.tasp_rank_wait.restype = c_int

@@ -135,9 +135,9 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("group"), std::string::npos);
   EXPECT_EQ(r, nullptr);
-  EXPECT_EQ(tasp_rank_forward(nullptr, id, id, id, id, nullptr, nullptr, nullptr), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_rank_forward(nullptr, id, id, id, id, nullptr, nullptr, 0.f, nullptr), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos);
-  EXPECT_EQ(tasp_rank_backward(nullptr, id, id, id, id, nullptr, nullptr, id, id, id, id, nullptr), TASP_ERR_INPUT);
+  EXPECT_EQ(tasp_rank_backward(nullptr, id, id, id, id, nullptr, nullptr, id, id, id, id, 0.f, nullptr), TASP_ERR_INPUT);
   size_t bytes = 1;
   EXPECT_EQ(tasp_rank_saved_bytes(nullptr, &bytes), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("rank"), std::string::npos);

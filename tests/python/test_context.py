@@ -71,11 +71,11 @@ def test_custom_ops_have_shapes_for_torch_compile():
     with FakeTensorMode():
         q = torch.empty(2, 64, 8, 128, dtype=torch.bfloat16)
         k = torch.empty(2, 64, 2, 128, dtype=torch.bfloat16)
-        out, lse, saved = torch.ops.tasp.attention_fwd(q, k, k, 0, 4096)
+        out, lse, saved = torch.ops.tasp.attention_fwd(q, k, k, 0, 4096, 0.0)
         assert out.shape == q.shape and out.dtype == q.dtype
         assert lse.shape == (2, 8, 64) and lse.dtype == torch.float32
         assert saved.shape == (4096,) and saved.dtype == torch.uint8
-        dq, dk, dv = torch.ops.tasp.attention_bwd(out, q, k, k, out, lse, saved, 0)
+        dq, dk, dv = torch.ops.tasp.attention_bwd(out, q, k, k, out, lse, saved, 0, 0.0)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
 
 

@@ -335,16 +335,14 @@ def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale
         ctx = _default_context()
     elif not isinstance(ctx, Context):
         raise ValueError(f"ctx: expected a tasp.torch.Context, got {type(ctx).__name__}")
-    if softmax_scale is not None:
-        if not isinstance(softmax_scale, (int, float)) or not softmax_scale > 0:
-            raise ValueError(f"softmax_scale: expected a positive number, got {softmax_scale!r}")
-        # tasp's kernels scale by 1/sqrt(D): another scale is q scaled by the ratio (dq follows through autograd).
-        q = q * (softmax_scale * math.sqrt(q.shape[3]))
+    if softmax_scale is not None and (not isinstance(softmax_scale, (int, float)) or not softmax_scale > 0):
+        raise ValueError(f"softmax_scale: expected a positive number, got {softmax_scale!r}")
     q, k, v = (x.contiguous() for x in (q, k, v))
     rank = ctx._rank_for(q, k, causal, window, cu_seqlens)
     # The kept K/V only where a backward will follow: a forward under no_grad keeps nothing.
     grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-    out, _, _ = ops.attention_fwd(q, k, v, rank.key, rank.saved_bytes if grad else 0)
+    # The kernels take the scale (0: 1/sqrt(D)), so another one costs nothing beside them.
+    out, _, _ = ops.attention_fwd(q, k, v, rank.key, rank.saved_bytes if grad else 0, float(softmax_scale or 0.0))
     return out
 
 

@@ -1,6 +1,7 @@
 """tasp's attention as PyTorch custom ops (torch.library), so that torch.compile keeps it as one opaque node with
 known output shapes instead of breaking the graph: tasp::attention_fwd (q, k, v -> out, lse, saved) and
-tasp::attention_bwd (dO, q, k, v, out, lse, saved -> dq, dk, dv), joined by autograd. `saved` holds what the plan
+tasp::attention_bwd (dO, q, k, v, out, lse, saved -> dq, dk, dv), joined by autograd; `scale` is the scores' scale
+(0: 1/sqrt(D)), the backward's its forward's. `saved` holds what the plan
 keeps between the passes (tasp_rank_saved_bytes: the K/V an allgather plan gathered), one per layer call as autograd
 keeps the layer's other tensors; empty when the plan keeps nothing or no backward follows. A plan's rank is named by
 an integer (`register`), since ops take tensors and numbers only; the registry holds ranks weakly (their Context
@@ -42,50 +43,51 @@ def _ptr(t):
 
 
 @torch.library.custom_op("tasp::attention_fwd", mutates_args=())
-def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rank: int,
-                  saved_bytes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rank: int, saved_bytes: int,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     B, S, H, _ = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
     saved = torch.empty(saved_bytes, dtype=torch.uint8, device=q.device)
     check(lib.tasp_rank_forward(rank_of(rank).handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                lse.data_ptr(), _ptr(saved), _stream(q)), "attention")
+                                lse.data_ptr(), _ptr(saved), scale, _stream(q)), "attention")
     return out, lse, saved
 
 
 @attention_fwd.register_fake
-def _(q, k, v, rank, saved_bytes):
+def _(q, k, v, rank, saved_bytes, scale):
     B, S, H, _ = q.shape
     return torch.empty_like(q), q.new_empty(B, H, S, dtype=torch.float32), q.new_empty(saved_bytes, dtype=torch.uint8)
 
 
 @torch.library.custom_op("tasp::attention_bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                  lse: torch.Tensor, saved: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  lse: torch.Tensor, saved: torch.Tensor, rank: int,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     check(lib.tasp_rank_backward(rank_of(rank).handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                  lse.data_ptr(), _ptr(saved), dout.contiguous().data_ptr(), dq.data_ptr(), dk.data_ptr(),
-                                 dv.data_ptr(), _stream(q)), "attention backward")
+                                 dv.data_ptr(), scale, _stream(q)), "attention backward")
     return dq, dk, dv
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, saved, rank):
+def _(dout, q, k, v, out, lse, saved, rank, scale):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup(ctx, inputs, output):
-    q, k, v, rank, _ = inputs
+    q, k, v, rank, _, scale = inputs
     out, lse, saved = output
     ctx.save_for_backward(q, k, v, out, lse, saved)
-    ctx.rank = rank
+    ctx.rank, ctx.scale = rank, scale
     ctx.keep = _RANKS[rank]() if rank in _RANKS else None  # the rank (its buffers) until this backward has run
 
 
 def _backward(ctx, dout, dlse, dsaved):
     q, k, v, out, lse, saved = ctx.saved_tensors
-    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, saved, ctx.rank)
-    return dq, dk, dv, None, None
+    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, saved, ctx.rank, ctx.scale)
+    return dq, dk, dv, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup)

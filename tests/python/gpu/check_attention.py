@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reference import allowed  # noqa: E402 (the [S, S] mask of tests/python/reference.py)
 
 
-def reference(q, k, v, dout, causal, window, cu, dtype=torch.float32):
+def reference(q, k, v, dout, causal, window, cu, dtype=torch.float32, scale=None):
     """SDPA on one GPU on the whole sequence ([B, S, H, D] in and out) in `dtype` (fp32: the reference; the inputs'
     dtype: the witness of what a 16-bit result can reach), an explicit mask for windows and documents."""
     qf, kf, vf = (x.to(dtype).transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     S = q.shape[1]
     mask = allowed(S, causal, window, cu).to(q.device) if window is not None or cu is not None else None
     o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, is_causal=causal and mask is None,
-                                       enable_gqa=k.shape[2] != q.shape[2])
+                                       enable_gqa=k.shape[2] != q.shape[2], scale=scale)
     o.backward(dout.to(dtype).transpose(1, 2))
     return o.transpose(1, 2), qf.grad.transpose(1, 2), kf.grad.transpose(1, 2), vf.grad.transpose(1, 2)
 
@@ -62,11 +62,11 @@ def close(full, ref, same):
     return far, raw
 
 
-def judge(label, got, inputs, causal, window, cu, rank, note=""):
+def judge(label, got, inputs, causal, window, cu, rank, note="", scale=None):
     """`got` (out, dq, dk, dv over the whole sequence) against SDPA on `inputs` (q, k, v, dout): one line on rank 0,
     True when within the tolerances above."""
-    ref = reference(*inputs, causal, window, cu)
-    same = reference(*inputs, causal, window, cu, inputs[0].dtype)
+    ref = reference(*inputs, causal, window, cu, scale=scale)
+    same = reference(*inputs, causal, window, cu, inputs[0].dtype, scale=scale)
     errs = [rel(x, r) for x, r in zip(got, ref)]
     far, raw = close(got, ref, same)
     ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2 and far is None
@@ -161,6 +161,16 @@ def main():
             full.append(torch.cat(parts, 0).unsqueeze(0))
         bad += not judge(f"compat llama3_flash_attn_varlen_func  bf16  S={T} H={H}/{Hkv} D=128 causal {len(cu) - 1} docs",
                          full, (q, k, v, dout), True, None, cu, rank)
+
+    # softmax_scale: the kernels' own scale (no scaled copy of q), forward and backward.
+    ctx = tt.Context(scheme="allgather")
+    g = torch.Generator(device=dev).manual_seed(13)
+    full = [torch.randn(1, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (8, 4, 4, 8)]
+    mine = [ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]]
+    out = tt.attention(*mine, causal=True, softmax_scale=0.05, ctx=ctx)
+    out.backward(ctx.shard(full[3], 1, causal=True))
+    got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
+    bad += not judge("allgather softmax_scale=0.05 bf16 H=8/4 causal", got, full, True, None, None, rank, scale=0.05)
 
     # Packed documents that change between calls of one shape (one rank re-masked per call, tasp_rank_documents): two
     # document sets' forwards, then their backwards in the other order, each against its own reference.
