@@ -128,22 +128,26 @@ class _Documents:
 
 
 class Context:
-    """One process group's tasp plans. group: a torch.distributed group (default the world's; one GPU per process,
-    NCCL); topology: a machine file or shorthand (default: complete:N on one node, cluster:MxU over nodes);
-    scheme: a scheme's name or "auto" (the fastest the simulator predicts among ring, zigzag, allgather, hamilton;
-    ulysses and usp by name);
-    profile: the simulator's machine profile; memory_budget: GiB a rank may keep; layout: the shard's token order
-    (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's ring wants contiguous, its
-    zigzag ring zigzag); timeout: seconds a call may take from being enqueued before the group's watchdog aborts its
-    communicator (a peer missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and
-    what `synchronize` waits at most (default 600, PyTorch's NCCL watchdog's: a training step's queue may run far
-    behind the host, and a false alarm ends the job); max_plans: plans (each with its GPU buffers) kept at once, the least recently
-    used released beyond that once no pending backward holds it. Packed documents (cu_seqlens) under a token order
-    that does not follow them (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks
-    its rank for its documents, no planning and no allocation per step; otherwise a plan per document set.
+    """One process group's tasp plans, each with its rank on this process's GPU.
+
+    group: a torch.distributed group (default the world's; one GPU per process, NCCL).
+    topology: a machine file or shorthand (default: complete:N on one node, cluster:MxU over nodes).
+    scheme: a scheme's name, or "auto": the fastest the simulator predicts among `candidates` (default the
+        token-parallel ones: ring, zigzag, allgather, hamilton, two-level on clusters; ulysses and usp may be added,
+        checked through PyTorch on 2 GPUs and not yet timed there).
+    profile: the simulator's machine profile. memory_budget: GiB a rank may keep (allgather keeps K/V within it).
+    layout: the shard's token order (default zigzag under a causal mask, contiguous otherwise; ring-flash-attention's
+        ring wants contiguous, its zigzag ring zigzag).
+    timeout: seconds a call may take from being enqueued before the group's watchdog aborts its communicator (a peer
+        missing or stalled: later calls and `synchronize` raise tasp.TaspError saying which), and what `synchronize`
+        waits at most; default 600, PyTorch's NCCL watchdog's: a training step's queue may run far behind the host,
+        and a false alarm ends the job.
+    max_plans: plans (each with its GPU buffers) kept at once, the least recently used released beyond that once no
+        pending backward holds it. Packed documents (cu_seqlens) under a token order that does not follow them
+        (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks its rank for its
+        documents, with no planning and no allocation per step; otherwise a plan per document set.
     deterministic: the backward's dQ bit-identical from run to run (dK and dV always are), at some speed
-    (docs/measurements/kernels.md). candidates: the schemes auto chooses among (default the token-parallel ones;
-    ulysses and usp may be added: checked through PyTorch on 2 GPUs, not yet timed there)."""
+        (docs/measurements/kernels.md)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None):
