@@ -18,7 +18,23 @@ def _candidates():
         yield here.parents[1] / build / "bindings" / _NAME
 
 
+def _torch_first():
+    """PyTorch, where it is installed, loads before the C library: libtasp_c links the libnccl.so.2 it was built
+    against, and whichever NCCL a process loads first serves everything after it, so a system NCCL older than
+    PyTorch's own made `import tasp; import torch` fail (undefined symbol ncclCommResume: PyTorch 2.15 over NCCL
+    2.2x). PyTorch first gives both its NCCL."""
+    import importlib.util
+    import sys
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass  # a broken PyTorch: tasp's planner and CPU paths still load
+
+
 def _load():
+    _torch_first()
     tried = []
     for path in _candidates():
         tried.append(str(path))

@@ -37,3 +37,4 @@ kv = torch.randn(1, 16, 2, 8, dtype=torch.float64)
 def test_value_errors_name_the_argument(call, names):
     with pytest.raises(ValueError, match=names.replace("(", r"\(")):
         call()
+
