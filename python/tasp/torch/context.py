@@ -30,6 +30,11 @@ def _detect_topology(n):
     return f"cluster:{n // per_node}x{per_node}"
 
 
+def _offsets(cu_seqlens):
+    """cu_seqlens as a tuple of ints (a tensor read once: per element, a CUDA tensor would synchronise per offset)."""
+    return tuple(int(x) for x in (cu_seqlens.tolist() if isinstance(cu_seqlens, torch.Tensor) else cu_seqlens))
+
+
 class _Shape:
     """A tensor's shape alone (the whole sequence's, which no rank holds)."""
 
@@ -224,7 +229,7 @@ class Context:
         cu = ()
         if remask and docs:  # the plan of the shape without documents; the call's documents mask its rank's work lists
             text, _ = self._workload(q, k, causal, window, [0, S])
-            cu = tuple(int(x) for x in (cu_seqlens.tolist() if isinstance(cu_seqlens, torch.Tensor) else cu_seqlens))
+            cu = _offsets(cu_seqlens)
         key = (text, q.device.index)
         r = self._ranks.get(key)
         if r is None:
@@ -263,7 +268,7 @@ class Context:
     # ---- the token order
 
     def _layout_plan(self, S, causal, cu_seqlens):
-        docs = tuple(int(x) for x in cu_seqlens) if cu_seqlens is not None else ()
+        docs = _offsets(cu_seqlens) if cu_seqlens is not None else ()
         key = (S, causal, docs)
         if self._layouts.get(key) is None:
             # The token order alone: a plan of any head count (workload_text checks the mask arguments).
@@ -342,6 +347,8 @@ def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale
     if softmax_scale is not None and (not isinstance(softmax_scale, (int, float)) or not softmax_scale > 0):
         raise ValueError(f"softmax_scale: expected a positive number, got {softmax_scale!r}")
     q, k, v = (x.contiguous() for x in (q, k, v))
+    if cu_seqlens is not None:  # read once (a CUDA tensor's offsets cost a synchronisation each time they are read)
+        cu_seqlens = _offsets(cu_seqlens)
     rank = ctx._rank_for(q, k, causal, window, cu_seqlens)
     # The kept K/V only where a backward will follow: a forward under no_grad keeps nothing.
     grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
