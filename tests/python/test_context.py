@@ -236,3 +236,13 @@ def test_candidates_are_what_auto_chooses_among(one_process_group):
     assert tt.Context()._options(True, False)["schemes"] == "ring,zigzag,allgather,hamilton"
     assert not tt.Context(layout="zigzag", candidates=["ulysses"])._remaskable(True, None)
     assert tt.Context(layout="zigzag")._remaskable(True, None)
+
+
+def test_layout_plans_are_kept(one_process_group):
+    """The token order's plan is made once per (S, causal, documents) and kept (shard and unshard ask it every call)."""
+    ctx = tt.Context()
+    x = torch.randn(1, 64, 2)
+    ctx.shard(x, 1, causal=True), ctx.shard(x, 1, causal=True, cu_seqlens=[0, 10, 64])
+    first = list(ctx._layouts.values())
+    ctx.shard(x, 1, causal=True), ctx.shard(x, 1, causal=True, cu_seqlens=[0, 10, 64])
+    assert len(ctx._layouts) == 2 and all(a is b for a, b in zip(first, ctx._layouts.values()))

@@ -275,8 +275,8 @@ class Context:
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
-            for key in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework"):
-                o.pop(key, None)
+            for option in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework"):
+                o.pop(option, None)
             return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
         return self._layouts.get(key)
 
