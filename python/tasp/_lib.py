@@ -29,8 +29,8 @@ def _torch_first():
         return
     try:
         import torch  # noqa: F401
-    except ImportError:
-        pass  # a broken PyTorch: tasp's planner and CPU paths still load
+    except Exception:  # a broken PyTorch (ImportError, OSError from its CUDA libraries): tasp's planner still loads
+        pass
 
 
 def _load():
