@@ -225,6 +225,14 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
 }
 
+size_t dq_scratch_tiles(const planner::Workload& w, const Geometry& g, int r) {
+  return dq_tiles(planner::make_mask(w), g.qranges[r], kernels::dq_accum_tile_rows(w.D));
+}
+
+size_t dq_scratch_floats(const planner::Workload& w, size_t tiles) {
+  return size_t(w.B) * w.H * tiles * kernels::dq_accum_tile_floats(w.D);
+}
+
 RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const planner::Workload& w, const Geometry& g, int r,
                                int kv_slots, int grad_slots, bool backward, bool collectives, bool caller_io) {
   const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D, nl = size_t(w.B) * w.H * g.qrows[r], se = g.slot_elems();
@@ -236,9 +244,7 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   if (!backward) return b;
   if (!caller_io) b.dout = x.alloc<uint16_t>(nq), b.dq = x.alloc<float>(nq);
   b.dsum = x.alloc<float>(nl);
-  const int rows = kernels::dq_accum_tile_rows(w.D);
-  const size_t tiles = dq_tiles(planner::make_mask(w), g.qranges[r], rows);
-  b.dq_accum = x.alloc<float>(size_t(w.B) * w.H * tiles * kernels::dq_accum_tile_floats(w.D));
+  b.dq_accum = x.alloc<float>(dq_scratch_floats(w, dq_scratch_tiles(w, g, r)));
   b.grad = x.alloc<float>(se * std::max(1, grad_slots));
   if (p.accumulator_bytes == 2) {
     const auto [sends, recvs] = most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));

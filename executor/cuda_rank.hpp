@@ -63,6 +63,10 @@ struct RankDevice {
   void release();
 };
 
+// The backward's dQ scratch of rank r under w's mask (its items split at documents): tiles, and floats for a count.
+size_t dq_scratch_tiles(const planner::Workload& w, const Geometry& g, int r);
+size_t dq_scratch_floats(const planner::Workload& w, size_t tiles);
+
 // One head group's buffers on GPU `x`, which runs plan rank `r` on workload `w` (one GPU's: its slot's heads), sized
 // by the rank's slot plans (`kv_slots`, `grad_slots`); the backward's only with `backward`. `caller_io`: Q, dO and dQ
 // live in a framework's tensors (a token-parallel rank runner: the work lists read Q and dO there, dQ leaves in 16

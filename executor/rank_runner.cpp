@@ -188,7 +188,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   s->copies = cuda::shard_copies(g, rank);
   s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
   s->kv_bytes = g.slot_elems() * size_t(kv_slots) * 2;
-  if (bwd) s->dq_tiles = cuda::dq_tiles(planner::make_mask(w), g.qranges[rank], kernels::dq_accum_tile_rows(w.D));
+  if (bwd) s->dq_tiles = cuda::dq_scratch_tiles(w, g, rank);
   if (keeps) s->saved_bytes = s->kv_bytes;
   return s;
 }
@@ -372,15 +372,14 @@ void runner_documents(RankRunner& s, const std::vector<long>& docs) {
   TASP_CUDA(cudaSetDevice(x.dev));
   if (s.plan.has_backward) {
     // Items split at documents, and the scratch holds a tile per started tile of rows of every item.
-    const size_t tiles = cuda::dq_tiles(planner::make_mask(w), s.g.qranges[s.r], kernels::dq_accum_tile_rows(w.D));
+    const size_t tiles = cuda::dq_scratch_tiles(w, s.g, s.r);
     if (tiles > s.dq_tiles) {
       TASP_CUDA(cudaStreamSynchronize(x.compute));  // calls enqueued before read the old scratch
-      const auto floats = [&](size_t t) { return size_t(w.B) * w.H * t * kernels::dq_accum_tile_floats(w.D); };
       x.allocs.erase(std::remove(x.allocs.begin(), x.allocs.end(), static_cast<void*>(hg.buf.dq_accum)), x.allocs.end());
       TASP_CUDA(cudaFree(hg.buf.dq_accum));
-      x.bytes -= double(floats(s.dq_tiles) * 4);
+      x.bytes -= double(cuda::dq_scratch_floats(w, s.dq_tiles) * 4);
       s.dq_tiles = std::max(tiles, 2 * s.dq_tiles);  // grown rarely as documents multiply
-      hg.buf.dq_accum = x.alloc<float>(floats(s.dq_tiles));
+      hg.buf.dq_accum = x.alloc<float>(cuda::dq_scratch_floats(w, s.dq_tiles));
     }
   }
   s.w = w;
