@@ -28,11 +28,15 @@ struct tasp_plan {
   bool deterministic = false;  // its ranks' backward: dQ bit-identical run to run
 };
 
+// A group is shared by its handle and its ranks' handles, so they may be destroyed in any order (a garbage collector
+// that finalises a cycle picks its own order: the group handle first, then a rank whose runner synchronised on the
+// group's freed streams, crashed PyTorch's process on 2x H200, 2026-11-26).
 struct tasp_group {
-  tasp::executor::RankGroupPtr group;
+  std::shared_ptr<tasp::executor::RankGroup> group;
 };
 
 struct tasp_rank {
+  std::shared_ptr<tasp::executor::RankGroup> group;  // declared first: outlives the runner
   tasp::executor::RankRunnerPtr runner;
 };
 
@@ -277,6 +281,7 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
     executor::check_rank_plan(plan->plan, plan->workload, plan->plan.gpus());  // before any device is needed
     bindings::need(group, "group");
     auto h = std::make_unique<tasp_rank>();
+    h->group = group->group;
     h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s, plan->deterministic);
     *out = h.release();
   });

@@ -76,7 +76,8 @@ TASP_API int tasp_cpu_run(const tasp_plan* plan, int precision_bits, const doubl
 TASP_API int tasp_nccl_id(unsigned char* id);
 /* This process's place in a group of `ranks` ranks (one per GPU) on CUDA device `device`: the group's NCCL
  * communicator from `id`, and the two streams every plan's rank of the group runs on. Every rank calls it together
- * (it returns when all have joined). Destroy it after its ranks. */
+ * (it returns when all have joined). Its ranks hold it too: the handle and the ranks may be destroyed in any order,
+ * and the communicator and streams go with the last of them. */
 TASP_API int tasp_group_create(int ranks, int rank, int device, const unsigned char* id, tasp_group** out);
 TASP_API void tasp_group_destroy(tasp_group* group);
 /* A watchdog for the group (0 stops it): a call that has not ended `timeout_s` seconds after it was enqueued (a peer

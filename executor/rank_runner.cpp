@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
@@ -80,10 +81,37 @@ void stop_watch(RankGroup& g) {
   g.stop = false;
 }
 
+// The groups alive in this process. At exit, groups a process never destroyed (Python's interpreter does not
+// finalize every object; a C++ trainer may leak its group) have their watchdogs stopped and communicators aborted
+// before the CUDA runtime and NCCL tear down: a watchdog left querying events and NCCL's proxy threads left running
+// ended a two-GPU training run with SIGSEGV after its last step (2x H200, 2026-11-26). Abort, not destroy, as
+// PyTorch's process groups do at exit: a peer may be gone already. Leaked on purpose (used by an exit handler).
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::set<RankGroup*>& live_groups() {
+  static auto* s = new std::set<RankGroup*>;
+  return *s;
+}
+void end_groups_at_exit() {
+  std::lock_guard<std::mutex> live(live_mutex());
+  for (RankGroup* g : live_groups()) {
+    stop_watch(*g);
+    std::lock_guard<std::mutex> lock(g->m);
+    abort_locked(*g, "the process is exiting");
+  }
+  live_groups().clear();
+}
+
 }  // namespace
 
 void RankGroupDelete::operator()(RankGroup* g) const {
   if (!g) return;
+  {
+    std::lock_guard<std::mutex> live(live_mutex());
+    live_groups().erase(g);
+  }
   // Calls still running end, or the watchdog aborts them (a stalled peer must not hang the stream syncs below).
   for (const auto until = Clock::now() + std::chrono::seconds(2 * g->watch_s + 1); Clock::now() < until;) {
     {
@@ -127,6 +155,11 @@ RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned cha
   TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   TASP_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, greatest));
   TASP_CUDA(cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking));
+  // Registered after the CUDA runtime's own exit handler (the runtime is initialised by now), so it runs first.
+  static const bool at_exit = std::atexit(end_groups_at_exit) == 0;
+  (void)at_exit;
+  std::lock_guard<std::mutex> live(live_mutex());
+  live_groups().insert(g.get());
   return g;
 }
 

@@ -153,22 +153,24 @@ class _FakeLib:
     """The C library's rank and group calls, recorded (no GPU): what Context asks of them."""
 
     def __init__(self):
-        self.created, self.documents = 0, []
+        self.created, self.documents, self.destroyed = 0, [], []
 
     def tasp_nccl_id(self, buf):
         return 0
 
     def tasp_group_create(self, n, rank, device, nccl_id, out):
+        out._obj.value = 1  # a handle, so the group is destroyed with its object
         return 0
 
     def tasp_group_watch(self, handle, timeout):
         return 0
 
     def tasp_group_destroy(self, handle):
-        pass
+        self.destroyed.append("group")
 
     def tasp_rank_create(self, plan, group, timeout, out):
         self.created += 1
+        out._obj.value = 100 + self.created
         return 0
 
     def tasp_rank_saved_bytes(self, handle, out):
@@ -180,7 +182,7 @@ class _FakeLib:
         return 0
 
     def tasp_rank_destroy(self, handle):
-        pass
+        self.destroyed.append("rank")
 
     def tasp_rank_device_bytes(self, handle, out):
         out._obj.value = 1000
@@ -246,3 +248,24 @@ def test_layout_plans_are_kept(one_process_group):
     first = list(ctx._layouts.values())
     ctx.shard(x, 1, causal=True), ctx.shard(x, 1, causal=True, cu_seqlens=[0, 10, 64])
     assert len(ctx._layouts) == 2 and all(a is b for a, b in zip(first, ctx._layouts.values()))
+
+
+def test_a_dropped_context_frees_its_ranks_then_its_group(one_process_group, monkeypatch):
+    """Ranks, their document views and the group form no reference cycle: dropping the Context frees every rank and
+    then the group at once, without the garbage collector (which finalises a cycle in an order of its own; a group
+    destroyed before its rank crashed the process on GPUs, 2026-11-26; the C library now tolerates either order)."""
+    import gc
+    from tasp.torch import context
+    fake = _FakeLib()
+    monkeypatch.setattr(context, "lib", fake)
+    q, k = torch.empty(1, 64, 4, 64, dtype=torch.bfloat16), torch.empty(1, 64, 2, 64, dtype=torch.bfloat16)
+    gc.disable()
+    try:
+        ctx = tt.Context(layout="contiguous", max_plans=1)
+        ctx._rank_for(q, k, True, None, [0, 10, 64]).handle, ctx._rank_for(q, k, False, None, [0, 30, 64]).handle
+        assert fake.destroyed == ["rank"]  # the first shape's rank, evicted with its view (max_plans=1)
+        assert len(ctx._views) == 1
+        del ctx
+        assert fake.destroyed == ["rank", "rank", "group"]
+    finally:
+        gc.enable()

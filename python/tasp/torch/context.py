@@ -63,8 +63,8 @@ class _Group:
 class _Recent:
     """A mapping that keeps its `limit` most recently used entries (get and put both use one)."""
 
-    def __init__(self, limit):
-        self.limit, self._d = limit, collections.OrderedDict()
+    def __init__(self, limit, items=()):
+        self.limit, self._d = limit, collections.OrderedDict(items)
 
     def get(self, key):
         v = self._d.get(key)
@@ -82,6 +82,9 @@ class _Recent:
     def values(self):
         return list(self._d.values())
 
+    def items(self):
+        return list(self._d.items())
+
     def __len__(self):
         return len(self._d)
 
@@ -98,12 +101,6 @@ class _Rank:
         self.saved_bytes = saved.value  # what a forward keeps for its backward (the plan's kept K/V)
         self.key = ops.register(self)  # what the custom ops (tasp.torch.ops) name it by
         self.docs = ()  # the packed documents' offsets its work lists are masked for now (re-maskable ranks)
-        self._views = _Recent(8)
-
-    def view(self, cu):
-        """This rank as calls with documents `cu` (offsets, () for one sequence) name it (a _Documents)."""
-        v = self._views.get(cu)
-        return v if v is not None else self._views.put(cu, _Documents(self, cu))
 
     def documents(self, cu):
         """Re-masks the rank's work lists for documents `cu` (tasp_rank_documents), unless they are its current ones."""
@@ -187,6 +184,10 @@ class Context:
         self._group = None  # _Group, made with the first plan
         self._ranks = _Recent(max_plans)       # plan key -> _Rank
         self._layouts = _Recent(4 * max_plans)  # (S, causal, docs) -> the layout plan (token order only; host memory)
+        # (plan key, documents) -> _Documents: one per document set, so the custom ops see the same rank number for the
+        # same documents (torch.compile keeps its graph). Kept here, not on the rank: a rank holding views that hold it
+        # is a cycle, which the garbage collector finalises in an order of its own.
+        self._views = _Recent(8 * max_plans)
 
     # ---- plans
 
@@ -247,7 +248,12 @@ class Context:
             if self._group is None:  # one communicator for every plan of the context, made with its first
                 self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id(), self.timeout)
             r = self._ranks.put(key, _Rank(plan, self._group, self.timeout))
-        return r.view(cu) if remask else r
+            live = set(map(id, self._ranks.values()))  # views of ranks the cache let go go too
+            self._views = _Recent(self._views.limit, [(k, v) for k, v in self._views.items() if id(v.rank) in live])
+        if not remask:
+            return r
+        v = self._views.get((key, cu))
+        return v if v is not None else self._views.put((key, cu), _Documents(r, cu))
 
     def _nccl_id(self):
         """A new NCCL id made on the group's first rank and broadcast to the others (at plan time only)."""
