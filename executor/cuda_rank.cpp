@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 
 namespace tasp::executor::cuda {
 
@@ -210,17 +212,26 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         kernels::add_into(buf.grad + se * target, reinterpret_cast<const float*>(sum), se, x.compute);
       }
     }
-  } else if (half) {
-    // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
-    std::map<int, int> adds;  // receive slot -> the own slot it adds into
-    for (const auto& [into, from] : s.grad_add) adds[from] = into;
-    for (const auto& [ks, slot] : s.grad_recv) {
-      const auto a = adds.find(slot);
-      kernels::add_half_into(buf.grad + se * (a == adds.end() ? slot : a->second), buf.grad_recv16 + se * recv16.at(ks),
-                             kernels::DType::BF16, se, a == adds.end(), x.compute);
-    }
   } else {
-    for (const auto& [into, from] : s.grad_add) kernels::add_into(buf.grad + se * into, buf.grad + se * from, se, x.compute);
+    // The last step's final adds the caller fuses with its casts (defer_final_adds) are left to it.
+    std::set<std::pair<int, int>> deferred;  // (into, from) or (into, -1 - staging index)
+    if (bwd && pw.defer_final_adds && t == pw.num_steps() - 1)
+      for (const FinalAdd& a : final_adds(pw.slots[gpu], g, r, half)) deferred.insert({a.into, half ? -1 - a.from16 : a.from});
+    if (half) {
+      // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
+      std::map<int, int> adds;  // receive slot -> the own slot it adds into
+      for (const auto& [into, from] : s.grad_add) adds[from] = into;
+      for (const auto& [ks, slot] : s.grad_recv) {
+        const auto a = adds.find(slot);
+        const int into = a == adds.end() ? slot : a->second, i = recv16.at(ks);
+        if (!deferred.count({into, -1 - i}))
+          kernels::add_half_into(buf.grad + se * into, buf.grad_recv16 + se * i, kernels::DType::BF16, se,
+                                 a == adds.end(), x.compute);
+      }
+    } else {
+      for (const auto& [into, from] : s.grad_add)
+        if (!deferred.count({into, from})) kernels::add_into(buf.grad + se * into, buf.grad + se * from, se, x.compute);
+    }
   }
   TASP_CUDA(cudaEventRecord(e[4], x.compute));
 }

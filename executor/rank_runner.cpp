@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
@@ -246,6 +248,7 @@ void make_work_lists(RankRunner& s, const void* kv) {
   if (s.plan.has_backward) {
     s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
+    s.bwd.defer_final_adds = true;  // runner_backward's casts make them
   }
   s.kv_at = kv;
 }
@@ -375,8 +378,13 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
   steps(s, s.bwd, b, t.scale, s.x.groups[0].ev_bwd);
-  // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows.
+  // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows, with
+  // the last step's add into it that the steps left to this cast (FinalAdd).
   const auto& fin = s.bwd.slots[s.r].grad_final;
+  const bool half16 = s.bwd.accumulator_bytes == 2;
+  std::map<int, cuda::FinalAdd> last;  // own piece -> its deferred add
+  for (const cuda::FinalAdd& a : cuda::final_adds(s.bwd.slots[s.r], s.g, s.r, half16)) last[a.piece] = a;
+  const size_t se = s.g.slot_elems();
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half) {
       uint16_t* to = static_cast<uint16_t*>(half ? t.dv : t.dk) + c.shard_off;
@@ -385,8 +393,17 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
         TASP_CUDA(cudaMemset2DAsync(to, c.shard_pitch * 2, 0, c.width * 2, c.height, s.x.compute));
         continue;
       }
-      const float* acc = b.grad + s.g.slot_elems() * f->second + half * s.g.half_slot() + c.slot_off;
-      kernels::cast_out_rows(acc, c.slot_pitch, to, c.shard_pitch, dt, c.width, c.height, s.x.compute);
+      const size_t at = half * s.g.half_slot() + c.slot_off;  // the copy's first element within a slot
+      const float* acc = b.grad + se * f->second + at;
+      const void* add = nullptr;
+      auto type = kernels::AddType::None;
+      if (const auto a = last.find(c.piece); a != last.end()) {
+        if (a->second.into != f->second) throw std::logic_error("rank runner: a final add outside the final slot");
+        if (a->second.from16 >= 0) add = b.grad_recv16 + se * a->second.from16 + at, type = kernels::AddType::BF16;
+        else add = b.grad + se * a->second.from + at, type = kernels::AddType::F32;
+        if (a->second.adopt) acc = nullptr;
+      }
+      kernels::cast_out_rows(acc, c.slot_pitch, to, c.shard_pitch, dt, c.width, c.height, s.x.compute, add, type);
     }
   end_call(s, caller, "backward");
 }

@@ -155,10 +155,14 @@ void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const f
                    int D, void* stream);
 // out fp32 -> dst (bf16 or fp16), n elements.
 void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream);
+// What cast_out_rows adds to its fp32 rows before the cast: nothing, fp32 values or bf16 values.
+enum class AddType { None, F32, BF16 };
 // The same over `rows` rows of `width` elements, rows `src_pitch` and `dst_pitch` elements apart (one launch for a
-// piece's accumulator rows of every batch, instead of one per row).
+// piece's accumulator rows of every batch, instead of one per row). With `add` (rows `src_pitch` apart too): dst =
+// src + add, and src may be NULL (dst = add): the last sum into an accumulator fused with its cast, one pass over
+// memory instead of two.
 void cast_out_rows(const float* src, size_t src_pitch, void* dst, size_t dst_pitch, DType dtype, size_t width, size_t rows,
-                   void* stream);
+                   void* stream, const void* add = nullptr, AddType add_type = AddType::None);
 
 // Uniform random values in [-1, 1) of the given type, from a counter hash (benchmarks, examples).
 void fill_random(void* dst, DType dtype, size_t n, uint64_t seed, void* stream);

@@ -60,25 +60,37 @@ __device__ inline float16_pack_t pack8(const float* v, __half*) {
   return p;
 }
 
-// fp32 -> 16 bits over `rows` rows of `width` elements, src and dst rows `in_pitch` and `out_pitch` elements apart (a
-// row per blockIdx.y; one row: a flat cast), 8 elements a thread as two float4 loads and one 16-byte store where
-// pointers and pitches keep the rows on the 16-byte grid (one element a thread ran at 1.9-2.2 TB/s on an H200,
-// 2026-11-26 profile of the PyTorch path: 90 us to cast 32M).
-template <typename T>
-__global__ void cast_rows_kernel(const float* in, long long in_pitch, T* out, long long out_pitch, long long width,
-                                 bool vec) {
+// Eight values added to v: fp32 as two float4 loads, bf16 as one 16-byte load.
+__device__ inline void add8(float* v, const float* a) {
+  const float4 x = *reinterpret_cast<const float4*>(a), y = *reinterpret_cast<const float4*>(a + 4);
+  v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w, v[4] += y.x, v[5] += y.y, v[6] += y.z, v[7] += y.w;
+}
+__device__ inline void add8(float* v, const __nv_bfloat16* a) {
+  const float16_pack_t p = *reinterpret_cast<const float16_pack_t*>(a);
+  const auto* h = reinterpret_cast<const __nv_bfloat16*>(&p);
+  for (int j = 0; j < 8; ++j) v[j] += float(h[j]);
+}
+
+// fp32 (plus `add`'s values, where given; `in` NULL: zero) -> 16 bits over `rows` rows of `width` elements, in and
+// add rows `in_pitch` and out rows `out_pitch` elements apart (a row per blockIdx.y; one row: a flat cast), 8 elements
+// a thread as 16-byte loads and one 16-byte store where pointers and pitches keep the rows on the 16-byte grid (one
+// element a thread ran at 1.9-2.2 TB/s on an H200, 2026-11-26 profile of the PyTorch path: 90 us to cast 32M).
+template <typename T, typename A>
+__global__ void cast_rows_kernel(const float* in, const A* add, long long in_pitch, T* out, long long out_pitch,
+                                 long long width, bool vec) {
   const long long row = blockIdx.y;
-  const float* src = in + row * in_pitch;
+  const float* src = in ? in + row * in_pitch : nullptr;
+  const A* plus = add ? add + row * in_pitch : nullptr;
   T* dst = out + row * out_pitch;
   const long long i = 8 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
   if (vec && i + 8 <= width) {
-    float v[8];
-    *reinterpret_cast<float4*>(v) = *reinterpret_cast<const float4*>(src + i);
-    *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(src + i + 4);
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (src) add8(v, src + i);
+    if (plus) add8(v, plus + i);
     *reinterpret_cast<float16_pack_t*>(dst + i) = pack8(v, dst);
     return;
   }
-  for (long long j = i; j < width && j < i + 8; ++j) dst[j] = T(src[j]);
+  for (long long j = i; j < width && j < i + 8; ++j) dst[j] = T((src ? src[j] : 0.f) + (plus ? float(plus[j]) : 0.f));
 }
 
 template <typename T>
@@ -208,27 +220,42 @@ void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream) 
   const int threads = 256;
   const bool vec = vectors(out, dst);
   auto s = static_cast<cudaStream_t>(stream);
+  const float* none = nullptr;
   if (dtype == DType::BF16)
-    cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, 0, static_cast<__nv_bfloat16*>(dst), 0, (long long)n, vec);
-  else cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, 0, static_cast<__half*>(dst), 0, (long long)n, vec);
+    cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, none, 0, static_cast<__nv_bfloat16*>(dst), 0,
+                                                                 (long long)n, vec);
+  else cast_rows_kernel<<<blocks_of8(n, threads), threads, 0, s>>>(out, none, 0, static_cast<__half*>(dst), 0,
+                                                                     (long long)n, vec);
   TASP_CUDA(cudaGetLastError());
 }
 
-void cast_out_rows(const float* src, size_t src_pitch, void* dst, size_t dst_pitch, DType dtype, size_t width, size_t rows,
-                   void* stream) {
-  if (width == 0 || rows == 0) return;
-  if (rows > 65535) throw std::invalid_argument("cast_out_rows: more than 65535 rows");
+namespace {
+template <typename A>
+void cast_rows(const float* src, const A* add, size_t src_pitch, void* dst, size_t dst_pitch, DType dtype, size_t width,
+               size_t rows, cudaStream_t s) {
   const int threads = 256;
-  // Rows stay on the 16-byte grid when both bases do and the pitches are multiples of 8 elements.
-  const bool vec = vectors(src, dst) && src_pitch % 8 == 0 && dst_pitch % 8 == 0;
+  // Rows stay on the 16-byte grid when the bases do and the pitches are multiples of 8 elements.
+  const bool vec = vectors(src, dst) && vectors(add, dst) && src_pitch % 8 == 0 && dst_pitch % 8 == 0;
   const dim3 grid(blocks_of8(width, threads), unsigned(rows));
-  auto s = static_cast<cudaStream_t>(stream);
   if (dtype == DType::BF16)
-    cast_rows_kernel<<<grid, threads, 0, s>>>(src, (long long)src_pitch, static_cast<__nv_bfloat16*>(dst),
+    cast_rows_kernel<<<grid, threads, 0, s>>>(src, add, (long long)src_pitch, static_cast<__nv_bfloat16*>(dst),
                                               (long long)dst_pitch, (long long)width, vec);
-  else cast_rows_kernel<<<grid, threads, 0, s>>>(src, (long long)src_pitch, static_cast<__half*>(dst),
+  else cast_rows_kernel<<<grid, threads, 0, s>>>(src, add, (long long)src_pitch, static_cast<__half*>(dst),
                                                  (long long)dst_pitch, (long long)width, vec);
   TASP_CUDA(cudaGetLastError());
+}
+}  // namespace
+
+void cast_out_rows(const float* src, size_t src_pitch, void* dst, size_t dst_pitch, DType dtype, size_t width, size_t rows,
+                   void* stream, const void* add, AddType add_type) {
+  if (width == 0 || rows == 0) return;
+  if (rows > 65535) throw std::invalid_argument("cast_out_rows: more than 65535 rows");
+  if ((add == nullptr) != (add_type == AddType::None))
+    throw std::invalid_argument("cast_out_rows: add and add_type name nothing or something together");
+  if (!src && !add) throw std::invalid_argument("cast_out_rows: neither src nor add");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (add_type == AddType::BF16) cast_rows(src, static_cast<const __nv_bfloat16*>(add), src_pitch, dst, dst_pitch, dtype, width, rows, s);
+  else cast_rows(src, static_cast<const float*>(add), src_pitch, dst, dst_pitch, dtype, width, rows, s);
 }
 
 bool cuda_device_available() {

@@ -139,7 +139,8 @@ TEST(CopyBlocks, RefusesMisalignedCopies) {
 
 // A piece's accumulator rows of every batch cast into the caller's strided rows in one launch (cast_out_rows), on
 // its vector path (rows on the 16-byte grid) and its element path (odd pitches), against the host's roundings; the
-// bytes between the rows untouched.
+// bytes between the rows untouched. With an add fused in (fp32 or bf16 values, rows as the source's; or the add alone,
+// no source): the host's float sum in the kernel's order, rounded.
 TEST(CopyBlocksGpu, AccumulatorRowsCastInOneLaunch) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
@@ -147,34 +148,49 @@ TEST(CopyBlocksGpu, AccumulatorRowsCastInOneLaunch) {
   struct Shape {
     size_t width, rows, src_pitch, dst_pitch;
   };
-  for (Elem t : {Elem::BF16, Elem::FP16})
-    for (const Shape& sh : {Shape{256, 4, 1024, 512}, Shape{333, 5, 1003, 777}, Shape{4096, 1, 4096, 4096}}) {
-      std::vector<float> src(sh.src_pitch * sh.rows);
-      for (float& x : src) x = nd(rng);
-      float* d_src;
-      uint16_t* d_dst;
-      const size_t dn = sh.dst_pitch * sh.rows;
-      CK(cudaMalloc(&d_src, src.size() * 4));
-      CK(cudaMalloc(&d_dst, dn * 2));
-      CK(cudaMemcpy(d_src, src.data(), src.size() * 4, cudaMemcpyHostToDevice));
-      CK(cudaMemset(d_dst, 0xab, dn * 2));
-      const DType dt = t == Elem::BF16 ? DType::BF16 : DType::FP16;
-      cast_out_rows(d_src, sh.src_pitch, d_dst, sh.dst_pitch, dt, sh.width, sh.rows, nullptr);
-      std::vector<uint16_t> got(dn);
-      CK(cudaMemcpy(got.data(), d_dst, dn * 2, cudaMemcpyDeviceToHost));
-      for (size_t r = 0; r < sh.rows; ++r)
-        for (size_t x = 0; x < sh.dst_pitch; ++x) {
-          const uint16_t g = got[r * sh.dst_pitch + x];
-          if (x >= sh.width) {
-            ASSERT_EQ(g, 0xabab) << "between rows, row " << r << " element " << x;
-            continue;
+  enum Mode { Plain, AddF32, AddBf16, AdoptBf16 };
+  for (Mode mode : {Plain, AddF32, AddBf16, AdoptBf16})
+    for (Elem t : {Elem::BF16, Elem::FP16})
+      for (const Shape& sh : {Shape{256, 4, 1024, 512}, Shape{333, 5, 1003, 777}, Shape{4096, 1, 4096, 4096}}) {
+        SCOPED_TRACE("mode " + std::to_string(mode) + " width " + std::to_string(sh.width));
+        std::vector<float> src(sh.src_pitch * sh.rows), add(src.size());
+        for (float& x : src) x = nd(rng);
+        for (float& x : add) x = mode == AddF32 ? nd(rng) : round_to(Elem::BF16, nd(rng));
+        std::vector<__nv_bfloat16> add16(add.size());
+        for (size_t i = 0; i < add.size(); ++i) add16[i] = __float2bfloat16_rn(add[i]);
+        float *d_src, *d_add;
+        uint16_t* d_dst;
+        const size_t dn = sh.dst_pitch * sh.rows;
+        CK(cudaMalloc(&d_src, src.size() * 4));
+        CK(cudaMalloc(&d_add, add.size() * 4));
+        CK(cudaMalloc(&d_dst, dn * 2));
+        CK(cudaMemcpy(d_src, src.data(), src.size() * 4, cudaMemcpyHostToDevice));
+        if (mode == AddF32) CK(cudaMemcpy(d_add, add.data(), add.size() * 4, cudaMemcpyHostToDevice));
+        else CK(cudaMemcpy(d_add, add16.data(), add16.size() * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemset(d_dst, 0xab, dn * 2));
+        const DType dt = t == Elem::BF16 ? DType::BF16 : DType::FP16;
+        const AddType at = mode == Plain ? AddType::None : mode == AddF32 ? AddType::F32 : AddType::BF16;
+        cast_out_rows(mode == AdoptBf16 ? nullptr : d_src, sh.src_pitch, d_dst, sh.dst_pitch, dt, sh.width, sh.rows,
+                      nullptr, mode == Plain ? nullptr : d_add, at);
+        std::vector<uint16_t> got(dn);
+        CK(cudaMemcpy(got.data(), d_dst, dn * 2, cudaMemcpyDeviceToHost));
+        for (size_t r = 0; r < sh.rows; ++r)
+          for (size_t x = 0; x < sh.dst_pitch; ++x) {
+            const uint16_t g = got[r * sh.dst_pitch + x];
+            if (x >= sh.width) {
+              ASSERT_EQ(g, 0xabab) << "between rows, row " << r << " element " << x;
+              continue;
+            }
+            const size_t i = r * sh.src_pitch + x;
+            float v = 0.f;
+            if (mode != AdoptBf16) v += src[i];
+            if (mode != Plain) v += add[i];
+            std::vector<char> want(2);
+            store(want, t, 0, v);
+            ASSERT_EQ(std::memcmp(&g, want.data(), 2), 0) << "row " << r << " element " << x;
           }
-          std::vector<char> want(2);
-          store(want, t, 0, src[r * sh.src_pitch + x]);
-          ASSERT_EQ(std::memcmp(&g, want.data(), 2), 0) << "row " << r << " element " << x;
-        }
-      cudaFree(d_src), cudaFree(d_dst);
-    }
+        cudaFree(d_src), cudaFree(d_add), cudaFree(d_dst);
+      }
 }
 
 }  // namespace
