@@ -78,7 +78,8 @@ struct PassWork {
   // in the pass, cleared instead on the comm stream at the pass's start, beside step 0's kernel (slots_zeroed_ahead)
   // [gpu].
   std::vector<std::vector<std::pair<int, int>>> grad_zero_ahead;
-  // Backward, point to point: the last step leaves final_adds' adds to the caller, who fuses them with its casts.
+  // Backward, point to point: the last step leaves planner::final_adds' adds to the caller, who fuses them with its
+  // casts.
   bool defer_final_adds = false;
   int num_steps() const { return int(steps.size()); }
 };
@@ -86,20 +87,6 @@ struct PassWork {
 // any way (clears, adds into, sends, receives into, adds from): they can be cleared when the pass starts, off the
 // critical path (allgather's own accumulators: 134 MB at B=1 S=8192 H=32 per rank, about 50 us of a 2.7 ms fwd+bwd).
 std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs);  // (step, slot)
-
-// The last point-to-point add into each of rank r's own final dK/dV accumulators (grad_final) in a backward's last
-// step: a caller that casts the final accumulators out anyway (a training framework's rank) makes that add part of
-// the cast (kernels::cast_out_rows with `add`), one pass over the accumulator instead of two (medium on 2x H200: four
-// 61 us casts after the backward's last adds, 2026-11-26). Only an add nothing later in the step reads or writes
-// around: the last one into its slot, from a source no later add changes.
-struct FinalAdd {
-  int piece = 0;      // the own piece
-  int into = 0;       // its final accumulator slot
-  int from = -1;      // the fp32 accumulator slot added (grad_add), or -1
-  int from16 = -1;    // with bf16 accumulators: the received one's staging index (grad_recv's order), or -1
-  bool adopt = false; // the slot takes the received values (it held no accumulator of the rank's own)
-};
-std::vector<FinalAdd> final_adds(const planner::RankSlots& rs, const Geometry& g, int r, bool half);
 
 // The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);

@@ -216,7 +216,8 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     // The last step's final adds the caller fuses with its casts (defer_final_adds) are left to it.
     std::set<std::pair<int, int>> deferred;  // (into, from) or (into, -1 - staging index)
     if (bwd && pw.defer_final_adds && t == pw.num_steps() - 1)
-      for (const FinalAdd& a : final_adds(pw.slots[gpu], g, r, half)) deferred.insert({a.into, half ? -1 - a.from16 : a.from});
+      for (const planner::FinalAdd& a : planner::final_adds(pw.slots[gpu], r, g.P, half))
+        deferred.insert({a.into, half ? -1 - a.from16 : a.from});
     if (half) {
       // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
       std::map<int, int> adds;  // receive slot -> the own slot it adds into

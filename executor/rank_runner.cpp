@@ -382,8 +382,8 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   // the last step's add into it that the steps left to this cast (FinalAdd).
   const auto& fin = s.bwd.slots[s.r].grad_final;
   const bool half16 = s.bwd.accumulator_bytes == 2;
-  std::map<int, cuda::FinalAdd> last;  // own piece -> its deferred add
-  for (const cuda::FinalAdd& a : cuda::final_adds(s.bwd.slots[s.r], s.g, s.r, half16)) last[a.piece] = a;
+  std::map<int, planner::FinalAdd> last;  // own piece -> its deferred add
+  for (const planner::FinalAdd& a : planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, half16)) last[a.piece] = a;
   const size_t se = s.g.slot_elems();
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half) {

@@ -1,5 +1,7 @@
 #include "planner/slot_plan.hpp"
 
+#include <map>
+
 namespace tasp::planner {
 
 namespace {
@@ -111,6 +113,42 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
   out.grad_slots = grad.count;
   out.held_final = held;
   out.grad_final = acc;
+  return out;
+}
+
+std::vector<FinalAdd> final_adds(const RankSlots& rs, int r, int pieces_per_rank, bool half) {
+  std::vector<FinalAdd> out;
+  if (rs.steps.empty()) return out;
+  const StepSlots& s = rs.steps.back();
+  std::map<int, int> piece_of;  // final slot -> own piece
+  for (int c = 0; c < pieces_per_rank; ++c)
+    if (const auto f = rs.grad_final.find(long(r) * pieces_per_rank + c); f != rs.grad_final.end()) piece_of[f->second] = c;
+  std::map<int, FinalAdd> last;  // final slot -> its last add in the step
+  if (half) {
+    // As issue_step adds received bf16 accumulators: in grad_recv's order, into the own slot grad_add maps the
+    // arrival to, or adopted by the arrival's own slot. Their sources are staging buffers no add writes.
+    std::map<int, int> adds;
+    for (const auto& [into, from] : s.grad_add) adds[from] = into;
+    int i = 0;
+    for (const auto& [ks, slot] : s.grad_recv) {
+      const auto a = adds.find(slot);
+      const int into = a == adds.end() ? slot : a->second;
+      if (const auto p = piece_of.find(into); p != piece_of.end()) last[into] = {p->second, into, -1, i, a == adds.end()};
+      ++i;
+    }
+  } else {
+    for (size_t i = 0; i < s.grad_add.size(); ++i) {
+      const auto [into, from] = s.grad_add[i];
+      const auto p = piece_of.find(into);
+      if (p == piece_of.end()) continue;
+      bool stays = true;  // no later add changes the source or reads the sum
+      for (size_t j = i + 1; j < s.grad_add.size(); ++j)
+        stays = stays && s.grad_add[j].first != from && s.grad_add[j].second != into;
+      if (stays) last[into] = {p->second, into, from, -1, false};
+      else last.erase(into);
+    }
+  }
+  for (const auto& [slot, a] : last) out.push_back(a);
   return out;
 }
 

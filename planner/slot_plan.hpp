@@ -38,4 +38,20 @@ struct RankSlots {
 // step gathering every piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
 RankSlots plan_slots(const Plan& p, Pass pass, int rank, bool by_owner = false);
 
+// The last point-to-point add into each of rank r's own final dK/dV accumulators (grad_final) in a backward's last
+// step: a caller that casts the final accumulators out anyway (a training framework's rank, executor/rank_runner.cpp)
+// makes that add part of the cast, one pass over the accumulator instead of two (medium on 2x H200: four 61 us casts
+// after the backward's last adds, 2026-11-26); the simulator counts it (framework_io_us). Only an add nothing later in
+// the step reads or writes around: the last one into its slot, from a source no later add changes. `half`: the
+// accumulators travel in bf16 and are added (or adopted) from their staging in grad_recv's order, as the cuda
+// backend does.
+struct FinalAdd {
+  int piece = 0;       // the own piece
+  int into = 0;        // its final accumulator slot
+  int from = -1;       // the fp32 accumulator slot added (grad_add), or -1
+  int from16 = -1;     // with bf16 accumulators: the received one's staging index (grad_recv's order), or -1
+  bool adopt = false;  // the slot takes the received values (it held no accumulator of the rank's own)
+};
+std::vector<FinalAdd> final_adds(const RankSlots& rs, int rank, int pieces_per_rank, bool half);
+
 }  // namespace tasp::planner

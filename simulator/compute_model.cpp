@@ -6,6 +6,7 @@
 
 #include "planner/layout.hpp"
 #include "planner/mask.hpp"
+#include "planner/slot_plan.hpp"
 
 namespace tasp::simulator {
 
@@ -164,10 +165,17 @@ double framework_io_us(const ComputeProfile& cp, const planner::Plan& p, const p
                        planner::Pass pass) {
   const double own = shard_tokens(p, w, rank) * w.B;  // the rank's tokens (its own K/V pieces hold the same)
   const double kv16 = own * w.Hkv * w.D * 2 * w.dtype_bytes;   // its K and V in 16 bits
-  const double bytes = pass == planner::Pass::Fwd ? 2 * kv16 + own * w.H * w.D * (4.0 + w.dtype_bytes)  // staged, O
-                                                  : kv16 / w.dtype_bytes * (4.0 + w.dtype_bytes);      // dK, dV
-  const double launches = pass == planner::Pass::Fwd ? 2.0 * p.pieces_per_rank + 2 : 2.0 * p.pieces_per_rank;
-  return launches * cp.small_launch_us + bytes / (cp.hbm_gbps * 1e3);
+  if (pass == planner::Pass::Fwd)  // K/V staged, O cast
+    return (2.0 * p.pieces_per_rank + 2) * cp.small_launch_us +
+           (2 * kv16 + own * w.H * w.D * (4.0 + w.dtype_bytes)) / (cp.hbm_gbps * 1e3);
+  // dK, dV cast out of their fp32 accumulators. Where the last step adds into (or adopts) a final accumulator, the cast
+  // makes that add (planner::final_adds, point to point as the rank path runs) and writes 16 bits where `tasp run`'s
+  // add writes 32: less than `tasp run`, in the same launch.
+  const auto fused = planner::final_adds(planner::plan_slots(p, planner::Pass::Bwd, rank), rank, p.pieces_per_rank,
+                                         p.accumulator_bytes == 2);
+  const double f = double(fused.size()) / p.pieces_per_rank, elems = kv16 / w.dtype_bytes;
+  return 2.0 * p.pieces_per_rank * (1 - f) * cp.small_launch_us +
+         elems * ((1 - f) * (4.0 + w.dtype_bytes) - f * (4.0 - w.dtype_bytes)) / (cp.hbm_gbps * 1e3);
 }
 
 }  // namespace tasp::simulator

@@ -508,7 +508,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
                       (b ? a.bwd_out_copy : a.fwd_out_copy) / mem + launches);
     }
     if (opt.framework && p.ulysses == 1) {  // the slowest rank's copies, before its first step and after its last
-      double io = 0;
+      double io = -std::numeric_limits<double>::infinity();  // a backward's may be negative (fused adds)
       for (int rank = 0; rank < p.ranks; ++rank) io = std::max(io, framework_io_us(prof.compute, p, w, rank, pass));
       r.total_us += io, r.terms.executor_us += io;
     }

@@ -219,10 +219,9 @@ TEST(CudaPass, AccumulatorsClearedAheadAreUntouchedUntilTheirStep) {
 }
 
 // A training framework's rank leaves the backward's last adds into its final dK/dV accumulators to the casts that
-// copy them out (FinalAdd): replaying the last step's adds on random values with and without that deferral gives
+// copy them out (planner::final_adds): replaying the last step's adds on random values with and without that deferral gives
 // every own piece the same sum, in the same order, for every scheme and accumulator type.
-TEST(CudaPass, FinalAddsFusedWithTheCastGiveTheSameSums) {
-  using executor::cuda::FinalAdd;
+TEST(SlotPlan, FinalAddsFusedWithTheCastGiveTheSameSums) {
   std::map<std::string, int> deferred;  // scheme -> adds deferred over all cases
   for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
     for (int n : {2, 3, 4, 5})
@@ -233,14 +232,13 @@ TEST(CudaPass, FinalAddsFusedWithTheCastGiveTheSameSums) {
           PlanOptions o;
           o.causal = causal;
           const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
-          const executor::cuda::Geometry g = executor::cuda::make_geometry(p, workload(120, causal));
           for (int r = 0; r < n; ++r) {
             const RankSlots rs = plan_slots(p, Pass::Bwd, r);
             const StepSlots& s = rs.steps.back();
             std::vector<double> slots(size_t(rs.grad_slots) + 1), stage(s.grad_recv.size());
             for (size_t i = 0; i < slots.size(); ++i) slots[i] = std::sin(1.0 + 7.0 * i + r);
             for (size_t i = 0; i < stage.size(); ++i) stage[i] = std::cos(3.0 + 5.0 * i + r);
-            const std::vector<FinalAdd> fused = executor::cuda::final_adds(rs, g, r, half);
+            const std::vector<FinalAdd> fused = final_adds(rs, r, p.pieces_per_rank, half);
             deferred[scheme] += int(fused.size());
             // The step's adds as issue_step makes them, skipping the deferred ones when asked.
             auto replay = [&](bool defer) {
@@ -268,8 +266,8 @@ TEST(CudaPass, FinalAddsFusedWithTheCastGiveTheSameSums) {
               return v;
             };
             const std::vector<double> plain = replay(false), left = replay(true);
-            for (int c = 0; c < g.P; ++c) {
-              const auto f = rs.grad_final.find(g.key(r, c));
+            for (int c = 0; c < p.pieces_per_rank; ++c) {
+              const auto f = rs.grad_final.find(long(r) * p.pieces_per_rank + c);
               if (f == rs.grad_final.end()) continue;
               double got = left.at(f->second);
               for (const FinalAdd& a : fused)
