@@ -39,7 +39,8 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
     m.queries += qe * (2 + 4) + double(w.B) * w.H * rows * 4 + double(w.B) * w.H * tiles * 64 * w.D * 4;
   }
   // Slots: replayed for plans of a few thousand pieces, else what the schedules hold at most (ring flow: the
-  // own pieces, the one being forwarded and the one arriving per ring; allgather: every piece).
+  // own pieces, the one being forwarded and the one arriving per ring, and in the backward a fourth accumulator,
+  // the owner's own block's, kept for the sum coming home; allgather: every piece).
   if (double(n) * n * P <= 4e6 || !p.compact()) {
     for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
       if (pass == Pass::Bwd && !passes.bwd) continue;
@@ -49,7 +50,7 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   } else {
     const int per = p.schedule == "allgather" ? n : 3;
     m.kv_slots = per * P;
-    m.grad_slots = passes.bwd ? per * P : 0;
+    m.grad_slots = passes.bwd ? (p.schedule == "allgather" ? n : 4) * P : 0;
   }
   const double slot = 2.0 * w.B * max_piece * w.Hkv * w.D;  // [K|V] or [dK|dV] elements
   m.kv = m.kv_slots * slot * w.dtype_bytes;

@@ -55,7 +55,7 @@ std::string verify_ring_flow_rule(const Plan& p, const Digraph* arcs, PlanStats*
     if (p.has_backward && check_backward) {
       stats->backward = *stats;
       stats->backward.steps = bwd_steps;
-      stats->backward.grad_transfers = n > 1 ? long(n) * k * n : 0;
+      stats->backward.grad_transfers = long(n) * k * (n - 1);  // n - 1 hops an accumulator (ring_flow.hpp)
     }
   }
   return {};

@@ -122,7 +122,7 @@ SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, i
   double t = 0, flow_total = 0;
   ModelTerms& terms = res.terms;
   for (int s = 0; s < steps; ++s) {
-    const bool computes = s < n, sends_kv = s < n - 1, sends_grad = m.bwd() && s >= 1 && s <= n && n > 1;
+    const bool computes = s < n, sends_kv = s < n - 1, sends_grad = m.bwd() && s >= 2 && s <= n;  // ring_flow.hpp
     const double bytes = (sends_kv ? b : 0) + (sends_grad ? g : 0);
     const std::vector<double>* comm = bytes > 0 ? &comm_of(bytes) : nullptr;
     const double max_comm = comm ? *std::max_element(comm->begin(), comm->end()) : 0;

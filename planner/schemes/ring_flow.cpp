@@ -21,11 +21,12 @@ Plan ring_flow_plan(const std::string& scheme, std::vector<std::vector<int>> rin
 }
 
 // Step t of the ring flow: computes (t < n) and K/V forwarding (t < n - 1) as in the forward, and with
-// `grads` the accumulators computed at step t - 1 one hop on (1 <= t <= n).
+// `grads` the accumulators computed at step t - 1 one hop on (2 <= t <= n: the owner's own block, step 0's, stays
+// with it).
 static Step ring_flow_step_impl(const Plan& p, int t, bool grads) {
   const int n = p.ranks;
   Step s;
-  const bool computes = t < n, sends_kv = t < n - 1, sends_grad = grads && t >= 1 && t <= n && n > 1;
+  const bool computes = t < n, sends_kv = t < n - 1, sends_grad = grads && t >= 2 && t <= n;
   if (computes) s.compute.reserve(size_t(n) * p.rings.size());
   s.transfers.reserve(size_t(n) * p.rings.size() * (int(sends_kv) + int(sends_grad)));
   for (size_t c = 0; c < p.rings.size(); ++c) {
