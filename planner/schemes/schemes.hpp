@@ -32,8 +32,7 @@ struct PlanOptions {
   // With documents or a window (and its S), the plan is pruned for that mask (planner/prune.hpp).
   Workload workload{};
   // Prune for a plain mask too (a causal mask alone, or none; needs the workload's S): a rank gets only the K/V its
-  // queries see and returns only the dK/dV they made (under a causal zigzag layout on 2 ranks, 3/4 of the bytes),
-  // and each owner's own partial dK/dV waits at home for the others (accumulators travel n-1 hops, not n). Not for
+  // queries see and returns only the dK/dV they made (under a causal zigzag layout on 2 ranks, 3/4 of the bytes). Not for
   // allgather, whose backward keeps the forward's K/V instead (a pruned backward moves K/V on its own terms: it
   // would gather them again, doubling its bytes).
   bool prune_plain = false;

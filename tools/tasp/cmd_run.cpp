@@ -6,6 +6,7 @@
 #include "executor/run.hpp"
 #include "planner/rank_memory.hpp"
 #include <nlohmann/json.hpp>
+#include "planner/minimum_bytes.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/workload_catalogue.hpp"
@@ -162,6 +163,14 @@ void register_run(CLI::App& app) {
                 << t.total_us() / bound_us << "x of it\n";
     std::cout << std::setprecision(2) << "  sent per GPU: fwd " << pass_bytes[0] / (1 << 20) << " MiB";
     if (passes.bwd) std::cout << ", bwd " << pass_bytes[1] / (1 << 20) << " MiB";
+    // The fewest for its kind of exchange (the cpu backend moves everything at its arithmetic's width).
+    const int width = a->backend == "cpu" ? (a->precision == "fp64" ? 8 : 4) : 0;
+    const auto least = planner::minimum_sent_bytes(p, w, width);
+    if (least && pass_bytes[0] + pass_bytes[1] > 0) {  // (the cpu backend's head-parallel runs record no bytes)
+      std::cout << " (fewest: fwd " << least->fwd / (1 << 20) << " MiB";
+      if (passes.bwd) std::cout << ", bwd " << least->bwd / (1 << 20) << " MiB";
+      std::cout << ")";
+    }
     std::cout << (p.ulysses > 1 ? " (head groups " + std::to_string(p.head_groups) + ")" : "")
               << (p.has_backward && passes.bwd ? std::string(", accumulators in ") + (p.accumulator_bytes == 2 ? "bf16" : "fp32") +
                                                      (p.backward.keeps_kv ? ", the forward's K/V kept" : "")

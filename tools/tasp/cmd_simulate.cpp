@@ -5,6 +5,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "planner/minimum_bytes.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/timeline.hpp"
 #include "planner/verify_plan.hpp"
@@ -51,7 +52,7 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
   if (both) o << std::setw(10) << "fwd ms" << std::setw(10) << "bwd ms";
   o << std::setw(10) << "comm ms" << std::setw(11) << "compute ms" << std::setw(11) << "exposed ms" << std::setw(6) << "CCR"
     << std::setw(9) << "vs ring" << std::setw(10) << "vs 1 GPU" << std::setw(9) << "par eff" << std::setw(9) << "Mtok/s"
-    << std::setw(10) << "GiB/rank" << std::setw(7) << "eff" << std::setw(10) << "MiB/GPU" << "\n";
+    << std::setw(10) << "GiB/rank" << std::setw(7) << "eff" << std::setw(10) << "MiB/GPU" << std::setw(9) << "fewest" << "\n";
   for (const auto& r : runs) {
     const SimResult& s = r.sim;
     o << "   " << std::left << std::setw(11) << r.scheme << std::right << std::setw(11) << ms(s.total_us);
@@ -62,8 +63,10 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
       << std::setw(8) << std::setprecision(0) << 100 * s.parallel_efficiency(t.ranks()) << "%" << std::setw(9)
       << std::setprecision(3) << s.tokens_per_s / 1e6 << std::setw(10) << std::setprecision(2)
       << s.peak_memory_bytes / double(1 << 30) << std::setw(6) << std::setprecision(0) << 100 * s.efficiency() << "%"
-      << std::setw(10) << std::setprecision(1) << (s.timeline.busiest_sent().fwd + s.timeline.busiest_sent().bwd) / (1 << 20)
-      << "\n";
+      << std::setw(10) << std::setprecision(1) << (s.timeline.busiest_sent().fwd + s.timeline.busiest_sent().bwd) / (1 << 20);
+    const auto least = planner::minimum_sent_bytes(r.plan, w);
+    if (least) o << std::setw(9) << ((passes.fwd ? least->fwd : 0) + (passes.bwd ? least->bwd : 0)) / (1 << 20) << "\n";
+    else o << std::setw(9) << "-" << "\n";
   }
   const auto& best = runs[fastest(runs)];
   o << "# fastest: " << best.scheme;
@@ -72,7 +75,8 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
   o << "\n# comm/compute: slowest rank's sums; exposed = total - compute; vs 1 GPU: the whole problem's kernels on one\n"
        "# GPU over the total, par eff = that / GPUs; GiB/rank: the busiest rank's buffers (not NCCL's); eff = the\n"
        "# bound (bytes over the busiest port or node cut, FLOPs at peak) over the total; MiB/GPU: what the busiest GPU\n"
-       "# sends (--json: per pass).\n";
+       "# sends (--json: per pass); fewest: the least a GPU can send for the scheme's kind of exchange under a plain\n"
+       "# mask (planner/minimum_bytes.hpp; a pruned plan may send less).\n";
   for (const auto& k : skipped) o << "# " << k.scheme << ": left out: " << k.why << "\n";
   for (const auto& r : runs)
     if (!r.detail.empty()) o << "# " << r.scheme << ": " << r.detail << "\n";
@@ -124,6 +128,9 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
     if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
     const auto sent = s.timeline.busiest_sent();
     j["schemes"].back()["sent_bytes_per_gpu"] = {{"fwd", sent.fwd}, {"bwd", sent.bwd}};
+    if (const auto least = planner::minimum_sent_bytes(r.plan, w))
+      j["schemes"].back()["fewest_sent_bytes_per_gpu"] = {{"fwd", passes.fwd ? least->fwd : 0.0},
+                                                         {"bwd", passes.bwd ? least->bwd : 0.0}};
     nlohmann::json terms;
     for (const auto& [k, v] : term_list(s.terms)) terms[k] = v;
     j["schemes"].back()["terms"] = terms;
