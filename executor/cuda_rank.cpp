@@ -213,25 +213,21 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       }
     }
   } else {
-    // The last step's final adds the caller fuses with its casts (defer_final_adds) are left to it.
-    std::set<std::pair<int, int>> deferred;  // (into, from) or (into, -1 - staging index)
+    // Each received accumulator added to the rank's own, or (bf16) becoming it; the last step's final adds the caller
+    // fuses with its casts (defer_final_adds) are left to it.
+    std::vector<planner::StepAdd> skip;
     if (bwd && pw.defer_final_adds && t == pw.num_steps() - 1)
-      for (const planner::FinalAdd& a : planner::final_adds(pw.slots[gpu], r, g.P, half))
-        deferred.insert({a.into, half ? -1 - a.from16 : a.from});
-    if (half) {
-      // Each received bf16 accumulator is added to the rank's own, or becomes it (its fp32 slot written).
-      std::map<int, int> adds;  // receive slot -> the own slot it adds into
-      for (const auto& [into, from] : s.grad_add) adds[from] = into;
-      for (const auto& [ks, slot] : s.grad_recv) {
-        const auto a = adds.find(slot);
-        const int into = a == adds.end() ? slot : a->second, i = recv16.at(ks);
-        if (!deferred.count({into, -1 - i}))
-          kernels::add_half_into(buf.grad + se * into, buf.grad_recv16 + se * i, kernels::DType::BF16, se,
-                                 a == adds.end(), x.compute);
-      }
-    } else {
-      for (const auto& [into, from] : s.grad_add)
-        if (!deferred.count({into, from})) kernels::add_into(buf.grad + se * into, buf.grad + se * from, se, x.compute);
+      for (const planner::FinalAdd& a : planner::final_adds(pw.slots[gpu], r, g.P, half)) skip.push_back(a);
+    auto same = [](const planner::StepAdd& a, const planner::StepAdd& b) {
+      return a.into == b.into && a.from == b.from && a.from16 == b.from16;
+    };
+    for (const planner::StepAdd& a : planner::step_adds(s, half)) {
+      if (std::any_of(skip.begin(), skip.end(), [&](const planner::StepAdd& d) { return same(a, d); })) continue;
+      if (half)
+        kernels::add_half_into(buf.grad + se * a.into, buf.grad_recv16 + se * a.from16, kernels::DType::BF16, se, a.adopt,
+                               x.compute);
+      else
+        kernels::add_into(buf.grad + se * a.into, buf.grad + se * a.from, se, x.compute);
     }
   }
   TASP_CUDA(cudaEventRecord(e[4], x.compute));

@@ -116,37 +116,38 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
   return out;
 }
 
+std::vector<StepAdd> step_adds(const StepSlots& s, bool half) {
+  std::vector<StepAdd> out;
+  if (!half) {
+    for (const auto& [into, from] : s.grad_add) out.push_back({into, from, -1, false});
+    return out;
+  }
+  std::map<int, int> adds;  // arrival slot -> the own slot it adds into
+  for (const auto& [into, from] : s.grad_add) adds[from] = into;
+  int i = 0;
+  for (const auto& [ks, slot] : s.grad_recv) {
+    const auto a = adds.find(slot);
+    out.push_back({a == adds.end() ? slot : a->second, -1, i++, a == adds.end()});
+  }
+  return out;
+}
+
 std::vector<FinalAdd> final_adds(const RankSlots& rs, int r, int pieces_per_rank, bool half) {
   std::vector<FinalAdd> out;
   if (rs.steps.empty()) return out;
-  const StepSlots& s = rs.steps.back();
   std::map<int, int> piece_of;  // final slot -> own piece
   for (int c = 0; c < pieces_per_rank; ++c)
     if (const auto f = rs.grad_final.find(long(r) * pieces_per_rank + c); f != rs.grad_final.end()) piece_of[f->second] = c;
+  const std::vector<StepAdd> adds = step_adds(rs.steps.back(), half);
   std::map<int, FinalAdd> last;  // final slot -> its last add in the step
-  if (half) {
-    // As issue_step adds received bf16 accumulators: in grad_recv's order, into the own slot grad_add maps the
-    // arrival to, or adopted by the arrival's own slot. Their sources are staging buffers no add writes.
-    std::map<int, int> adds;
-    for (const auto& [into, from] : s.grad_add) adds[from] = into;
-    int i = 0;
-    for (const auto& [ks, slot] : s.grad_recv) {
-      const auto a = adds.find(slot);
-      const int into = a == adds.end() ? slot : a->second;
-      if (const auto p = piece_of.find(into); p != piece_of.end()) last[into] = {p->second, into, -1, i, a == adds.end()};
-      ++i;
-    }
-  } else {
-    for (size_t i = 0; i < s.grad_add.size(); ++i) {
-      const auto [into, from] = s.grad_add[i];
-      const auto p = piece_of.find(into);
-      if (p == piece_of.end()) continue;
-      bool stays = true;  // no later add changes the source or reads the sum
-      for (size_t j = i + 1; j < s.grad_add.size(); ++j)
-        stays = stays && s.grad_add[j].first != from && s.grad_add[j].second != into;
-      if (stays) last[into] = {p->second, into, from, -1, false};
-      else last.erase(into);
-    }
+  for (size_t i = 0; i < adds.size(); ++i) {
+    const auto p = piece_of.find(adds[i].into);
+    if (p == piece_of.end()) continue;
+    bool stays = true;  // no later add changes the source (an fp32 slot; staging is written by none) or reads the sum
+    for (size_t j = i + 1; j < adds.size(); ++j)
+      stays = stays && (adds[i].from < 0 || adds[j].into != adds[i].from) && adds[j].from != adds[i].into;
+    if (stays) last[adds[i].into] = {adds[i], p->second};
+    else last.erase(adds[i].into);
   }
   for (const auto& [slot, a] : last) out.push_back(a);
   return out;

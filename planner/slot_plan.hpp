@@ -38,19 +38,26 @@ struct RankSlots {
 // step gathering every piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
 RankSlots plan_slots(const Plan& p, Pass pass, int rank, bool by_owner = false);
 
+// One add of received dK/dV accumulators into a rank's own at the end of a point-to-point step, in the order a backend
+// makes them (step_adds): fp32 accumulators as grad_add lists them; `half` (bf16 in transit) each received one from
+// its 16-bit staging (grad_recv's order) into the own slot grad_add maps its arrival to, or adopted by the arrival's
+// own fp32 slot when the rank holds none of that piece.
+struct StepAdd {
+  int into = 0;        // the fp32 accumulator slot written
+  int from = -1;       // the fp32 accumulator slot added, or -1
+  int from16 = -1;     // the received bf16 accumulator's staging index (grad_recv's order), or -1
+  bool adopt = false;  // `into` takes the received values (it held nothing)
+};
+std::vector<StepAdd> step_adds(const StepSlots& s, bool half);
+
 // The last point-to-point add into each of rank r's own final dK/dV accumulators (grad_final) in a backward's last
-// step: a caller that casts the final accumulators out anyway (a training framework's rank, executor/rank_runner.cpp)
-// makes that add part of the cast, one pass over the accumulator instead of two (medium on 2x H200: four 61 us casts
-// after the backward's last adds, 2026-11-26); the simulator counts it (framework_io_us). Only an add nothing later in
-// the step reads or writes around: the last one into its slot, from a source no later add changes. `half`: the
-// accumulators travel in bf16 and are added (or adopted) from their staging in grad_recv's order, as the cuda
-// backend does.
-struct FinalAdd {
-  int piece = 0;       // the own piece
-  int into = 0;        // its final accumulator slot
-  int from = -1;       // the fp32 accumulator slot added (grad_add), or -1
-  int from16 = -1;     // with bf16 accumulators: the received one's staging index (grad_recv's order), or -1
-  bool adopt = false;  // the slot takes the received values (it held no accumulator of the rank's own)
+// step, with its own piece: a caller that casts the final accumulators out anyway (a training framework's rank,
+// executor/rank_runner.cpp) makes that add part of the cast, one pass over the accumulator instead of two (medium on
+// 2x H200: four 61 us casts after the backward's last adds, 2026-11-26); the simulator counts it (framework_io_us).
+// Only an add nothing later in the step reads or writes around: the last one into its slot, from a source no later
+// add changes.
+struct FinalAdd : StepAdd {
+  int piece = 0;  // the own piece
 };
 std::vector<FinalAdd> final_adds(const RankSlots& rs, int rank, int pieces_per_rank, bool half);
 

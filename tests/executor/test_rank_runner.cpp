@@ -240,28 +240,14 @@ TEST(SlotPlan, FinalAddsFusedWithTheCastGiveTheSameSums) {
             for (size_t i = 0; i < stage.size(); ++i) stage[i] = std::cos(3.0 + 5.0 * i + r);
             const std::vector<FinalAdd> fused = final_adds(rs, r, p.pieces_per_rank, half);
             deferred[scheme] += int(fused.size());
-            // The step's adds as issue_step makes them, skipping the deferred ones when asked.
+            // The step's adds in the backend's order (step_adds), skipping the deferred ones when asked.
             auto replay = [&](bool defer) {
               std::vector<double> v = slots;
-              auto skipped = [&](int into, int from, int from16) {
-                if (!defer) return false;
-                for (const FinalAdd& a : fused)
-                  if (a.into == into && a.from == from && a.from16 == from16) return true;
-                return false;
-              };
-              if (half) {
-                std::map<int, int> adds;
-                for (const auto& [into, from] : s.grad_add) adds[from] = into;
-                int i = 0;
-                for (const auto& [ks, slot] : s.grad_recv) {
-                  const auto a = adds.find(slot);
-                  const int into = a == adds.end() ? slot : a->second;
-                  if (!skipped(into, -1, i)) v.at(into) = (a == adds.end() ? 0.0 : v.at(into)) + stage[i];
-                  ++i;
-                }
-              } else {
-                for (const auto& [into, from] : s.grad_add)
-                  if (!skipped(into, from, -1)) v.at(into) += v.at(from);
+              for (const StepAdd& a : step_adds(s, half)) {
+                const bool skipped = defer && std::any_of(fused.begin(), fused.end(), [&](const FinalAdd& d) {
+                  return d.into == a.into && d.from == a.from && d.from16 == a.from16;
+                });
+                if (!skipped) v.at(a.into) = (a.adopt ? 0.0 : v.at(a.into)) + (a.from16 >= 0 ? stage.at(a.from16) : v.at(a.from));
               }
               return v;
             };
