@@ -56,6 +56,7 @@ struct AttentionBatch {
 namespace bwd {
 struct PlanCache;
 }
+struct StagingRing;
 // Device memory for the work list; reused across launches, grown when needed. The backward also keeps its
 // plans here between launches (bwd_plan_cache.hpp). Its end waits for the launches queued with it on its device.
 struct Workspace {
@@ -64,6 +65,7 @@ struct Workspace {
   int device_id = -1;  // the device of `device` (and of the plans' visits), where its launches run
   std::vector<unsigned char> host;
   std::unique_ptr<bwd::PlanCache> bwd_plans;
+  std::unique_ptr<StagingRing> staging;  // pinned buffers the uploads go through (staging.hpp)
   Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;

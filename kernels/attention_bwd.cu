@@ -86,7 +86,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (!ws.bwd_plans) ws.bwd_plans = std::make_unique<bwd::PlanCache>();
   const bwd::CachedPlan& cached =
       bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, b.deterministic, stagger),
-                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger); }, s);
+                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger); },
+                         staging_of(ws), s);
   const bwd::Plan& plan = cached.plan;
   if (plan.tiles.empty()) return;
   if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");

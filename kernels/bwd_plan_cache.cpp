@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/staging.hpp"
 
 namespace tasp::kernels::bwd {
 
@@ -14,7 +15,8 @@ PlanCache::~PlanCache() {
     if (e.visits) cudaFree(e.visits);
 }
 
-const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build, cudaStream_t s) {
+const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build,
+                                StagingRing& staging, cudaStream_t s) {
   ++cache.clock;
   for (CachedPlan& e : cache.entries)
     if (e.key == key) {
@@ -42,7 +44,7 @@ const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, co
   e.used = cache.clock;
   if (need) {
     TASP_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&e.visits), need, s));
-    TASP_CUDA(cudaMemcpyAsync(e.visits, e.plan.visits.data(), need, cudaMemcpyHostToDevice, s));
+    copy_to_device(staging, e.visits, e.plan.visits.data(), need, s);
   }
   // The device copy is what launches read; the host's (already staged by the copy) would only hold memory.
   std::vector<Visit>().swap(e.plan.visits);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/bwd_plan.hpp"
+#include "kernels/staging.hpp"
 
 namespace tasp::kernels::bwd {
 
@@ -35,7 +36,9 @@ struct PlanCache {
   ~PlanCache();
 };
 
-// The plan of `key`: the cached one, or build()'s, whose visits are then copied to the device on stream s.
-const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build, cudaStream_t s);
+// The plan of `key`: the cached one, or build()'s, whose visits are then copied to the device on stream s (through
+// `staging`: no wait for s).
+const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build,
+                                StagingRing& staging, cudaStream_t s);
 
 }  // namespace tasp::kernels::bwd

@@ -10,6 +10,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/staging.hpp"
 
 namespace tasp::kernels {
 
@@ -24,7 +25,15 @@ size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v, size_t a
 
 inline bool misaligned(const void* p, size_t a = 16) { return reinterpret_cast<uintptr_t>(p) % a != 0; }
 
-// Copies ws.host to the device workspace (grown when needed) on `s`; returns its device base.
+// The workspace's staging ring, made on first use.
+inline StagingRing& staging_of(Workspace& ws) {
+  if (!ws.staging) ws.staging = std::make_unique<StagingRing>();
+  return *ws.staging;
+}
+
+// Copies ws.host to the device workspace (grown when needed) on `s`, through pinned staging (no wait for `s`);
+// returns its device base. Launches on `s` run in order, so the next upload overwrites the list only after the
+// launch that read it.
 inline unsigned char* upload(Workspace& ws, cudaStream_t s) {
   if (ws.bytes < ws.host.size()) {
     if (ws.device) {  // launches queued on s may still read the old list
@@ -35,7 +44,7 @@ inline unsigned char* upload(Workspace& ws, cudaStream_t s) {
     ws.bytes = std::max(ws.host.size(), size_t(1) << 16);
     TASP_CUDA(cudaMalloc(&ws.device, ws.bytes));
   }
-  TASP_CUDA(cudaMemcpyAsync(ws.device, ws.host.data(), ws.host.size(), cudaMemcpyHostToDevice, s));
+  copy_to_device(staging_of(ws), ws.device, ws.host.data(), ws.host.size(), s);
   return static_cast<unsigned char*>(ws.device);
 }
 

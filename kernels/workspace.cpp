@@ -1,8 +1,9 @@
-// The workspace's lifetime, where the backward's plan cache is a complete type.
+// The workspace's lifetime, where the backward's plan cache and the staging ring are complete types.
 #include <cuda_runtime.h>
 
 #include "kernels/attention.hpp"
 #include "kernels/bwd_plan_cache.hpp"
+#include "kernels/staging.hpp"
 
 namespace tasp::kernels {
 
@@ -19,6 +20,7 @@ Workspace::~Workspace() {
     if (current != device_id) cudaSetDevice(device_id);
     cudaDeviceSynchronize();
     bwd_plans.reset();
+    staging.reset();
     cudaFree(device);
     if (current >= 0 && current != device_id) cudaSetDevice(current);
   }
