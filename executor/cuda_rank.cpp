@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "kernels/staging.hpp"
+
 namespace tasp::executor::cuda {
 
 using planner::Pass;
@@ -283,12 +285,13 @@ A2aLaunch upload_a2a(RankDevice& x, const A2a& a) {
   return l;
 }
 
-void refill_a2a(A2aLaunch& l, const A2a& a, cudaStream_t stream) {
+void refill_a2a(RankDevice& x, A2aLaunch& l, const A2a& a, cudaStream_t stream) {
   auto put = [&](A2aLaunch::Copies& d, const std::vector<kernels::BlockCopy>& c) {
     if (int(c.size()) != d.n) throw std::logic_error("refill_a2a: a copy list changed its length");
     d.vectors = kernels::check_copies(c);  // (the vector width follows the addresses' alignment)
-    TASP_CUDA(cudaMemcpyAsync(const_cast<kernels::BlockCopy*>(d.list), c.data(), c.size() * sizeof(kernels::BlockCopy),
-                              cudaMemcpyHostToDevice, stream));
+    // Through pinned staging: a copy from pageable memory may wait for the stream (kernels/staging.hpp).
+    kernels::copy_to_device(kernels::staging_of(x.ws), const_cast<kernels::BlockCopy*>(d.list), c.data(),
+                            c.size() * sizeof(kernels::BlockCopy), stream);
   };
   if (l.unpack.size() != a.unpack.size() || l.count != a.count) throw std::logic_error("refill_a2a: the exchange changed");
   put(l.pack, a.pack);

@@ -100,7 +100,7 @@ struct A2aLaunch {
 A2aLaunch upload_a2a(RankDevice& x, const A2a& a);
 // The same exchange's copies bound to other addresses, into the device lists `l` was made with (the same lengths:
 // std::logic_error otherwise), on `stream` after whatever read them last (a rank runner's calls).
-void refill_a2a(A2aLaunch& l, const A2a& a, cudaStream_t stream);
+void refill_a2a(RankDevice& x, A2aLaunch& l, const A2a& a, cudaStream_t stream);
 // Enqueues an all-to-all on the comm stream alone, after `prev_done`: pack, one ncclAlltoAll on the group's
 // communicator (or grouped send/recv with `sendrecv`), unpack. Events: e[0] its start, e[1] its end, e[2..4] at its
 // end too (a transfer-only step in the timeline). Whoever reads what arrived waits for e[1].

@@ -175,8 +175,8 @@ void head_pass(RankRunner& s, const ShardTensors& t, cudaStream_t caller, bool b
     const cuda::HeadExchange hx = cuda::make_head_exchange(s.g, s.wg, s.u, s.r, s.slot, b[grp], sb,
                                                            backward ? pw[grp].slots[s.gpu].grad_final : none,
                                                            cuda::layer_side(s.w, G, grp));
-    cuda::refill_a2a(s.a2a[grp][in], backward ? hx.bwd_in : hx.fwd_in, x.comm);
-    cuda::refill_a2a(s.a2a[grp][in + 1], backward ? hx.bwd_out : hx.fwd_out, x.comm);
+    cuda::refill_a2a(x, s.a2a[grp][in], backward ? hx.bwd_in : hx.fwd_in, x.comm);
+    cuda::refill_a2a(x, s.a2a[grp][in + 1], backward ? hx.bwd_out : hx.fwd_out, x.comm);
   }
   run_pass(s, pw, b, backward);
   end_call(s, caller, backward ? "backward" : "forward");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
 
 namespace tasp::kernels {
@@ -56,6 +57,11 @@ void copy_to_device(StagingRing& ring, void* dst, const void* src, size_t n, cud
   TASP_CUDA(cudaMemcpyAsync(dst, slot->host, n, cudaMemcpyHostToDevice, s));
   TASP_CUDA(cudaEventRecord(slot->copied, s));
   slot->used = ++ring.clock;
+}
+
+StagingRing& staging_of(Workspace& ws) {
+  if (!ws.staging) ws.staging = std::make_unique<StagingRing>();
+  return *ws.staging;
 }
 
 }  // namespace tasp::kernels

@@ -32,4 +32,8 @@ struct StagingRing {
 // returns without waiting for `s` unless kMaxSlots copies are still queued.
 void copy_to_device(StagingRing& ring, void* dst, const void* src, size_t n, cudaStream_t s);
 
+struct Workspace;
+// A workspace's ring (made on first use), for its launches' uploads and other copies of the device it serves.
+StagingRing& staging_of(Workspace& ws);
+
 }  // namespace tasp::kernels

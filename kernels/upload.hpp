@@ -25,12 +25,6 @@ size_t append(std::vector<unsigned char>& buf, const std::vector<T>& v, size_t a
 
 inline bool misaligned(const void* p, size_t a = 16) { return reinterpret_cast<uintptr_t>(p) % a != 0; }
 
-// The workspace's staging ring, made on first use.
-inline StagingRing& staging_of(Workspace& ws) {
-  if (!ws.staging) ws.staging = std::make_unique<StagingRing>();
-  return *ws.staging;
-}
-
 // Copies ws.host to the device workspace (grown when needed) on `s`, through pinned staging (no wait for `s`);
 // returns its device base. Launches on `s` run in order, so the next upload overwrites the list only after the
 // launch that read it.
