@@ -269,3 +269,18 @@ def test_a_dropped_context_frees_its_ranks_then_its_group(one_process_group, mon
         assert fake.destroyed == ["rank", "rank", "group"]
     finally:
         gc.enable()
+
+
+def test_close_frees_plans_then_the_group_and_refuses_later_calls(one_process_group, monkeypatch):
+    """Context.close() (also as a `with` block's end) frees its plans' ranks and then its group at once; a later call
+    is a ValueError naming ctx."""
+    from tasp.torch import context
+    fake = _FakeLib()
+    monkeypatch.setattr(context, "lib", fake)
+    q, k = torch.empty(1, 64, 4, 64, dtype=torch.bfloat16), torch.empty(1, 64, 2, 64, dtype=torch.bfloat16)
+    with tt.Context(layout="contiguous") as ctx:
+        ctx._rank_for(q, k, True, None, [0, 10, 64]).handle, ctx._rank_for(q, k, False, None, None)
+        assert fake.destroyed == []
+    assert fake.destroyed == ["rank", "rank", "group"]
+    with pytest.raises(ValueError, match="ctx: this Context was closed"):
+        ctx._rank_for(q, k, True, None, None)

@@ -182,6 +182,7 @@ class Context:
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
+        self._closed = False
         self._ranks = _Recent(max_plans)       # plan key -> _Rank
         self._layouts = _Recent(4 * max_plans)  # (S, causal, docs) -> the layout plan (token order only; host memory)
         # (plan key, documents) -> _Documents: one per document set, so the custom ops see the same rank number for the
@@ -224,6 +225,8 @@ class Context:
         return layout in ("contiguous", "zigzag") and window is None and not heads
 
     def _rank_for(self, q, k, causal, window, cu_seqlens):
+        if self._closed:
+            raise ValueError("ctx: this Context was closed")
         docs = cu_seqlens is not None and len(cu_seqlens) > 2
         remask = self._remaskable(causal, window)
         text, S = self._workload(q, k, causal, window, cu_seqlens)  # (checks cu_seqlens)
@@ -331,6 +334,17 @@ class Context:
             check(lib.tasp_rank_device_bytes(r.handle, ctypes.byref(b)), "device_bytes")
             total += b.value
         return total
+
+    def close(self):
+        """Lets go of every plan (their GPU buffers) and the communicator now, not when the context is collected; a
+        plan a pending backward still holds goes once that backward has run. The context takes no calls after."""
+        self._ranks, self._views, self._group, self._closed = _Recent(self.max_plans), _Recent(1), None, True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def synchronize(self):
         """Waits for every plan's work so far, at most the timeout; raises tasp.TaspError naming NCCL's error or the
