@@ -45,6 +45,10 @@ struct RankBuffers {
   const void* out16 = nullptr;
   void* dq16 = nullptr;
   void* kv = nullptr;     // K/V slots (bf16)
+  // A framework's K and V of this rank's shard ([B][rows][Hkv*D]), which a pass with own_kv_from_caller sends its own
+  // pieces from (executor/caller_kv.hpp).
+  const void* own_k = nullptr;
+  const void* own_v = nullptr;
   float* grad = nullptr;  // accumulator slots (fp32)
   // Accumulators that travel in bf16 (Plan::accumulator_bytes = 2): cast into `grad_send16` before they leave,
   // received into `grad_recv16`, then added to (or made) the rank's own fp32 ones; slots of slot_elems each.
@@ -81,6 +85,9 @@ struct PassWork {
   // Backward, point to point: the last step leaves planner::final_adds' adds to the caller, who fuses them with its
   // casts.
   bool defer_final_adds = false;
+  // Point to point: a K/V piece's first hop leaves its owner from RankBuffers::own_k/own_v in runs and lands in the
+  // receiver's slot in the same runs (caller_kv.hpp, own_messages); set alike on every rank of the plan.
+  bool own_kv_from_caller = false;
   int num_steps() const { return int(steps.size()); }
 };
 // The accumulator slots of a backward's slot plan that a step t >= 1 clears (grad_zero) and no earlier step uses in

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "executor/caller_kv.hpp"
 #include "kernels/staging.hpp"
 
 namespace tasp::executor::cuda {
@@ -149,6 +150,14 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
         if (tr.dst == r)
           TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
+      } else if (pw.own_kv_from_caller && tr.owner == tr.src) {
+        // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
+        for (const OwnMessage& m : own_messages(g, tr.src, tr.piece)) {
+          if (tr.src == r)
+            TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count, kv_type,
+                               tr.dst, x.nccl, x.comm));
+          if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k) + m.slot_off, m.count, kv_type, tr.src, x.nccl, x.comm));
+        }
       } else {
         if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
         if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));

@@ -239,17 +239,22 @@ void check_scale(float scale) {
     throw planner::InputError("softmax_scale: " + std::to_string(scale) + " (a positive number, or 0 for 1/sqrt(D))");
 }
 
-// The work lists of both passes for the runner's workload (its current documents), their K/V pieces in slots at `kv`.
+// The work lists of both passes for the runner's workload (its current documents), their K/V pieces in slots at `kv`;
+// own pieces' first hops leave from the caller's tensors, and the lists read them there where each is one run of the
+// shard (own_refs).
 void make_work_lists(RankRunner& s, const void* kv) {
   std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
   s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
+  s.fwd.own_kv_from_caller = true;
   if (s.plan.has_backward) {
     s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
     s.bwd.defer_final_adds = true;  // runner_backward's casts make them
+    s.bwd.own_kv_from_caller = true;
   }
+  s.own_refs = cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
   s.kv_at = kv;
 }
 
@@ -273,13 +278,17 @@ void* kv_slots(RankRunner& s, const ShardTensors& t) {
   return kv;
 }
 
-// Both streams start after what the caller's stream holds; the own K/V pieces go into their slots (0..P-1) of `kv`
-// as one strided copy per piece run, K and V: B rows of `len` tokens each (`staged`: a keeping plan's backward,
-// whose slots its forward filled).
+// Both streams start after what the caller's stream holds. The own K/V pieces are read where the caller keeps them
+// (own_refs), or else go into their slots (0..P-1) of `kv` as one strided copy per piece run, K and V: B rows of `len`
+// tokens each (`staged`: a keeping plan's backward, whose slots its forward filled).
 void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_base, bool staged) {
   cuda::RankDevice& x = s.x;
   start_call(s, caller);
   const cuda::Geometry& g = s.g;
+  if (s.own_refs) {  // the lists and the first hops read the call's tensors
+    cuda::point_own_refs(s.fwd, s.bwd, s.r, *s.own_refs, t.k, t.v);
+    return;
+  }
   if (staged) return;
   auto* kv = static_cast<uint16_t*>(kv_base);
   for (const cuda::ShardCopy& c : s.copies)
@@ -353,7 +362,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
   begin(s, t, caller, b.kv, false);
-  b.q = const_cast<void*>(t.q);
+  b.q = const_cast<void*>(t.q), b.own_k = t.k, b.own_v = t.v;
   steps(s, s.fwd, b, t.scale, s.x.groups[0].ev_fwd);
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
@@ -377,6 +386,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   // The forward's out read where the caller keeps it (16 bits), dQ written into the caller's; LSE copied in.
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
+  b.own_k = t.k, b.own_v = t.v;
   steps(s, s.bwd, b, t.scale, s.x.groups[0].ev_bwd);
   // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows, with
   // the last step's add into it that the steps left to this cast (FinalAdd).

@@ -10,11 +10,13 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "executor/caller_kv.hpp"
 #include "executor/cuda_heads.hpp"
 #include "executor/cuda_pass.hpp"
 #include "executor/cuda_rank.hpp"
@@ -67,6 +69,9 @@ struct RankRunner {
   const void* kv_at = nullptr;
   bool own_kv = true;  // groups[0].buf.kv holds kv_bytes (a keeping runner allocates them at its first call without `saved`)
   size_t dq_tiles = 0;          // tiles the dQ scratch holds (runner_documents grows it)
+  // Where the work lists' own K/V pieces lie in the caller's tensors (caller_kv.hpp), pointed there by every call; none:
+  // a piece is not one run of the shard, and the own K/V are staged into their slots as before.
+  std::optional<std::vector<cuda::OwnRef>> own_refs;
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
   planner::Workload wg, sw;  // a head group's workload, and one slot's share of it

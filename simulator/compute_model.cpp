@@ -165,9 +165,8 @@ double framework_io_us(const ComputeProfile& cp, const planner::Plan& p, const p
                        planner::Pass pass) {
   const double own = shard_tokens(p, w, rank) * w.B;  // the rank's tokens (its own K/V pieces hold the same)
   const double kv16 = own * w.Hkv * w.D * 2 * w.dtype_bytes;   // its K and V in 16 bits
-  if (pass == planner::Pass::Fwd)  // K/V staged, O cast
-    return (2.0 * p.pieces_per_rank + 2) * cp.small_launch_us +
-           (2 * kv16 + own * w.H * w.D * (4.0 + w.dtype_bytes)) / (cp.hbm_gbps * 1e3);
+  if (pass == planner::Pass::Fwd)  // O cast (the own K/V are read and sent where the framework keeps them)
+    return cp.small_launch_us + own * w.H * w.D * (4.0 + w.dtype_bytes) / (cp.hbm_gbps * 1e3);
   // dK, dV cast out of their fp32 accumulators. Where the last step adds into (or adopts) a final accumulator, the cast
   // makes that add (planner::final_adds, point to point as the rank path runs) and writes 16 bits where `tasp run`'s
   // add writes 32: less than `tasp run`, in the same launch.

@@ -71,8 +71,9 @@ double backward_alone_us(const ComputeProfile& cp, const planner::Workload& w, c
 double accumulate_us(const ComputeProfile& cp, double bytes);
 constexpr double kBackwardFlopsFactor = 2.5;
 // A token-parallel rank inside a training framework (executor/rank_runner.cpp) copies what `tasp run` keeps in its own
-// layout: the forward stages the rank's own K/V into their slots and casts O out of its fp32 running output, the
-// backward casts dK/dV out of their fp32 accumulators (Q, dO, dQ and the backward's O are used in place), the casts
+// layout: the forward casts O out of its fp32 running output, the backward casts dK/dV out of their fp32 accumulators
+// (Q, K, V, dO, dQ and the backward's O are used in place; the own K/V's first hops leave from the framework's
+// tensors, executor/caller_kv.hpp), the casts
 // taking the last step's adds with them where the accumulators' last partials arrive then (negative: 2 bytes an
 // element less than `tasp run`'s add). Their bytes at the profile's HBM rate, and a launch each, for `pass` on rank r
 // (torch.profiler on 2x H200 at S=65536 before the fused adds: 1.08 ms measured, these gave 1.16).

@@ -803,7 +803,7 @@ TEST(Engine, FrameworkCopiesByHand) {
   c.so.framework = true;
   const auto fw = c.run();
   const double tokens = 32768, kv16 = tokens * 32 * 128 * 2 * 2, rate = prof.compute.hbm_gbps * 1e3;
-  const double fwd = (2 * kv16 + tokens * 32 * 128 * 6) / rate + (2.0 * p.pieces_per_rank + 2) * prof.compute.small_launch_us;
+  const double fwd = tokens * 32 * 128 * 6 / rate + prof.compute.small_launch_us;  // O's cast
   // The backward: both own pieces' last partials arrive in allgather's last step, so their casts make those adds,
   // writing 2 bytes an element where tasp run's adds write 4 (and no launch of their own).
   const double bwd = -kv16 / 2 * 2 / rate;
@@ -811,7 +811,7 @@ TEST(Engine, FrameworkCopiesByHand) {
   EXPECT_NEAR(fw.bwd_us - plain.bwd_us, bwd, 1e-6 * std::abs(bwd));
   EXPECT_NEAR(fw.total_us, fw.terms.sum(), 1e-6 * fw.total_us);
   EXPECT_NEAR(fw.terms.executor_us - plain.terms.executor_us, fwd + bwd, 1e-6 * (fwd + bwd));
-  EXPECT_GT(fwd, 500);  // about 0.6 ms of 110
+  EXPECT_GT(fwd, 150);  // about 0.2 ms of 110
   EXPECT_LT(bwd, -50);
   // A ring's accumulators come home in its last step to the owner's own block's, and that add is fused too.
   SimCase ring("complete:3", "ring", "B=1,S=65536,H=32,D=128", {true, true});

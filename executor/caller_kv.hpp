@@ -1,0 +1,39 @@
+#pragma once
+// A training framework's rank (rank_runner.cpp) keeps its own K/V where the framework holds them ([B][rows][Hkv*D],
+// tokens in shard order) instead of staging them into its own slots first: their first hop leaves straight from the
+// framework's tensors, and the work lists read them there. Staged, a forward waited for its copies before its first
+// exchange could start (4 copies, 149 us, before medium's all-gather on 2x H200, 2026-11-26). Host code: plain data.
+#include <optional>
+#include <vector>
+
+#include "executor/cuda_heads.hpp"
+#include "executor/cuda_pass.hpp"
+
+namespace tasp::executor::cuda {
+
+// One message of a K/V piece its owner sends from the framework's tensors: `count` elements of K (half 0) or V
+// (half 1) from `shard_off` of the tensor, into the receiver's slot at `slot_off` from the slot's start (both halves
+// of the slot counted). One per run of the piece's rows in the shard and batch row; the receiver posts the same list
+// (shard_copies is the same geometry on every rank).
+struct OwnMessage {
+  int half = 0;
+  size_t shard_off = 0, slot_off = 0, count = 0;
+};
+std::vector<OwnMessage> own_messages(const Geometry& g, int owner, int piece);
+
+// A K/V piece of a pass's work lists that lies in rank r's own slots (0..P-1 of `kv`), and where the framework's
+// tensors hold its first token and batch rows.
+struct OwnRef {
+  bool bwd = false;
+  int step = 0, index = 0;  // the step's batch, and the piece's index in it
+  size_t shard_off = 0;     // elements from the tensor's start
+  long long batch_stride = 0;
+};
+// Every such piece of `fwd` and `bwd` (rank r's lists, `gpu` = r), or nothing when one of them is not a run of the
+// shard's rows (documents cut pieces into several runs): then the own K/V are staged as before.
+std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork& bwd, int gpu, const Geometry& g, int r,
+                                            const void* kv);
+// The lists read the own pieces from `k` and `v` (the call's tensors).
+void point_own_refs(PassWork& fwd, PassWork& bwd, int gpu, const std::vector<OwnRef>& refs, const void* k, const void* v);
+
+}  // namespace tasp::executor::cuda

@@ -1,0 +1,140 @@
+// A framework rank's own K/V read and sent where the framework keeps them (executor/caller_kv.hpp), checked on the
+// host against the token positions each buffer must hold: the messages an owner sends from its shard fill a
+// receiver's slot exactly as staging the shard into a slot and sending the slot did, and the work lists' own pieces,
+// pointed at the shard, read the rows of the positions they name.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "executor/caller_kv.hpp"
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp;
+using namespace tasp::planner;
+using namespace tasp::executor::cuda;
+
+namespace {
+
+struct Case {
+  std::string scheme;
+  int n;
+  bool causal;
+  std::vector<long> docs;
+};
+
+const std::vector<Case> kCases = {{"zigzag", 2, true, {}},        {"allgather", 3, true, {}},  {"ring", 4, false, {}},
+                                  {"hamilton", 4, true, {}},      {"allgather", 2, false, {}},
+                                  {"zigzag", 3, true, {50, 13, 33}}, {"allgather", 2, true, {20, 60, 16}}};
+
+Plan plan_of(const Case& c, const Workload& w) {
+  PlanOptions o;
+  o.causal = c.causal;
+  if (!c.docs.empty()) o.workload = w;
+  return build_plan(load_topology("complete:" + std::to_string(c.n)), c.scheme, o);
+}
+
+Workload workload_of(const Case& c) {
+  Workload w;
+  w.B = 2, w.S = 96, w.H = 2, w.Hkv = 1, w.D = 4, w.causal = c.causal, w.docs = c.docs;
+  return w;
+}
+
+// Global positions of a rank's shard rows, in shard order.
+std::vector<long> shard_positions(const Geometry& g, int r) {
+  std::vector<long> pos;
+  for (const Range& q : g.qranges[r])
+    for (long t = q.begin; t < q.end; ++t) pos.push_back(t);
+  return pos;
+}
+
+// The value a framework's K (half 0) or V (half 1) holds at batch b, global position p, element e.
+double value(int half, size_t b, long p, size_t e) { return half * 1e6 + double(b) * 1e5 + double(p) * 10 + double(e); }
+
+}  // namespace
+
+TEST(CallerKv, OwnMessagesFillTheSlotAsStagingDid) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.scheme + " on " + std::to_string(c.n));
+    const Workload w = workload_of(c);
+    const Plan p = plan_of(c, w);
+    const Geometry g = make_geometry(p, w);
+    const size_t row = size_t(g.row_elems);
+    for (int owner = 0; owner < c.n; ++owner) {
+      const std::vector<long> pos = shard_positions(g, owner);
+      std::vector<double> shard[2];
+      for (int half = 0; half < 2; ++half)
+        for (size_t b = 0; b < size_t(g.B); ++b)
+          for (size_t t = 0; t < pos.size(); ++t)
+            for (size_t e = 0; e < row; ++e) shard[half].push_back(value(half, b, pos[t], e));
+      for (int piece = 0; piece < g.P; ++piece) {
+        std::vector<double> slot(g.slot_elems(), -1);
+        for (const OwnMessage& m : own_messages(g, owner, piece))
+          for (size_t i = 0; i < m.count; ++i) {
+            ASSERT_EQ(slot.at(m.slot_off + i), -1) << "written twice";
+            slot.at(m.slot_off + i) = shard[m.half].at(m.shard_off + i);
+          }
+        // The slot's rows hold the piece's positions in its range order, batch by batch, K then V.
+        std::vector<long> ppos;
+        for (const Range& rg : g.pranges[g.key(owner, piece)])
+          for (long t = rg.begin; t < rg.end; ++t) ppos.push_back(t);
+        for (int half = 0; half < 2; ++half)
+          for (size_t b = 0; b < size_t(g.B); ++b)
+            for (size_t t = 0; t < ppos.size(); ++t)
+              for (size_t e = 0; e < row; ++e)
+                ASSERT_EQ(slot[half * g.half_slot() + (b * g.max_piece + t) * row + e], value(half, b, ppos[t], e))
+                    << "owner " << owner << " piece " << piece << " half " << half << " batch " << b << " token " << t;
+      }
+    }
+  }
+}
+
+TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.scheme + " on " + std::to_string(c.n));
+    const Workload w = workload_of(c);
+    const Plan p = plan_of(c, w);
+    const Geometry g = make_geometry(p, w);
+    std::vector<char> mem(1 << 20);
+    std::vector<RankBuffers> bufs(p.ranks);
+    std::vector<int> local;
+    for (int r = 0; r < p.ranks; ++r) {
+      local.push_back(r);
+      RankBuffers& b = bufs[r];
+      b.q = b.dout = mem.data(), b.kv = mem.data() + (1 << 16);
+      b.out = b.lse = b.dsum = b.dq = b.dq_accum = b.grad = reinterpret_cast<float*>(mem.data());
+    }
+    for (int r = 0; r < p.ranks; ++r) {
+      PassWork fwd = make_pass_work(p, Pass::Fwd, w, g, local, bufs), bwd = make_pass_work(p, Pass::Bwd, w, g, local, bufs);
+      const auto refs = own_refs(fwd, bwd, r, g, r, bufs[r].kv);
+      ASSERT_TRUE(refs.has_value()) << "rank " << r;
+      // Own pieces in the lists before: each one has a ref, and after pointing them at a framework's K (V beside it),
+      // its rows are the positions it names; the others keep their slots.
+      const auto* k = reinterpret_cast<const uint16_t*>(mem.data() + (1 << 18));
+      const auto* v = reinterpret_cast<const uint16_t*>(mem.data() + (1 << 19));
+      const auto kv = reinterpret_cast<uintptr_t>(bufs[r].kv);
+      size_t own = 0;
+      auto count = [&](const std::vector<kernels::KvPiece>& pieces) {
+        for (const kernels::KvPiece& kp : pieces) {
+          const auto a = reinterpret_cast<uintptr_t>(kp.k);
+          own += a >= kv && a < kv + 2 * g.slot_elems() * g.P;
+        }
+      };
+      for (const auto& batch : fwd.fwd[r]) count(batch.pieces);
+      for (const auto& batch : bwd.bwd[r]) count(batch.pieces);
+      EXPECT_EQ(refs->size(), own);
+      EXPECT_GT(own, 0u);
+      point_own_refs(fwd, bwd, r, *refs, k, v);
+      const std::vector<long> pos = shard_positions(g, r);
+      for (const OwnRef& o : *refs) {
+        const kernels::KvPiece& kp = o.bwd ? bwd.bwd[r][o.step].pieces[o.index] : fwd.fwd[r][o.step].pieces[o.index];
+        const long first = long(static_cast<const uint16_t*>(kp.k) - k);
+        ASSERT_EQ(first % g.row_elems, 0);
+        EXPECT_EQ(static_cast<const uint16_t*>(kp.v) - v, first);
+        EXPECT_EQ(kp.batch_stride, g.qrows[r] * g.row_elems);
+        for (long j = 0; j < kp.len; ++j) ASSERT_EQ(pos.at(size_t(first / g.row_elems + j)), kp.pos0 + j);
+      }
+    }
+  }
+}
