@@ -34,7 +34,8 @@ std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork&
       if (a < base || a >= base + 2 * se * g.P) continue;  // not in the own slots
       const size_t e = (a - base) / 2, at = e % se;
       if (const ShardCopy* c = run_of(e / se, at, size_t(pieces[i].len)))
-        refs.push_back({bwd_pass, step, int(i), c->shard_off + (at - c->slot_off), (long long)c->shard_pitch});
+        refs.push_back({bwd_pass, step, int(i), c->shard_off + (at - c->slot_off), (long long)c->shard_pitch, e,
+                        pieces[i].batch_stride});
       else
         runs = false;
     }
@@ -47,12 +48,28 @@ std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork&
   return refs;
 }
 
+namespace {
+kernels::KvPiece& piece_of(PassWork& fwd, PassWork& bwd, int gpu, const OwnRef& o) {
+  return o.bwd ? bwd.bwd[gpu][o.step].pieces[o.index] : fwd.fwd[gpu][o.step].pieces[o.index];
+}
+}  // namespace
+
 void point_own_refs(PassWork& fwd, PassWork& bwd, int gpu, const std::vector<OwnRef>& refs, const void* k, const void* v) {
   for (const OwnRef& o : refs) {
-    kernels::KvPiece& kp = o.bwd ? bwd.bwd[gpu][o.step].pieces[o.index] : fwd.fwd[gpu][o.step].pieces[o.index];
+    kernels::KvPiece& kp = piece_of(fwd, bwd, gpu, o);
     kp.k = static_cast<const uint16_t*>(k) + o.shard_off;
     kp.v = static_cast<const uint16_t*>(v) + o.shard_off;
     kp.batch_stride = o.batch_stride;
+  }
+}
+
+void point_own_refs_at_slots(PassWork& fwd, PassWork& bwd, int gpu, const Geometry& g, const std::vector<OwnRef>& refs,
+                             const void* kv) {
+  for (const OwnRef& o : refs) {
+    kernels::KvPiece& kp = piece_of(fwd, bwd, gpu, o);
+    kp.k = static_cast<const uint16_t*>(kv) + o.slot_off;
+    kp.v = static_cast<const uint16_t*>(kv) + o.slot_off + g.half_slot();
+    kp.batch_stride = o.slot_stride;
   }
 }
 

@@ -28,6 +28,8 @@ struct OwnRef {
   int step = 0, index = 0;  // the step's batch, and the piece's index in it
   size_t shard_off = 0;     // elements from the tensor's start
   long long batch_stride = 0;
+  size_t slot_off = 0;      // and in the slots: elements from their start (K; V half_slot further)
+  long long slot_stride = 0;
 };
 // Every such piece of `fwd` and `bwd` (rank r's lists, `gpu` = r), or nothing when one of them is not a run of the
 // shard's rows (documents cut pieces into several runs): then the own K/V are staged as before.
@@ -35,5 +37,8 @@ std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork&
                                             const void* kv);
 // The lists read the own pieces from `k` and `v` (the call's tensors).
 void point_own_refs(PassWork& fwd, PassWork& bwd, int gpu, const std::vector<OwnRef>& refs, const void* k, const void* v);
+// The lists read them from their slots at `kv` again (a call whose tensors the kernels cannot read in place).
+void point_own_refs_at_slots(PassWork& fwd, PassWork& bwd, int gpu, const Geometry& g, const std::vector<OwnRef>& refs,
+                             const void* kv);
 
 }  // namespace tasp::executor::cuda

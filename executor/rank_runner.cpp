@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -285,10 +286,13 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
   cuda::RankDevice& x = s.x;
   start_call(s, caller);
   const cuda::Geometry& g = s.g;
-  if (s.own_refs) {  // the lists and the first hops read the call's tensors
+  // TMA reads K/V from 16-byte boundaries (PyTorch's allocations are on far coarser ones; a view may not be).
+  const bool aligned = (reinterpret_cast<uintptr_t>(t.k) | reinterpret_cast<uintptr_t>(t.v)) % 16 == 0;
+  if (s.own_refs && aligned) {  // the lists and the first hops read the call's tensors
     cuda::point_own_refs(s.fwd, s.bwd, s.r, *s.own_refs, t.k, t.v);
     return;
   }
+  if (s.own_refs) cuda::point_own_refs_at_slots(s.fwd, s.bwd, s.r, g, *s.own_refs, kv_base);
   if (staged) return;
   auto* kv = static_cast<uint16_t*>(kv_base);
   for (const cuda::ShardCopy& c : s.copies)

@@ -125,6 +125,7 @@ TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
       for (const auto& batch : bwd.bwd[r]) count(batch.pieces);
       EXPECT_EQ(refs->size(), own);
       EXPECT_GT(own, 0u);
+      const PassWork fwd0 = fwd, bwd0 = bwd;
       point_own_refs(fwd, bwd, r, *refs, k, v);
       const std::vector<long> pos = shard_positions(g, r);
       for (const OwnRef& o : *refs) {
@@ -135,6 +136,15 @@ TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
         EXPECT_EQ(kp.batch_stride, g.qrows[r] * g.row_elems);
         for (long j = 0; j < kp.len; ++j) ASSERT_EQ(pos.at(size_t(first / g.row_elems + j)), kp.pos0 + j);
       }
+      // And back at the slots (a call whose tensors the kernels cannot read in place): the lists as made.
+      point_own_refs_at_slots(fwd, bwd, r, g, *refs, bufs[r].kv);
+      auto same = [](const std::vector<kernels::KvPiece>& a, const std::vector<kernels::KvPiece>& b) {
+        for (size_t i = 0; i < a.size(); ++i)
+          if (a[i].k != b[i].k || a[i].v != b[i].v || a[i].batch_stride != b[i].batch_stride) return false;
+        return a.size() == b.size();
+      };
+      for (size_t t = 0; t < fwd.fwd[r].size(); ++t) EXPECT_TRUE(same(fwd.fwd[r][t].pieces, fwd0.fwd[r][t].pieces)) << t;
+      for (size_t t = 0; t < bwd.bwd[r].size(); ++t) EXPECT_TRUE(same(bwd.bwd[r][t].pieces, bwd0.bwd[r][t].pieces)) << t;
     }
   }
 }
