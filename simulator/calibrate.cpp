@@ -160,8 +160,11 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     Eigen::MatrixXd X(m, 1), X2(m, 2);
     Eigen::VectorXd y(m);
     const int head_dim = key.first;
-    if (!std::any_of(p.compute.rates.begin(), p.compute.rates.end(), [&](const ComputeRate& r) { return r.head_dim == head_dim; }))
-      p.compute.rates.push_back({head_dim, 1, 1});
+    if (!std::any_of(p.compute.rates.begin(), p.compute.rates.end(), [&](const ComputeRate& r) { return r.head_dim == head_dim; })) {
+      ComputeRate fresh;
+      fresh.head_dim = head_dim, fresh.full_tflops = fresh.causal_tflops = 1;
+      p.compute.rates.push_back(fresh);
+    }
     ComputeRate* r = nullptr;
     for (auto& x : p.compute.rates)
       if (x.head_dim == key.first) r = &x;

@@ -792,13 +792,12 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
 }
 
 // A plan run from a training framework (SimOptions::framework): each pass of a token-parallel rank adds its copies
-// to and from the framework's tensors, written out here by hand (S=65536 H=32 D=128 on 2 GPUs: K/V staged and O cast
-// in the forward, dK/dV cast in the backward, at the profile's HBM rate), as executor time; the terms still add up.
+// to and from the framework's tensors, written out here by hand (S=65536 H=32 D=128 on 2 GPUs: O cast in the forward,
+// dK/dV cast with the last adds in the backward, at the profile's HBM rate), as executor time; the terms still add up.
 // Head-parallel plans make no such copies.
 TEST(Engine, FrameworkCopiesByHand) {
   SimCase c("complete:2", "allgather", "B=1,S=65536,H=32,D=128,causal", {true, true});
   const auto& prof = c.prof;
-  const planner::Plan& p = c.p;
   const auto plain = c.run();
   c.so.framework = true;
   const auto fw = c.run();
