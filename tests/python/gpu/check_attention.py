@@ -228,6 +228,21 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} deterministic=True: two runs {'bit-identical' if same else 'DIFFER'}; out "
               f"{errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e}", flush=True)
     ctx.synchronize()
+    # A group's handle destroyed before its ranks' (the C ABI allows either order; a garbage collector picks its own):
+    # the rank still runs, right, on the group it holds, and goes cleanly after.
+    from tasp._lib import lib
+    lib.tasp_group_destroy(ctx._group.handle)
+    ctx._group.handle = None
+    q, k, v = (ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3])
+    o = tt.attention(q, k, v, causal=True, ctx=ctx)
+    o.backward(ctx.shard(full[3], 1, causal=True))
+    errs = [rel(ctx.unshard(x, 1, causal=True), r) for x, r in zip((o, q.grad, k.grad, v.grad), ref)]
+    ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2
+    bad += not ok
+    ctx.close()
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} a rank outlives its group's handle: out {errs[0]:.1e} dq {errs[1]:.1e} "
+              f"dk {errs[2]:.1e} dv {errs[3]:.1e}", flush=True)
     dist.destroy_process_group()
     sys.exit(1 if bad else 0)
 
