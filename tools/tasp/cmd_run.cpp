@@ -204,6 +204,7 @@ void register_run(CLI::App& app) {
                             {"predicted_memory_bytes_per_rank", predicted_mem}};
         if (!w.config.empty()) j["config"] = w.config;
         j["sent_bytes_per_gpu"] = {{"fwd", pass_bytes[0]}, {"bwd", pass_bytes[1]}};
+        if (least) j["fewest_sent_bytes_per_gpu"] = {{"fwd", least->fwd}, {"bwd", least->bwd}};
         j["bound_us"] = {{"kernels", t.compute_us()}, {"bytes", bound_bytes_us}, {"bound", bound_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
