@@ -225,7 +225,18 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   s->nq = size_t(w.B) * g.qrows[rank] * w.H * w.D, s->nl = size_t(w.B) * w.H * g.qrows[rank];
   s->kv_bytes = g.slot_elems() * size_t(kv_slots) * 2;
   if (bwd) s->dq_tiles = cuda::dq_scratch_tiles(w, g, rank);
-  if (keeps) s->saved_bytes = s->kv_bytes;
+  if (keeps) {
+    // Own pieces read where the caller keeps them (caller_kv.hpp) need no slots in `saved`: the other ranks' pieces
+    // alone, half of it on 2 GPUs (medium: 201 -> 101 MB a layer and rank). Whether they can be is the geometry's (a
+    // probe of the lists on a base never read).
+    std::vector<cuda::RankBuffers> bufs(plan.ranks);
+    bufs[rank] = hg.buf;
+    bufs[rank].kv = reinterpret_cast<void*>(uintptr_t(1) << 44);
+    const cuda::PassWork f = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
+    const cuda::PassWork b = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
+    s->own_outside_saved = cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
+    s->saved_bytes = s->kv_bytes - (s->own_outside_saved ? size_t(g.P) * g.slot_elems() * 2 : 0);
+  }
   return s;
 }
 
@@ -256,6 +267,7 @@ void make_work_lists(RankRunner& s, const void* kv) {
     s.bwd.own_kv_from_caller = true;
   }
   s.own_refs = cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
+  if (s.own_outside_saved && !s.own_refs) throw std::logic_error("rank runner: own pieces no longer read in place");
   s.kv_at = kv;
 }
 
@@ -268,7 +280,9 @@ void* kv_slots(RankRunner& s, const ShardTensors& t) {
     own.kv = s.x.alloc<uint16_t>(s.kv_bytes / 2);
     s.own_kv = true;
   }
-  void* kv = saved ? t.saved : own.kv;
+  // `saved` without the own slots: the lists' base lies those slots before it (own pieces are never read there).
+  const size_t skip = s.own_outside_saved ? size_t(s.g.P) * s.g.slot_elems() * 2 : 0;
+  void* kv = saved ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t.saved) - skip) : own.kv;
   if (!s.kv_at) {
     make_work_lists(s, kv);
   } else if (kv != s.kv_at) {
@@ -280,8 +294,8 @@ void* kv_slots(RankRunner& s, const ShardTensors& t) {
 }
 
 // Both streams start after what the caller's stream holds. The own K/V pieces are read where the caller keeps them
-// (own_refs), or else go into their slots (0..P-1) of `kv` as one strided copy per piece run, K and V: B rows of `len`
-// tokens each (`staged`: a keeping plan's backward, whose slots its forward filled).
+// (own_refs), or else go into their slots (0..P-1) of `kv` (or of own_stage) as one strided copy per piece run, K and
+// V: B rows of `len` tokens each (`staged`: a keeping plan's backward, whose slots its forward filled).
 void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_base, bool staged) {
   cuda::RankDevice& x = s.x;
   start_call(s, caller);
@@ -292,9 +306,16 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
     cuda::point_own_refs(s.fwd, s.bwd, s.r, *s.own_refs, t.k, t.v);
     return;
   }
-  if (s.own_refs) cuda::point_own_refs_at_slots(s.fwd, s.bwd, s.r, g, *s.own_refs, kv_base);
+  void* own_base = kv_base;
+  if (s.saved_bytes && t.saved && s.own_outside_saved) {
+    // `saved` has no own slots: stage them into the runner's, in every call (other layers' calls may come between a
+    // forward and its backward).
+    if (!s.own_stage) s.own_stage = x.alloc<uint16_t>(size_t(g.P) * g.slot_elems());
+    own_base = s.own_stage, staged = false;
+  }
+  if (s.own_refs) cuda::point_own_refs_at_slots(s.fwd, s.bwd, s.r, g, *s.own_refs, own_base);
   if (staged) return;
-  auto* kv = static_cast<uint16_t*>(kv_base);
+  auto* kv = static_cast<uint16_t*>(own_base);
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half)
       TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * c.piece + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,

@@ -72,6 +72,11 @@ struct RankRunner {
   // Where the work lists' own K/V pieces lie in the caller's tensors (caller_kv.hpp), pointed there by every call; none:
   // a piece is not one run of the shard, and the own K/V are staged into their slots as before.
   std::optional<std::vector<cuda::OwnRef>> own_refs;
+  // A keeping plan whose own pieces are read in place: `saved` holds the other ranks' pieces alone (the slot plan's own
+  // slots 0..P-1 come first; the lists' base lies that far before it), and a call that must stage its own K/V (tensors
+  // off the 16-byte grid) stages them into `own_stage` (P slots, allocated then).
+  bool own_outside_saved = false;
+  void* own_stage = nullptr;
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
   planner::Workload wg, sw;  // a head group's workload, and one slot's share of it
