@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor/caller_kv.hpp"
+#include "host_buffers.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 
@@ -41,6 +42,14 @@ Workload workload_of(const Case& c) {
   return w;
 }
 
+// A case's workload, plan and geometry.
+struct CaseGeometry {
+  Workload w;
+  Plan p;
+  Geometry g;
+  explicit CaseGeometry(const Case& c) : w(workload_of(c)), p(plan_of(c, w)), g(make_geometry(p, w)) {}
+};
+
 // Global positions of a rank's shard rows, in shard order.
 std::vector<long> shard_positions(const Geometry& g, int r) {
   std::vector<long> pos;
@@ -57,9 +66,7 @@ double value(int half, size_t b, long p, size_t e) { return half * 1e6 + double(
 TEST(CallerKv, OwnMessagesFillTheSlotAsStagingDid) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.scheme + " on " + std::to_string(c.n));
-    const Workload w = workload_of(c);
-    const Plan p = plan_of(c, w);
-    const Geometry g = make_geometry(p, w);
+    const Geometry g = CaseGeometry(c).g;
     const size_t row = size_t(g.row_elems);
     for (int owner = 0; owner < c.n; ++owner) {
       const std::vector<long> pos = shard_positions(g, owner);
@@ -93,20 +100,13 @@ TEST(CallerKv, OwnMessagesFillTheSlotAsStagingDid) {
 TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.scheme + " on " + std::to_string(c.n));
-    const Workload w = workload_of(c);
-    const Plan p = plan_of(c, w);
-    const Geometry g = make_geometry(p, w);
+    const CaseGeometry x(c);
+    const Plan& p = x.p;
+    const Geometry& g = x.g;
     std::vector<char> mem(1 << 20);
-    std::vector<RankBuffers> bufs(p.ranks);
-    std::vector<int> local;
+    const auto [bufs, local] = host_buffers(p.ranks, mem, 1 << 16);
     for (int r = 0; r < p.ranks; ++r) {
-      local.push_back(r);
-      RankBuffers& b = bufs[r];
-      b.q = b.dout = mem.data(), b.kv = mem.data() + (1 << 16);
-      b.out = b.lse = b.dsum = b.dq = b.dq_accum = b.grad = reinterpret_cast<float*>(mem.data());
-    }
-    for (int r = 0; r < p.ranks; ++r) {
-      PassWork fwd = make_pass_work(p, Pass::Fwd, w, g, local, bufs), bwd = make_pass_work(p, Pass::Bwd, w, g, local, bufs);
+      PassWork fwd = make_pass_work(p, Pass::Fwd, x.w, g, local, bufs), bwd = make_pass_work(p, Pass::Bwd, x.w, g, local, bufs);
       const auto refs = own_refs(fwd, bwd, r, g, r, bufs[r].kv);
       ASSERT_TRUE(refs.has_value()) << "rank " << r;
       // Own pieces in the lists before: each one has a ref, and after pointing them at a framework's K (V beside it),

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "executor/cuda_pass.hpp"
+#include "host_buffers.hpp"
 #include "executor/rank_runner.hpp"
 #include "planner/mask.hpp"
 #include "planner/schemes/schemes.hpp"
@@ -103,13 +104,7 @@ TEST(CudaPass, RemaskedWorkListsComputeExactlyTheNewMask) {
     ASSERT_EQ(executor::remask_refusal(p, w0, c.docs), "");
     const Geometry g = make_geometry(p, w);
     std::vector<char> mem(1 << 20);
-    std::vector<RankBuffers> bufs(p.ranks);
-    std::vector<int> local;
-    for (int r = 0; r < p.ranks; ++r) {
-      local.push_back(r);
-      RankBuffers& b = bufs[r];
-      b.q = b.dout = b.kv = mem.data(), b.out = b.lse = b.dsum = b.dq = b.dq_accum = b.grad = reinterpret_cast<float*>(mem.data());
-    }
+    const auto [bufs, local] = executor::cuda::host_buffers(p.ranks, mem);
     const Mask m = make_mask(w);
     for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
       const PassWork pw = make_pass_work(p, pass, w, g, local, bufs);
