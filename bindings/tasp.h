@@ -91,8 +91,9 @@ TASP_API int tasp_group_watch(tasp_group* group, int timeout_s);
 TASP_API int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int timeout_s, tasp_rank** out);
 TASP_API void tasp_rank_destroy(tasp_rank* rank);
 /* Bytes of the `saved` buffer a forward fills for its backward: the K/V a plan keeps between the passes (the plan
- * JSON's keeps_kv; allgather's gathered sequence, say), which the caller holds per layer as it holds the layer's
- * other saved tensors. 0: the plan keeps none, and `saved` may be NULL. */
+ * JSON's keeps_kv; allgather's gathered sequence, say: the other ranks' part, the rank's own being read from the `k`
+ * and `v` the backward is given again), which the caller holds per layer as it holds the layer's other saved tensors.
+ * 0: the plan keeps none, and `saved` may be NULL. */
 TASP_API int tasp_rank_saved_bytes(const tasp_rank* rank, size_t* bytes);
 /* Device memory the rank allocated for itself (its buffers and launch workspace; not NCCL's, not the caller's
  * tensors), which a framework's allocator does not see. */
