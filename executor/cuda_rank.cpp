@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <set>
 
 #include "executor/caller_kv.hpp"
 #include "kernels/staging.hpp"
