@@ -60,7 +60,11 @@ void copy_to_device(StagingRing& ring, void* dst, const void* src, size_t n, cud
 }
 
 StagingRing& staging_of(Workspace& ws) {
-  if (!ws.staging) ws.staging = std::make_unique<StagingRing>();
+  if (!ws.staging) {
+    // The workspace's end synchronises its device before freeing the ring's buffers: it must know the device.
+    if (ws.device_id < 0) TASP_CUDA(cudaGetDevice(&ws.device_id));
+    ws.staging = std::make_unique<StagingRing>();
+  }
   return *ws.staging;
 }
 
