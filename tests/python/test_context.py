@@ -57,7 +57,8 @@ kv = torch.randn(1, 64, 2, 64, dtype=torch.bfloat16)
     (lambda: tt.attention(q.float(), kv, kv), "q:"),
     (lambda: compat.ring_flash_attn_func(q, kv, kv, dropout_p=0.1), "dropout_p"),
     (lambda: compat.zigzag_ring_flash_attn_func(q, kv, kv, alibi_slopes=torch.ones(4)), "alibi_slopes"),
-    (lambda: compat.ring_flash_attn_func(q, kv, kv, return_attn_probs=True), "return_attn_probs"),
+    (lambda: compat.ring_flash_attn_func(q, kv, kv, return_attn_probs="yes"), "return_attn_probs"),
+    (lambda: tt.attention(q, kv, kv, return_lse=1), "return_lse"),
 ])
 def test_attention_refuses(call, names):
     with pytest.raises(ValueError, match=names):

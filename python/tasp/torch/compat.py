@@ -1,9 +1,10 @@
 """ring-flash-attention's entry points over tasp (`from tasp.torch.compat import zigzag_ring_flash_attn_func`
 in place of `from ring_flash_attn import ...`): the same arguments and shard layouts, run by tasp's plan for the
 process group. ring_flash_attn_func takes contiguous shards (rank r holds the r-th n-th of the sequence),
-zigzag_ring_flash_attn_func zigzag ones (rank r holds chunks r and 2n-1-r of 2n). Dropout, ALiBi, attention
-probabilities are refused with a ValueError naming the argument; deterministic=True runs tasp's backward with dQ
-bit-identical from run to run (as flash-attn's deterministic backward).
+zigzag_ring_flash_attn_func zigzag ones (rank r holds chunks r and 2n-1-r of 2n). Dropout and ALiBi are refused
+with a ValueError naming the argument; return_attn_probs=True returns (out, softmax_lse, None) as ring-flash-attention
+does (no probabilities); deterministic=True runs tasp's backward with dQ bit-identical from run to run (as flash-attn's
+deterministic backward).
 
 llama3_flash_attn_varlen_func takes packed documents ([tokens, heads, D], no batch) split contiguously over the
 ranks, with what llama3_flash_attn_prepare_cu_seqlens made from the whole sequence's cu_seqlens: use this module's
@@ -34,8 +35,13 @@ def _refuse(dropout_p, alibi_slopes, return_attn_probs):
         raise ValueError(f"dropout_p: tasp runs attention without dropout (0.0), got {dropout_p!r}")
     if alibi_slopes is not None:
         raise ValueError("alibi_slopes: tasp has no ALiBi bias; pass None")
-    if return_attn_probs:
-        raise ValueError("return_attn_probs: tasp returns the output alone; pass False")
+    if not isinstance(return_attn_probs, bool):
+        raise ValueError(f"return_attn_probs: expected True or False, got {return_attn_probs!r}")
+
+
+def _with_lse(result, return_attn_probs):
+    """ring-flash-attention's return: out, or (out, softmax_lse, None) with return_attn_probs."""
+    return (result[0], result[1], None) if return_attn_probs else result
 
 
 def _window(window_size):
@@ -48,16 +54,18 @@ def ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=Fals
                          alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.ring_flash_attn_func: q [B, S_local, H, D], k, v [B, S_local, Hkv, D], contiguous shards."""
     _refuse(dropout_p, alibi_slopes, return_attn_probs)
-    return attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                     ctx=_context(group, "contiguous", deterministic))
+    return _with_lse(attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
+                               ctx=_context(group, "contiguous", deterministic), return_lse=return_attn_probs),
+                     return_attn_probs)
 
 
 def zigzag_ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                                 alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.zigzag_ring_flash_attn_func: zigzag shards (chunks r and 2n-1-r of 2n)."""
     _refuse(dropout_p, alibi_slopes, return_attn_probs)
-    return attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                     ctx=_context(group, "zigzag", deterministic))
+    return _with_lse(attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
+                               ctx=_context(group, "zigzag", deterministic), return_lse=return_attn_probs),
+                     return_attn_probs)
 
 
 _PREPARED = {}  # id(cu_seqlens_q returned by prepare) -> (weakref to it, the whole sequence's offsets)
@@ -108,6 +116,9 @@ def llama3_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqle
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
             raise ValueError(f"{name}: expected [tokens, heads, D], got {getattr(t, 'shape', type(t).__name__)}")
-    out = attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal=causal, window=_window(window_size),
-                    cu_seqlens=entry[1], softmax_scale=softmax_scale, ctx=_context(group, "contiguous", deterministic))
-    return out.squeeze(0)
+    got = attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal=causal, window=_window(window_size),
+                    cu_seqlens=entry[1], softmax_scale=softmax_scale, ctx=_context(group, "contiguous", deterministic),
+                    return_lse=return_attn_probs)
+    if return_attn_probs:  # varlen's softmax_lse: [H, tokens]
+        return got[0].squeeze(0), got[1].squeeze(0), None
+    return got.squeeze(0)

@@ -353,12 +353,16 @@ class Context:
             check(lib.tasp_rank_wait(r.handle), "synchronize")
 
 
-def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale=None, ctx=None):
+def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale=None, ctx=None, return_lse=False):
     """Attention over the whole sequence from this rank's shard: q [B, S_local, H, D], k and v [B, S_local, Hkv, D]
     (bf16 or fp16, on this process's GPU, tokens in the order Context.shard gives), causal, window=(left, right) as
     flash-attn's window_size (-1 unbounded), cu_seqlens: the packed documents' offsets [0, ..., S] of the whole B=1
     sequence, softmax_scale (default 1/sqrt(D)), ctx: a Context (default: one on the world group). Returns this
-    rank's output shard; differentiable in q, k and v through tasp's backward."""
+    rank's output shard; differentiable in q, k and v through tasp's backward. return_lse=True: (out, lse), lse fp32
+    [B, H, S_local], the log of each row's softmax sum over the scaled scores (flash-attn's softmax_lse), not
+    differentiable (as flash-attn's); token-parallel schemes only (head-parallel ones keep it in their own layout)."""
+    if not isinstance(return_lse, bool):
+        raise ValueError(f"return_lse: expected True or False, got {return_lse!r}")
     tasp.torch._check_qkv(q, k, v, devices=("cuda",), dtypes=(torch.bfloat16, torch.float16))
     if ctx is None:
         ctx = _default_context()
@@ -370,11 +374,14 @@ def attention(q, k, v, causal=False, window=None, cu_seqlens=None, softmax_scale
     if cu_seqlens is not None:  # read once (a CUDA tensor's offsets cost a synchronisation each time they are read)
         cu_seqlens = _offsets(cu_seqlens)
     rank = ctx._rank_for(q, k, causal, window, cu_seqlens)
+    if return_lse and rank.plan.info["scheme"] in _HEAD_SCHEMES:
+        raise ValueError(f"return_lse: the {rank.plan.info['scheme']} plan keeps the LSE in its head layout; choose a "
+                         f"token-parallel scheme (Context(scheme=...) or candidates) to get it")
     # The kept K/V only where a backward will follow: a forward under no_grad keeps nothing.
     grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
     # The kernels take the scale (0: 1/sqrt(D)), so another one costs nothing beside them.
-    out, _, _ = ops.attention_fwd(q, k, v, rank.key, rank.saved_bytes if grad else 0, float(softmax_scale or 0.0))
-    return out
+    out, lse, _ = ops.attention_fwd(q, k, v, rank.key, rank.saved_bytes if grad else 0, float(softmax_scale or 0.0))
+    return (out, lse.detach()) if return_lse else out
 
 
 _DEFAULT = {}

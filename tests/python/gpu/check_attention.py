@@ -172,6 +172,28 @@ def main():
     got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
     bad += not judge("allgather softmax_scale=0.05 bf16 H=8/4 causal", got, full, True, None, None, rank, scale=0.05)
 
+    # return_lse: this rank's softmax LSE rows [B, H, S_local] in shard order, against logsumexp of the scaled scores in
+    # fp32 over the whole sequence (the same bf16 inputs); the compat functions' (out, softmax_lse, None).
+    ctx = tt.Context(scheme="allgather")
+    g = torch.Generator(device=dev).manual_seed(17)
+    full = [torch.randn(1, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (8, 2, 2)]
+    out, lse = tt.attention(*(ctx.shard(x, 1, causal=True).contiguous() for x in full), causal=True, ctx=ctx,
+                            return_lse=True)
+    qf, kf = full[0].float().transpose(1, 2), full[1].float().repeat_interleave(4, dim=2).transpose(1, 2)
+    scores = (qf @ kf.transpose(-1, -2)) / 128 ** 0.5
+    scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+    ref_lse = torch.logsumexp(scores, dim=-1)  # [1, H, S]
+    got_lse = ctx.unshard(lse, 2, causal=True)
+    err = (got_lse - ref_lse).abs().max().item()
+    c_out = compat.zigzag_ring_flash_attn_func(*(ctx.shard(x, 1, causal=True).contiguous() for x in full), causal=True,
+                                               return_attn_probs=True)
+    ok = err < 1e-2 and lse.shape == (1, 8, S // n) and not lse.requires_grad and len(c_out) == 3 and c_out[2] is None \
+        and (ctx.unshard(c_out[1], 2, causal=True) - ref_lse).abs().max().item() < 1e-2
+    bad += not ok
+    if rank == 0:
+        print(f"{'PASS' if ok else 'FAIL'} return_lse (and compat return_attn_probs): max |lse - logsumexp| {err:.1e}",
+              flush=True)
+
     # Packed documents that change between calls of one shape (one rank re-masked per call, tasp_rank_documents): two
     # document sets' forwards, then their backwards in the other order, each against its own reference.
     ctx = tt.Context(scheme="auto", layout="contiguous")
