@@ -15,6 +15,7 @@
 
 #include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
 #include "kernels/attention.hpp"
+#include "kernels/env_knob.hpp"
 #include "planner/slot_plan.hpp"
 
 namespace tasp::executor {
@@ -193,6 +194,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   s->deterministic = deterministic;
+  s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0;
   if (p.ulysses > 1) {
     open_head_runner(*s);
     return s;
@@ -234,7 +236,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
     bufs[rank].kv = reinterpret_cast<void*>(uintptr_t(1) << 44);
     const cuda::PassWork f = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
     const cuda::PassWork b = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
-    s->own_outside_saved = cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
+    s->own_outside_saved = !s->stage_own && cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
     s->saved_bytes = s->kv_bytes - (s->own_outside_saved ? size_t(g.P) * g.slot_elems() * 2 : 0);
   }
   return s;
@@ -259,14 +261,14 @@ void make_work_lists(RankRunner& s, const void* kv) {
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
   s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
-  s.fwd.own_kv_from_caller = true;
+  s.fwd.own_kv_from_caller = !s.stage_own;
   if (s.plan.has_backward) {
     s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
     s.bwd.defer_final_adds = true;  // runner_backward's casts make them
-    s.bwd.own_kv_from_caller = true;
+    s.bwd.own_kv_from_caller = !s.stage_own;
   }
-  s.own_refs = cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
+  s.own_refs = s.stage_own ? std::nullopt : cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
   if (s.own_outside_saved && !s.own_refs) throw std::logic_error("rank runner: own pieces no longer read in place");
   s.kv_at = kv;
 }

@@ -77,6 +77,9 @@ struct RankRunner {
   // off the 16-byte grid) stages them into `own_stage` (P slots, allocated then).
   bool own_outside_saved = false;
   void* own_stage = nullptr;
+  // TASP_OWN_KV_STAGED=1 (every rank alike; A/B runs): own K/V staged into their slots and sent from there, as before
+  // caller_kv.hpp.
+  bool stage_own = false;
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
   planner::Workload wg, sw;  // a head group's workload, and one slot's share of it

@@ -10,6 +10,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/staging.hpp"
 
 namespace tasp::kernels {
@@ -38,7 +39,12 @@ inline unsigned char* upload(Workspace& ws, cudaStream_t s) {
     ws.bytes = std::max(ws.host.size(), size_t(1) << 16);
     TASP_CUDA(cudaMalloc(&ws.device, ws.bytes));
   }
-  copy_to_device(staging_of(ws), ws.device, ws.host.data(), ws.host.size(), s);
+  // TASP_UPLOAD_PAGEABLE=1: straight from the std::vector, as before the staging ring (A/B runs, tools/gpu/ab.sh).
+  static const bool pageable = env_int("TASP_UPLOAD_PAGEABLE", 0) != 0;
+  if (pageable)
+    TASP_CUDA(cudaMemcpyAsync(ws.device, ws.host.data(), ws.host.size(), cudaMemcpyHostToDevice, s));
+  else
+    copy_to_device(staging_of(ws), ws.device, ws.host.data(), ws.host.size(), s);
   return static_cast<unsigned char*>(ws.device);
 }
 
