@@ -15,6 +15,13 @@ std::vector<OwnMessage> own_messages(const Geometry& g, int owner, int piece) {
   return out;
 }
 
+std::vector<std::vector<OwnMessage>> first_hop_messages(const Geometry& g) {
+  std::vector<std::vector<OwnMessage>> out(size_t(g.n) * g.P);
+  for (int owner = 0; owner < g.n; ++owner)
+    for (int piece = 0; piece < g.P; ++piece) out[g.key(owner, piece)] = own_messages(g, owner, piece);
+  return out;
+}
+
 std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork& bwd, int gpu, const Geometry& g, int r,
                                             const void* kv) {
   const std::vector<ShardCopy> copies = shard_copies(g, r);

@@ -11,15 +11,12 @@
 
 namespace tasp::executor::cuda {
 
-// One message of a K/V piece its owner sends from the framework's tensors: `count` elements of K (half 0) or V
-// (half 1) from `shard_off` of the tensor, into the receiver's slot at `slot_off` from the slot's start (both halves
-// of the slot counted). One per run of the piece's rows in the shard and batch row; the receiver posts the same list
-// (shard_copies is the same geometry on every rank).
-struct OwnMessage {
-  int half = 0;
-  size_t shard_off = 0, slot_off = 0, count = 0;
-};
+// The messages (cuda_pass.hpp, OwnMessage) of a K/V piece its owner sends from the framework's tensors: one per run
+// of the piece's rows in the shard and batch row; the receiver posts the same list (shard_copies is the same geometry
+// on every rank).
 std::vector<OwnMessage> own_messages(const Geometry& g, int owner, int piece);
+// Every piece's, by key (PassWork::first_hop).
+std::vector<std::vector<OwnMessage>> first_hop_messages(const Geometry& g);
 
 // A K/V piece of a pass's work lists that lies in rank r's own slots (0..P-1 of `kv`), and where the framework's
 // tensors hold its first token and batch rows.

@@ -45,7 +45,7 @@ struct RankBuffers {
   const void* out16 = nullptr;
   void* dq16 = nullptr;
   void* kv = nullptr;     // K/V slots (bf16)
-  // A framework's K and V of this rank's shard ([B][rows][Hkv*D]), which a pass with own_kv_from_caller sends its own
+  // A framework's K and V of this rank's shard ([B][rows][Hkv*D]), which a pass with first_hop sends its own
   // pieces from (executor/caller_kv.hpp).
   const void* own_k = nullptr;
   const void* own_v = nullptr;
@@ -58,6 +58,13 @@ struct RankBuffers {
   // rank's zeroed) and what the reduce-scatter leaves of this rank's own ([P] slots), in the accumulators' precision.
   void* rs_send = nullptr;
   void* rs_recv = nullptr;
+};
+
+// One message of a K/V piece its owner sends from a framework's tensors: `count` elements of K (half 0) or V (half 1)
+// from `shard_off` of the tensor, into the receiver's slot at `slot_off` from the slot's start (both halves counted).
+struct OwnMessage {
+  int half = 0;
+  size_t shard_off = 0, slot_off = 0, count = 0;
 };
 
 // How a step's transfers move. With collective exchanges (CudaOptions::collectives) a step in which every rank
@@ -82,12 +89,13 @@ struct PassWork {
   // in the pass, cleared instead on the comm stream at the pass's start, beside step 0's kernel (slots_zeroed_ahead)
   // [gpu].
   std::vector<std::vector<std::pair<int, int>>> grad_zero_ahead;
-  // Backward, point to point: the last step leaves planner::final_adds' adds to the caller, who fuses them with its
-  // casts.
-  bool defer_final_adds = false;
-  // Point to point: a K/V piece's first hop leaves its owner from RankBuffers::own_k/own_v in runs and lands in the
-  // receiver's slot in the same runs (caller_kv.hpp, own_messages); set alike on every rank of the plan.
-  bool own_kv_from_caller = false;
+  // Backward, point to point: the last step leaves these adds (planner::final_adds) to the caller, who makes them with
+  // its casts; made once with the lists.
+  std::vector<planner::FinalAdd> deferred_adds;
+  // Point to point, by piece key: a K/V piece's first hop leaves its owner from RankBuffers::own_k/own_v in these runs
+  // and lands in the receiver's slot in the same runs (caller_kv.hpp, first_hop_messages); set alike on every rank of
+  // the plan. Empty: one message from the slot.
+  std::vector<std::vector<OwnMessage>> first_hop;
   int num_steps() const { return int(steps.size()); }
 };
 // The accumulator slots of a backward's slot plan that a step t >= 1 clears (grad_zero) and no earlier step uses in

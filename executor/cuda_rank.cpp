@@ -5,7 +5,6 @@
 #include <cstring>
 #include <map>
 
-#include "executor/caller_kv.hpp"
 #include "kernels/staging.hpp"
 
 namespace tasp::executor::cuda {
@@ -149,9 +148,9 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
         if (tr.dst == r)
           TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
-      } else if (pw.own_kv_from_caller && tr.owner == tr.src) {
+      } else if (!pw.first_hop.empty() && tr.owner == tr.src) {
         // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
-        for (const OwnMessage& m : own_messages(g, tr.src, tr.piece)) {
+        for (const OwnMessage& m : pw.first_hop[k]) {
           if (tr.src == r)
             TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count, kv_type,
                                tr.dst, x.nccl, x.comm));
@@ -224,15 +223,15 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     }
   } else {
     // Each received accumulator added to the rank's own, or (bf16) becoming it; the last step's final adds the caller
-    // fuses with its casts (defer_final_adds) are left to it.
-    std::vector<planner::StepAdd> skip;
-    if (bwd && pw.defer_final_adds && t == pw.num_steps() - 1)
-      for (const planner::FinalAdd& a : planner::final_adds(pw.slots[gpu], r, g.P, half)) skip.push_back(a);
-    auto same = [](const planner::StepAdd& a, const planner::StepAdd& b) {
-      return a.into == b.into && a.from == b.from && a.from16 == b.from16;
+    // makes with its casts (deferred_adds) are left to it.
+    const bool last = t == pw.num_steps() - 1;
+    auto deferred = [&](const planner::StepAdd& a) {
+      return last && std::any_of(pw.deferred_adds.begin(), pw.deferred_adds.end(), [&](const planner::StepAdd& d) {
+               return a.into == d.into && a.from == d.from && a.from16 == d.from16;
+             });
     };
     for (const planner::StepAdd& a : planner::step_adds(s, half)) {
-      if (std::any_of(skip.begin(), skip.end(), [&](const planner::StepAdd& d) { return same(a, d); })) continue;
+      if (deferred(a)) continue;
       if (half)
         kernels::add_half_into(buf.grad + se * a.into, buf.grad_recv16 + se * a.from16, kernels::DType::BF16, se, a.adopt,
                                x.compute);

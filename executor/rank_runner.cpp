@@ -261,12 +261,13 @@ void make_work_lists(RankRunner& s, const void* kv) {
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
   s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
-  s.fwd.own_kv_from_caller = !s.stage_own;
+  if (!s.stage_own) s.fwd.first_hop = cuda::first_hop_messages(s.g);
   if (s.plan.has_backward) {
     s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
-    s.bwd.defer_final_adds = true;  // runner_backward's casts make them
-    s.bwd.own_kv_from_caller = !s.stage_own;
+    // runner_backward's casts make them
+    s.bwd.deferred_adds = planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, s.bwd.accumulator_bytes == 2);
+    s.bwd.first_hop = s.fwd.first_hop;
   }
   s.own_refs = s.stage_own ? std::nullopt : cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
   if (s.own_outside_saved && !s.own_refs) throw std::logic_error("rank runner: own pieces no longer read in place");
@@ -418,9 +419,8 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows, with
   // the last step's add into it that the steps left to this cast (FinalAdd).
   const auto& fin = s.bwd.slots[s.r].grad_final;
-  const bool half16 = s.bwd.accumulator_bytes == 2;
   std::map<int, planner::FinalAdd> last;  // own piece -> its deferred add
-  for (const planner::FinalAdd& a : planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, half16)) last[a.piece] = a;
+  for (const planner::FinalAdd& a : s.bwd.deferred_adds) last[a.piece] = a;
   const size_t se = s.g.slot_elems();
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half) {
