@@ -45,7 +45,7 @@ h200 h200-hgx-4 \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
 for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
   desc=$(sed -n '/^description: >-/,/^[a-z_]*:/p' topologies/$p.profile.yaml | sed '1d;$d' | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
-  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
+  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv $D/kernels/h100-sweep-2026-11-26-other-head-dims.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
     --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
 done
 # The socket fabric on 2x H100: comm from its NCCL steps (data/fabrics/), the rest the H100 profile's.

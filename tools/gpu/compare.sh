@@ -9,7 +9,8 @@
 #   tools/gpu/lib/common.sh lists them).
 #   FABRIC=nvlink|shm|socket: NCCL forced off NVLink (a slow fabric on any 2+ GPU host), for tasp and PyTorch alike.
 #   HEAT_MS (2000), KERNELS (cudnn; "cudnn,fa2" adds FlashAttention-2 baselines), BASELINES (ring,ulysses,allgather),
-#   PROFILE (the shipped profile of the GPU kind), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
+#   PROFILE (the shipped profile of the GPU kind; on FABRIC=shm|socket its comm measured on this host first unless
+#   CALIBRATE=0), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
 #   options, e.g. --collectives or --check), BASELINES=none (tasp alone).
 # Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report/ (tasp report).
 set -uo pipefail
@@ -20,6 +21,7 @@ HEAT=${HEAT_MS:-2000}
 [ "$N" -ge 2 ] || { echo "compare.sh needs 2 or more GPUs"; exit 2; }
 device_info
 build tasp
+fabric_profile
 cfgs=()
 [ $# -eq 0 ] && set -- set:$([ "$N" -ge 4 ] && echo anchor || echo long)
 for a in "$@"; do

@@ -33,6 +33,24 @@ if [ -z "${PROFILE:-}" ]; then
   esac
 fi
 
+# fabric_profile: on a forced fabric (FABRIC=shm or socket) measure this host's NCCL steps over it first (tasp calibrate
+# --measure, a minute or so) and use the profile fitted to them, the rest of PROFILE kept: a fabric's rate is the host's
+# (sockets over loopback moved 1.7 GB/s per direction on the 2x H100 host of 2026-11-25 and about 3.3 GB/s on the 2x
+# H200 host of 2026-11-26, whose runs the H100 host's profile predicted 20-36% slow), and the runs' bounds and
+# predictions are only as good as it. CALIBRATE=0 keeps PROFILE. The steps land in $OUT/fabric-steps.csv.
+fabric_profile() {
+  [ "${FABRIC:-nvlink}" = nvlink ] || [ "${CALIBRATE:-1}" = 0 ] && return 0
+  echo "== NCCL steps over ${FABRIC} on this host (tasp calibrate --measure; CALIBRATE=0 skips)"
+  if timeout 400 $T calibrate --measure -t $TOPO --base "$PROFILE" --iters 5 --warmup 2 --csv "$OUT/fabric-steps.csv" \
+      --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
+      -o "$OUT/fabric.profile.yaml" > "$OUT/fabric-calibrate.log" 2>&1; then
+    PROFILE=$OUT/fabric.profile.yaml
+    echo "profile: $PROFILE (comm measured here over ${FABRIC})"
+  else
+    echo "calibrate --measure failed ($OUT/fabric-calibrate.log): keeping $PROFILE"
+  fi
+}
+
 # The device's name, clocks and power limit into $OUT/device.txt (and stdout).
 device_info() {
   { nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv
