@@ -48,9 +48,14 @@ struct SimResult {
   double ccr() const { return compute_us > 0 ? comm_us / compute_us : 0; }
   ModelTerms terms;
   bool symmetric_fast_path = false;  // steps solved once for the whole ring flow (see simulate())
+  bool collectives = false;          // allgather's gather and reduce-scatter steps timed as NCCL collectives
   int network_solves = 0;
   int lockstep_steps = 0;  // steps too large to follow each rank's start: flows start with the last rank
 };
+
+// How allgather's gather and reduce-scatter steps run: grouped send/recv, NCCL collectives, or whichever the profile
+// times faster (2x H100 over sockets: collectives 1.45x at 256 MiB; NVLink between 2 GPUs: send/recv 1.2x).
+enum class Collectives { Off, On, Auto };
 
 struct SimOptions {
   size_t max_timeline_cells = 2'000'000;  // ranks x steps kept in the timeline
@@ -59,8 +64,9 @@ struct SimOptions {
   planner::Passes passes;  // the forward (default), the backward, or both one after the other
   Clock clock = Clock::Sustained;  // the kernels' clock: settled under the power limit, or boost
   // allgather's all-gather and reduce-scatter steps as NCCL collectives (tasp run --collectives), at the profile's
-  // collective rate where it has one (CommProfile::collective_gbps).
-  bool collectives = false;
+  // collective rate where it has one (CommProfile::collective_gbps); Auto: as collectives where the profile times them
+  // faster than grouped send/recv (both simulated; SimResult::collectives says which), as tasp run does by default.
+  Collectives collectives = Collectives::Off;
   // The plan runs inside a training framework (tasp.torch, the C ABI's tasp_rank_*): a token-parallel rank's copies
   // between the framework's tensors and its own layout (framework_io_us) are counted, as executor time.
   bool framework = false;

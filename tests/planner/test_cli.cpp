@@ -144,15 +144,22 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   const std::string plan = dir + "/auto.json";
   EXPECT_EQ(run("plan -t h200-hgx-8 -s auto --workload B=1,S=16k,H=32,D=128 -o " + plan), 0);
   EXPECT_EQ(run("simulate -t h200-hgx-8 --plan " + plan + " -w B=1,S=16k,H=32,D=128"), 0);
-  // On the socket fabric NCCL's all-gather outruns its send/recv (the profile's collective rate): auto weighs it when
-  // the run will use collectives, and the chosen scheme changes (Ulysses without, allgather with).
+  // On the socket fabric NCCL's all-gather outruns its send/recv (the profile's collective rate): auto weighs it as
+  // the run will go, and the chosen scheme changes (Ulysses with send/recv, allgather with collectives, which is also
+  // what a run picks by default there); the two flags exclude each other.
   const std::string sock = " -t " + src + "/topologies/h100x2-socket.yaml --profile " + src +
                            "/topologies/h100x2-socket.profile.yaml -w B=1,S=8192,H=32,D=128,causal -s auto -o ";
-  const std::string p2p = dir + "/p2p.json", coll = dir + "/coll.json";
-  EXPECT_EQ(run("plan" + sock + p2p), 0);
+  const std::string p2p = dir + "/p2p.json", coll = dir + "/coll.json", dflt = dir + "/default.json";
+  EXPECT_EQ(run("plan" + sock + p2p + " --sendrecv"), 0);
   EXPECT_EQ(run("plan" + sock + coll + " --collectives"), 0);
+  EXPECT_EQ(run("plan" + sock + dflt), 0);
   EXPECT_NE(slurp(p2p).find("\"scheme\": \"ulysses\""), std::string::npos);
   EXPECT_NE(slurp(coll).find("\"scheme\": \"allgather\""), std::string::npos);
+  EXPECT_NE(slurp(dflt).find("\"scheme\": \"allgather\""), std::string::npos);
+  EXPECT_NE(run("plan" + sock + dflt + " --sendrecv --collectives"), 0);
+  const std::string sj = dir + "/sock-sim.json";
+  EXPECT_EQ(run("simulate -s allgather,ring --json " + sj + sock.substr(0, sock.find(" -s auto"))), 0);
+  EXPECT_NE(slurp(sj).find("\"collectives\": true"), std::string::npos);
   const std::string prof = dir + "/fit.profile.yaml";
   EXPECT_EQ(run("calibrate --fit " + src + "/docs/measurements/data/nccl/h200x8-steps-2026-11-22.csv -o " + prof), 0);
   EXPECT_EQ(run("simulate --profile " + prof), 0);

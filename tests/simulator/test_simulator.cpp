@@ -777,18 +777,44 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   simulator::SimOptions so;
   so.passes = {true, true};
   const auto ag = planner::build_plan(t, "allgather", o), ring = planner::build_plan(t, "ring", o);
+  using simulator::Collectives;
   const auto p2p = simulator::simulate(ag, t, w, fit, so);
-  so.collectives = true;
+  EXPECT_FALSE(p2p.collectives);
+  so.collectives = Collectives::On;
   const auto coll = simulator::simulate(ag, t, w, fit, so);
+  EXPECT_TRUE(coll.collectives);
   EXPECT_LT(coll.comm_us, 0.9 * p2p.comm_us);  // 2.3-2.5 GB/s against 1.7-2
-  so.collectives = false;
+  so.collectives = Collectives::Off;
   const double ring_p2p = simulator::simulate(ring, t, w, fit, so).comm_us;
-  so.collectives = true;
+  so.collectives = Collectives::On;
   EXPECT_DOUBLE_EQ(simulator::simulate(ring, t, w, fit, so).comm_us, ring_p2p);
+  EXPECT_FALSE(simulator::simulate(ring, t, w, fit, so).collectives);
   // Without a measured collective rate, collectives change nothing.
   simulator::Profile bare = fit;
   bare.comm[0].collective_gbps = {};
   EXPECT_DOUBLE_EQ(simulator::simulate(ag, t, w, bare, so).comm_us, p2p.comm_us);
+  EXPECT_FALSE(simulator::simulate(ag, t, w, bare, so).collectives);
+
+  // Auto (tasp run's default): the faster of the two, and says which, where the exchange decides the total (kernels
+  // short beside it). Here the collectives; with a collective rate under the point-to-point one (NVLink between 2
+  // GPUs), send/recv; a ring's steps are never collectives.
+  simulator::Profile fast = fit;
+  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
+  auto total = [&](const simulator::Profile& prof, const planner::Plan& plan, Collectives c) {
+    so.collectives = c;
+    return simulator::simulate(plan, t, w, prof, so);
+  };
+  const auto picked = total(fast, ag, Collectives::Auto);
+  EXPECT_TRUE(picked.collectives);
+  EXPECT_DOUBLE_EQ(picked.total_us, total(fast, ag, Collectives::On).total_us);
+  EXPECT_LT(picked.total_us, 0.95 * total(fast, ag, Collectives::Off).total_us);
+  simulator::Profile slow = fast;
+  slow.comm[0].collective_gbps.points = {{1 << 20, 1.0}, {1 << 28, 1.2}};
+  const auto not_picked = total(slow, ag, Collectives::Auto);
+  EXPECT_FALSE(not_picked.collectives);
+  EXPECT_DOUBLE_EQ(not_picked.total_us, total(slow, ag, Collectives::Off).total_us);
+  EXPECT_FALSE(total(fast, ring, Collectives::Auto).collectives);
+  EXPECT_DOUBLE_EQ(total(fast, ring, Collectives::Auto).total_us, total(fast, ring, Collectives::Off).total_us);
 }
 
 // A plan run from a training framework (SimOptions::framework): each pass of a token-parallel rank adds its copies

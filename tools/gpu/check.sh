@@ -61,9 +61,12 @@ for wg in "B=2,S=$((N * 1000 + 6)),H=8,Hkv=4,D=128,causal:1 2 4" "B=1,S=$((N * 5
     check "ulysses --head-groups $hg $w" 120 $T run --backend cuda -t $TOPO -s ulysses --head-groups $hg -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
-echo "== allgather's gather and reduce-scatter as NCCL collectives (--collectives)"
+echo "== allgather's gather and reduce-scatter each way (--collectives: NCCL collectives, --sendrecv: grouped send/recv;"
+echo "   the runs above take whichever the profile times faster)"
 for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128"; do
-  check "allgather --collectives $w" 120 $T run --backend cuda -t $TOPO -s allgather --collectives -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+  for f in --collectives --sendrecv; do
+    check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+  done
 done
 echo "== plain masks pruned on request (--prune-plain: only the K/V a rank's queries see; partial dK/dV home once)"
 for w in "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64"; do

@@ -44,7 +44,7 @@ for w in "${cfgs[@]}"; do
         --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log")
     m=$(echo "$out" | ms_of)
     b=$(echo "$out" | bound_ms)
-    sim=(); [[ " ${TASP_RUN_ARGS:-} " == *" --collectives "* ]] && sim+=(--collectives)  # predicted as it ran
+    sim=($(transport_flags))  # predicted as it ran
     p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b" | tee -a "$OUT/runs.csv"
   done

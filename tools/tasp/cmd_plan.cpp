@@ -82,7 +82,8 @@ void register_plan(CLI::App& app) {
   struct Args {
     std::string topology = "complete:8", scheme = "hamilton", format = "json", out, layout, workload, config, profile, docs;
     std::string pass = "fwd+bwd";
-    bool causal = false, quiet = false, compact = false, collectives = false;
+    bool causal = false, quiet = false, compact = false;
+    CollectivesFlags collectives;
     int expand_max = 128;
     double max_memory_gib = 8;
     PlanChoices head;
@@ -108,8 +109,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--max-memory", a->max_memory_gib, "GiB a plan may take to build (complete:N needs about 5 N^2 bytes)")
       ->capture_default_str();
   add_plan_choices(cmd, a->head);
-  cmd->add_flag("--collectives", a->collectives,
-                "For --scheme auto: time allgather's steps as NCCL collectives, as tasp run --collectives runs them");
+  add_collectives_flags(cmd, a->collectives);  // for --scheme auto: allgather timed as tasp run will run it
   cmd->add_flag("-q,--quiet", a->quiet, "No human summary");
   cmd->callback([a] {
     if (a->format != "json" && a->format != "yaml") throw InputError("--format: expected json or yaml, got '" + a->format + "'");
@@ -134,7 +134,7 @@ void register_plan(CLI::App& app) {
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives);
+      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives.choice());
     } else if (!a->workload.empty() || !a->config.empty() || !a->docs.empty()) {
       // A workload with documents or a window: the plan is pruned for its mask.
       o.workload = workload_from(a->config, a->workload, a->docs);

@@ -21,7 +21,8 @@ void register_run(CLI::App& app) {
   struct Args {
     std::string backend = "cpu", plan, topology, scheme = "hamilton", workload, config, precision = "fp64", timeline, trace, docs;
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
-    bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false, collectives = false;
+    bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false;
+    CollectivesFlags collectives;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
@@ -58,9 +59,7 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--deterministic", a->deterministic, "cuda: the backward's dQ bit-identical run to run (its CTAs add into each dQ\n"
                                                   "tile in launch order instead of as they finish; dK, dV and the forward always are;\n"
                                                   "the cpu backend always is)");
-  cmd->add_flag("--collectives", a->collectives,
-                "cuda: steps that gather every rank's K/V or reduce-scatter dK/dV (allgather's) as NCCL collectives\n"
-                "instead of grouped send/recv: NCCL runs them faster over sockets, slower on NVLink between 2 GPUs");
+  add_collectives_flags(cmd, a->collectives);  // cuda
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
@@ -86,6 +85,7 @@ void register_run(CLI::App& app) {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
     std::unique_ptr<executor::Backend> backend;
+    bool collectives = false;  // allgather's steps as NCCL collectives (the cuda backend)
     Progress progress("running: iteration");
     if (a->backend == "cpu") {
       backend = executor::make_cpu_backend(a->precision);
@@ -97,16 +97,21 @@ void register_run(CLI::App& app) {
       if (a->a2a != "alltoall" && a->a2a != "sendrecv") throw InputError("--a2a: expected alltoall or sendrecv, got '" + a->a2a + "'");
       co.a2a = a->a2a;
       co.deterministic = a->deterministic;
-      co.collectives = a->collectives;
-      if (a->heat_ms > 0) {  // as many untimed runs as the predicted time says fill the heating time
+      co.collectives = a->collectives.on;
+      // The prediction decides what the flags leave open (collectives or send/recv) and how many untimed runs fill the
+      // heating time.
+      if (a->heat_ms > 0 || a->collectives.choice() == simulator::Collectives::Auto) {
         const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
         simulator::SimOptions so;
         so.passes = passes;
         so.max_timeline_cells = 0;
-        so.collectives = a->collectives;
-        const double us = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so).total_us;
-        if (us > 0) co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / us))));
+        so.collectives = a->collectives.choice();
+        const simulator::SimResult sim = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so);
+        co.collectives = sim.collectives;
+        if (a->heat_ms > 0 && sim.total_us > 0)
+          co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / sim.total_us))));
       }
+      collectives = co.collectives;
       co.progress = [&](int done, int total) { progress.update(done, total); };
       backend = executor::make_cuda_backend(co);
     } else {
@@ -153,7 +158,7 @@ void register_run(CLI::App& app) {
     // of the exchange stayed exposed.
     const double bound_bytes_us = [&] {
       const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), a->collectives);
+      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), collectives);
       return gbps > 0 ? (pass_bytes[0] + pass_bytes[1]) / (gbps * 1e3) : 0.0;
     }();
     const double bound_us = std::max(t.compute_us(), bound_bytes_us);
@@ -175,7 +180,7 @@ void register_run(CLI::App& app) {
               << (p.has_backward && passes.bwd ? std::string(", accumulators in ") + (p.accumulator_bytes == 2 ? "bf16" : "fp32") +
                                                      (p.backward.keeps_kv ? ", the forward's K/V kept" : "")
                                                : "")
-              << "\n";
+              << (collectives ? ", gathers and reduce-scatters as NCCL collectives" : "") << "\n";
     if (a->steps) {
       // Steps may overlap (head groups run one group's exchange beside another's kernels): each row's end is from the
       // pass's start.
@@ -207,6 +212,7 @@ void register_run(CLI::App& app) {
         if (least) j["fewest_sent_bytes_per_gpu"] = {{"fwd", least->fwd}, {"bwd", least->bwd}};
         j["bound_us"] = {{"kernels", t.compute_us()}, {"bytes", bound_bytes_us}, {"bound", bound_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
+        if (p.scheme == "allgather" && a->backend == "cuda") j["collectives"] = collectives;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
         if (rep.result.device_bytes > 0)
           j["device_bytes_per_rank"] = rep.result.device_bytes, j["device_used_bytes"] = rep.result.device_used_bytes;

@@ -23,7 +23,8 @@ using simulator::SimResult;
 struct Args {
   std::string topology = "h200-hgx-8", workload, config, schemes = "all", docs;
   std::string plan, profile, timeline, trace, json, sweep, out, pass = "fwd+bwd", clock = "sustained";
-  bool quiet = false, collectives = false, framework = false;
+  bool quiet = false, framework = false;
+  CollectivesFlags collectives;
   PlanChoices head;
 };
 
@@ -81,6 +82,8 @@ void print_table(std::ostream& o, const std::vector<SchemeRun>& runs, const std:
   for (const auto& r : runs)
     if (!r.detail.empty()) o << "# " << r.scheme << ": " << r.detail << "\n";
   for (const auto& r : runs)
+    if (r.sim.collectives) o << "# " << r.scheme << ": its gathers and reduce-scatters as NCCL collectives (--sendrecv: not)\n";
+  for (const auto& r : runs)
     if (r.sim.lockstep_steps > 0)
       o << "# " << r.scheme << ": " << r.sim.lockstep_steps << " step(s) with over 2e6 flows x ranks: their flows start with the "
         << "last rank ready (slightly pessimistic).\n";
@@ -126,6 +129,7 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
       j["schemes"].back()["accumulator"] = r.plan.accumulator_bytes == 2 ? "bf16" : "fp32",
       j["schemes"].back()["keeps_kv"] = r.plan.backward.keeps_kv;
     if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
+    if (r.plan.scheme == "allgather") j["schemes"].back()["collectives"] = s.collectives;
     const auto sent = s.timeline.busiest_sent();
     j["schemes"].back()["sent_bytes_per_gpu"] = {{"fwd", sent.fwd}, {"bwd", sent.bwd}};
     if (const auto least = planner::minimum_sent_bytes(r.plan, w))
@@ -180,9 +184,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--json", a->json, "Write the results as JSON here");
   cmd->add_option("--sweep", a->sweep, "S=FROM:TO: simulate doubling lengths, write CSV (speedup over ring, CCR)");
   cmd->add_option("-o,--output", a->out, "Where --sweep writes its CSV (default: stdout)");
-  cmd->add_flag("--collectives", a->collectives,
-                "allgather's all-gather and reduce-scatter steps as NCCL collectives, at the profile's collective rate\n"
-                "(tasp run --collectives; profiles fitted where NCCL's all-gather was measured, e.g. h100x2-socket)");
+  add_collectives_flags(cmd, a->collectives);  // collectives at the profile's collective rate, where it has one
   cmd->add_flag("--framework", a->framework,
                 "run from a training framework (tasp.torch, the C ABI's ranks): count a rank's copies between the\n"
                 "framework's tensors and tasp's layout (K/V staged, O and dK/dV cast)");
@@ -195,7 +197,7 @@ void register_simulate(CLI::App& app) {
     if (!parse_passes(a->pass, &opt.passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     const Passes passes = opt.passes;
     opt.clock = parse_clock(a->clock);
-    opt.collectives = a->collectives;
+    opt.collectives = a->collectives.choice();
     opt.framework = a->framework;
     Progress progress("simulating: step");
     opt.progress = [&](int step, int steps) { progress.update(step + 1, steps); };

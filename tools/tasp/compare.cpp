@@ -32,6 +32,15 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                 "only the dK/dV they made; each owner's partial dK/dV stays home (accumulators travel n-1 hops)");
 }
 
+void add_collectives_flags(CLI::App* cmd, CollectivesFlags& c) {
+  auto* on = cmd->add_flag("--collectives", c.on,
+                           "allgather's steps that gather every rank's K/V or reduce-scatter dK/dV as NCCL collectives\n"
+                           "(default: whichever of these and grouped send/recv the profile times faster; NCCL runs\n"
+                           "collectives faster over sockets, slower on NVLink between 2 GPUs)");
+  auto* off = cmd->add_flag("--sendrecv", c.off, "allgather's steps as grouped send/recv, whatever the profile says");
+  on->excludes(off);
+}
+
 void add_docs_option(CLI::App* cmd, std::string& docs) {
   cmd->add_option("--docs", docs, "File of packed documents' lengths (summing to S; spaces, commas, '+' or lines; '#'\n"
                                   "comments): attention stays inside each document (as -w docs=L1+L2+..)");

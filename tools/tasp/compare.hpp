@@ -25,6 +25,15 @@ using simulator::Skipped;
 void add_plan_choices(CLI::App* cmd, PlanChoices& h);
 // --docs FILE: packed documents' lengths (planner::read_docs_file), summing to the workload's S.
 void add_docs_option(CLI::App* cmd, std::string& docs);
+// --collectives and --sendrecv, which exclude each other: how allgather's gather and reduce-scatter steps run (NCCL
+// collectives, grouped send/recv, or, with neither, whichever the profile times faster).
+struct CollectivesFlags {
+  bool on = false, off = false;
+  simulator::Collectives choice() const {
+    return on ? simulator::Collectives::On : off ? simulator::Collectives::Off : simulator::Collectives::Auto;
+  }
+};
+void add_collectives_flags(CLI::App* cmd, CollectivesFlags& c);
 
 // "sustained" | "boost" (--clock), an InputError otherwise.
 simulator::Clock parse_clock(const std::string& name);

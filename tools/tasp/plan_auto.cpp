@@ -10,7 +10,7 @@ namespace tasp::cli {
 
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
                                const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
-                               bool collectives) {
+                               simulator::Collectives collectives) {
   if (workload.empty() && config.empty())
     throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal] or --config NAME");
   const planner::Workload w = planner::workload_from(config, workload);

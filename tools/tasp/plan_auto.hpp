@@ -4,14 +4,15 @@
 #include <string>
 
 #include "planner/schemes/schemes.hpp"
+#include "simulator/engine.hpp"
 
 namespace tasp::cli {
 
 // Returns the scheme and sets the options (causal and layout from the workload) it should be planned with.
 // Ranks the schemes by the simulated time of the passes asked for (`collectives`: allgather's steps as NCCL collectives,
-// as `tasp run --collectives` would run them).
+// as grouped send/recv, or whichever is faster, as `tasp run` would run them).
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
                                const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
-                               bool collectives = false);
+                               simulator::Collectives collectives = simulator::Collectives::Auto);
 
 }  // namespace tasp::cli

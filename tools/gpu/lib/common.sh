@@ -66,10 +66,15 @@ ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.std
 # bound_ms "tasp run output": the run's bound (max of its kernels and its bytes at the profile's peak) in ms (0: none).
 bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
+# transport_flags: --collectives or --sendrecv where TASP_RUN_ARGS forces one (else the runs, plans and predictions
+# all take whichever the profile times faster).
+transport_flags() {
+  case " ${TASP_RUN_ARGS:-} " in *" --collectives "*) echo --collectives ;; *" --sendrecv "*) echo --sendrecv ;; esac
+}
+
 # auto_scheme WORKLOAD PASS: the scheme `tasp plan --scheme auto` picks here with PROFILE ("" when it fails).
 auto_scheme() {
-  local c=(); [[ " ${TASP_RUN_ARGS:-} " == *" --collectives "* ]] && c+=(--collectives)  # as the runs will go
-  $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" "${c[@]}" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
+  $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" $(transport_flags) -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
 }
 
 # predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
