@@ -12,7 +12,9 @@
 #   PROFILE (the shipped profile of the GPU kind; on FABRIC=shm|socket its comm measured on this host first unless
 #   CALIBRATE=0), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
 #   options, e.g. --collectives or --check), BASELINES=none (tasp alone).
-# Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report/ (tasp report).
+# Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report.txt (tasp report), on a forced
+# fabric fabric-steps.csv and fabric.profile.yaml (its NCCL steps here and the profile fitted to them); logs.tgz holds
+# the rest (build and run logs, report/), as the device tool brings back 8 files.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 PASS=${1:-fwd+bwd}; ITERS=${2:-5}
@@ -70,3 +72,5 @@ for c in dict.fromkeys(r["config"] for r in runs):
 PY
 $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"
+# What a report cites: the tables, the raw runs and baselines, the machine, and a fabric's measured steps and profile.
+pack_logs best.md runs.csv baseline.csv device.txt report.txt fabric-steps.csv fabric.profile.yaml

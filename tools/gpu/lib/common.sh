@@ -51,6 +51,15 @@ fabric_profile() {
   fi
 }
 
+# pack_logs FILE...: the device tool brings back 8 files of $OUT: those named stay, every other file and folder goes
+# into $OUT/logs.tgz (and out of $OUT), so that results are never the ones left behind.
+pack_logs() {
+  local keep=" $* logs.tgz " rest=() f
+  for f in $(ls "$OUT"); do [[ $keep == *" $f "* ]] || rest+=("$f"); done
+  [ ${#rest[@]} -gt 0 ] && tar czf "$OUT/logs.tgz" -C "$OUT" "${rest[@]}" && (cd "$OUT" && rm -rf "${rest[@]}")
+  return 0
+}
+
 # The device's name, clocks and power limit into $OUT/device.txt (and stdout).
 device_info() {
   { nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv
