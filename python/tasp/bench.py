@@ -111,6 +111,16 @@ def documents_of(a, B, S):
     return B, S, None
 
 
+def run_environment(env=None):
+    """What a result depends on beyond its shape: the fabric NCCL was forced onto (as tools/gpu/lib/common.sh forces it:
+    "socket" with NCCL_P2P_DISABLE and NCCL_SHM_DISABLE, "shm" with NCCL_P2P_DISABLE alone, else "default") and every
+    NCCL_* and TASP_* variable set, so that a report says which fabric and which switches it measured."""
+    env = os.environ if env is None else env
+    on = lambda k: env.get(k, "0") not in ("", "0")
+    fabric = "socket" if on("NCCL_P2P_DISABLE") and on("NCCL_SHM_DISABLE") else "shm" if on("NCCL_P2P_DISABLE") else "default"
+    return {"fabric": fabric, "variables": {k: env[k] for k in sorted(env) if k.startswith(("NCCL_", "TASP_"))}}
+
+
 def list_configs():
     print(f"{'name':20} {'group':16} {'B':>3} {'S':>7} {'H':>4} {'Hkv':>4} {'D':>4} {'mask':>7} {'dtype':>5}  tokens")
     for c in tasp.configs():
@@ -239,6 +249,9 @@ def run(a):
             say(f"  {'one GPU, SDPA cuDNN':28} fwd {f:9.3f} ms  bwd {fb - f:9.3f} ms  fwd+bwd {fb:9.3f} ms")
 
     if rank == 0:
+        env = run_environment()
+        if env["variables"]:
+            print("\n# fabric: " + env["fabric"] + " (" + " ".join(f"{k}={v}" for k, v in env["variables"].items()) + ")")
         print()
         print(f"| implementation | fwd ms | bwd ms | fwd+bwd ms | tokens/s | peak GiB | speedup | efficiency |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -261,7 +274,8 @@ def run(a):
                 json.dump({"format": "tasp-bench/1", "ranks": n, "device": torch.cuda.get_device_name(),
                            "shape": {"B": B, "S": S, "H": H, "Hkv": Hkv, "D": D, "causal": causal, "window": window,
                                      "dtype": dtype_name, "cu_seqlens": list(cu) if cu else None}, "config": a.config, "timing_method": a.timing_method,
-                           "rows": rows, "single_gpu": single, "vs_best_baseline": ratio}, f, indent=1)
+                           "rows": rows, "single_gpu": single, "vs_best_baseline": ratio,
+                           "environment": run_environment()}, f, indent=1)
     ctx.synchronize()
     dist.destroy_process_group()
 

@@ -56,3 +56,15 @@ def test_needs_torchrun(capsys, monkeypatch):
 def test_negative_counts_are_refused():
     with pytest.raises(SystemExit):
         bench.parse_args(["--config", "tiny", "--timing-runs", "0"])
+
+
+def test_the_environment_names_the_fabric_and_the_switches():
+    env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "TASP_OWN_KV_STAGED": "1",
+           "PATH": "/bin"}
+    e = bench.run_environment(env)
+    assert e["fabric"] == "socket"
+    assert e["variables"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo",
+                              "TASP_OWN_KV_STAGED": "1"}
+    assert bench.run_environment({"NCCL_P2P_DISABLE": "1"})["fabric"] == "shm"
+    assert bench.run_environment({"NCCL_P2P_DISABLE": "0", "NCCL_SHM_DISABLE": "1"})["fabric"] == "default"
+    assert bench.run_environment({}) == {"fabric": "default", "variables": {}}
