@@ -83,7 +83,8 @@ if [[ $steps == *" overhead "* ]]; then
     for S in ${SHAPES:-16384 65536}; do
       timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
         --scheme "$scheme" --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$scheme-$S.json" >> "$OUT/overhead.log" 2>&1
-      r=$(timeout 300 $T run --backend cuda -t $TOPO -s "$scheme" -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd \
+      # --sendrecv: the rank path exchanges as grouped send/recv; `tasp run` alone may pick NCCL collectives.
+      r=$(timeout 300 $T run --backend cuda -t $TOPO -s "$scheme" -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd --sendrecv \
           --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" 2>&1 | tee -a "$OUT/overhead.log" | ms_of)
       python3 - "$OUT/overhead-$scheme-$S.json" "$scheme" "$S" "$r" <<'PY' | tee -a "$OUT/overhead.md"
 import json, sys
@@ -98,10 +99,10 @@ if [[ $steps == *" profile "* ]]; then
   S=$(echo ${SHAPES:-16384} | cut -d' ' -f1)
   if [ -n "${CONFIG:-}" ]; then bench_w=(--config "$CONFIG"); run_w=(-c "$CONFIG"); what="-c $CONFIG"
   else bench_w=(--seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal); run_w=(-w "B=1,S=$S,H=32,D=128,causal"); what="${run_w[*]}"; fi
-  s=${SCHEME:-$($T plan -t $TOPO -s auto $what --pass fwd+bwd --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)}
+  s=${SCHEME:-$($T plan -t $TOPO -s auto $what --pass fwd+bwd --sendrecv --profile "$PROFILE" -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-)}
   timeout 300 "${launch[@]}" -m tasp.bench "${bench_w[@]}" --scheme "${s:-allgather}" --timing-runs "${ITERS:-5}" \
     --timing-method profiler --no-single 2>&1 | grep -v "^W[0-9]\|^\*\*\*\|UserWarning\|return func" > "$OUT/profile.log"
-  timeout 300 $T run --backend cuda -t $TOPO -s "${s:-allgather}" "${run_w[@]}" --pass fwd+bwd \
+  timeout 300 $T run --backend cuda -t $TOPO -s "${s:-allgather}" "${run_w[@]}" --pass fwd+bwd --sendrecv \
     --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" --steps >> "$OUT/profile.log" 2>&1
   cut -c1-200 "$OUT/profile.log"
 fi
