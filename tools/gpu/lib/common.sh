@@ -22,26 +22,26 @@ esac
 # The shipped profile of this machine's GPU kind (PROFILE overrides): the H100 one on H100s, else the H200 box's of this
 # size (h200-hgx-4 on 4 GPUs, else h200-hgx-8); on the
 # socket fabric of 2 GPUs its own machine file and profile (fitted there: docs/measurements/fabrics.md).
+case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1) in
+  *H100*) KIND_PROFILE=topologies/h100-hgx-8.profile.yaml ;;
+  *) KIND_PROFILE=topologies/h200-hgx-8.profile.yaml; [ -f "topologies/$TOPO.profile.yaml" ] && KIND_PROFILE=topologies/$TOPO.profile.yaml ;;
+esac
 if [ "${FABRIC:-nvlink}" = socket ] && [ "$N" = 2 ]; then
   TOPO=${TOPO_SOCKET:-topologies/h100x2-socket.yaml}
   PROFILE=${PROFILE:-topologies/h100x2-socket.profile.yaml}
 fi
-if [ -z "${PROFILE:-}" ]; then
-  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1) in
-    *H100*) PROFILE=topologies/h100-hgx-8.profile.yaml ;;
-    *) PROFILE=topologies/h200-hgx-8.profile.yaml; [ -f "topologies/$TOPO.profile.yaml" ] && PROFILE=topologies/$TOPO.profile.yaml ;;
-  esac
-fi
+PROFILE=${PROFILE:-$KIND_PROFILE}
 
 # fabric_profile: on a forced fabric (FABRIC=shm or socket) measure this host's NCCL steps over it first (tasp calibrate
-# --measure, a minute or so) and use the profile fitted to them, the rest of PROFILE kept: a fabric's rate is the host's
+# --measure, a minute or so) and use the profile fitted to them, the rest (kernels, executor) this GPU kind's profile's
+# (the socket profile's are the H100's): a fabric's rate is the host's
 # (sockets over loopback moved 1.7 GB/s per direction on the 2x H100 host of 2026-11-25 and about 3.3 GB/s on the 2x
 # H200 host of 2026-11-26, whose runs the H100 host's profile predicted 20-36% slow), and the runs' bounds and
 # predictions are only as good as it. CALIBRATE=0 keeps PROFILE. The steps land in $OUT/fabric-steps.csv.
 fabric_profile() {
   [ "${FABRIC:-nvlink}" = nvlink ] || [ "${CALIBRATE:-1}" = 0 ] && return 0
   echo "== NCCL steps over ${FABRIC} on this host (tasp calibrate --measure; CALIBRATE=0 skips)"
-  if timeout 400 $T calibrate --measure -t $TOPO --base "$PROFILE" --iters 5 --warmup 2 --csv "$OUT/fabric-steps.csv" \
+  if timeout 400 $T calibrate --measure -t $TOPO --base "$KIND_PROFILE" --iters 5 --warmup 2 --csv "$OUT/fabric-steps.csv" \
       --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
       -o "$OUT/fabric.profile.yaml" > "$OUT/fabric-calibrate.log" 2>&1; then
     PROFILE=$OUT/fabric.profile.yaml
