@@ -54,7 +54,7 @@ struct SimResult {
 };
 
 // How allgather's gather and reduce-scatter steps run: grouped send/recv, NCCL collectives, or whichever the profile
-// times faster (2x H100 over sockets: collectives 1.45x at 256 MiB; NVLink between 2 GPUs: send/recv 1.2x).
+// times faster (2x H100 over sockets: collectives 1.45x at 256 MiB; NVLink between 2 GPUs: send/recv 1.1-1.2x).
 enum class Collectives { Off, On, Auto };
 
 struct SimOptions {
