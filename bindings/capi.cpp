@@ -26,6 +26,7 @@ struct tasp_plan {
   tasp::planner::Workload workload;
   std::string json;
   bool deterministic = false;  // its ranks' backward: dQ bit-identical run to run
+  bool collectives = false;    // its ranks run allgather's gathers and reduce-scatters as NCCL collectives
 };
 
 // A group is shared by its handle and its ranks' handles, so they may be destroyed in any order (a garbage collector
@@ -76,6 +77,7 @@ struct Options {
   std::string profile, schemes = "all";
   planner::Passes passes{true, true};
   bool deterministic = false, framework = false;
+  simulator::Collectives collectives = simulator::Collectives::Off;
 };
 
 Options parse_options(const char* text) {
@@ -106,6 +108,11 @@ Options parse_options(const char* text) {
       if (!v.is_boolean()) throw planner::InputError("options." + k + ": expected true or false");
       (k == "deterministic" ? o.deterministic : k == "framework" ? o.framework : o.choices.prune_plain) = v.get<bool>();
     }
+    else if (k == "collectives") {
+      if (v.is_boolean()) o.collectives = v.get<bool>() ? simulator::Collectives::On : simulator::Collectives::Off;
+      else if (v.is_string() && v.get<std::string>() == "auto") o.collectives = simulator::Collectives::Auto;
+      else throw planner::InputError("options.collectives: expected true, false or \"auto\"");
+    }
     else if (k == "layout") {
       planner::Layout l;
       if (!planner::parse_layout(o.choices.layout = text_of(), &l))
@@ -122,7 +129,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic, framework)");
+                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic, framework, collectives)");
     }
   }
   return o;
@@ -175,6 +182,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     so.passes = o.passes;
     so.max_timeline_cells = 0;
     so.framework = o.framework;
+    so.collectives = o.collectives;
     std::string s = scheme, detail;
     double predicted = 0;
     if (s == "auto") {
@@ -183,6 +191,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                                          &skipped, o.choices);
       simulator::SchemeRun& best = runs[simulator::fastest(runs)];
       h->plan = std::move(best.plan), s = best.scheme, detail = best.detail, predicted = best.sim.total_us;
+      h->collectives = best.sim.collectives;
       std::string tried;
       for (const auto& r : runs) tried += (tried.empty() ? "" : ", ") + r.scheme + " " + std::to_string(r.sim.total_us);
       detail = "auto: fastest simulated (us: " + tried + ")" + (detail.empty() ? "" : "; " + detail);
@@ -192,10 +201,13 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
       h->plan = planner::build_plan(t, s, po);
       if (const std::string e = simulator::misfit(h->plan, h->workload); !e.empty()) throw planner::InputError("workload: " + e);
       if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
-      predicted = simulator::simulate(h->plan, t, h->workload, prof, so).total_us;
+      const simulator::SimResult sim = simulator::simulate(h->plan, t, h->workload, prof, so);
+      predicted = sim.total_us, h->collectives = sim.collectives;
     }
     if (const std::string e = planner::verify_plan(h->plan); !e.empty()) throw std::logic_error("invalid plan: " + e);
     const planner::Plan& p = h->plan;
+    // Asked for, collectives run whatever the profile knows of them (allgather's steps only); "auto": as predicted.
+    if (o.collectives == simulator::Collectives::On) h->collectives = p.scheme == "allgather" && p.ulysses == 1;
     nlohmann::json j = {{"scheme", s},
                         {"ranks", p.ranks},
                         {"gpus", p.gpus()},
@@ -206,6 +218,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},
                         {"keeps_kv", p.has_backward && p.backward.keeps_kv},
                         {"deterministic", h->deterministic},
+                        {"collectives", h->collectives},
                         {"detail", detail},
                         {"profile", prof.name},
                         {"predicted_us", predicted},
@@ -282,7 +295,8 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
     bindings::need(group, "group");
     auto h = std::make_unique<tasp_rank>();
     h->group = group->group;
-    h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s, plan->deterministic);
+    h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s, plan->deterministic,
+                                           plan->collectives);
     *out = h.release();
   });
 }

@@ -43,12 +43,13 @@ TASP_API const char* tasp_last_error(void);
  * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
  * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
  * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
- * and its own layout, as tasp_rank_* runs it). */
+ * and its own layout, as tasp_rank_* runs it), "collectives" (its ranks run allgather's gathers and reduce-scatters as
+ * NCCL collectives: true, false (default: grouped send/recv), or "auto": where the profile times them faster). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);
 /* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, layout, causal, accumulator, keeps_kv,
- * detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
+ * deterministic, collectives (whether its ranks run NCCL collectives), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
  * token ranges [begin, end) of the sequence it holds, in the order it holds them (zigzag chunks, documents split).
  * The text lives as long as the plan. */
 TASP_API const char* tasp_plan_json(const tasp_plan* plan);

@@ -186,7 +186,7 @@ void make_nccl_id(unsigned char* nccl_id) {
 }
 
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
-                               bool deterministic) {
+                               bool deterministic, bool collectives) {
   check_rank_plan(p, w, group.ranks);
   if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
     throw planner::InputError("workload: " + e);
@@ -194,7 +194,9 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   s->deterministic = deterministic;
-  s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0;
+  s->collectives = collectives && p.ulysses == 1 && p.scheme == "allgather";
+  // An all-gather fills the slots in place, the own pieces' among them: those are staged, not read from the caller's.
+  s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0 || s->collectives;
   if (p.ulysses > 1) {
     open_head_runner(*s);
     return s;
@@ -206,7 +208,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;
-  const auto [kv_slots, grad_slots] = slot_counts(plan, rank);
+  const auto [kv_slots, grad_slots] = slot_counts(plan, rank, s->collectives);
   x.groups.resize(1);
   cuda::HeadGroupDevice& hg = x.groups[0];
   // Kept K/V in the runner's slots would be the last layer's: a keeping plan's calls run on the caller's `saved`
@@ -214,7 +216,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   // own slots, copied out and back, medium on 2x H200 measured 0.9 ms more per fwd+bwd than tasp run), and its own
   // slots wait for a forward without `saved` (no_grad). Q, dO and dQ are the caller's tensors.
   const bool keeps = bwd && plan.backward.keeps_kv;
-  hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, keeps ? 0 : kv_slots, grad_slots, bwd, false, true);
+  hg.buf = cuda::alloc_rank_buffers(x, plan, w, g, rank, keeps ? 0 : kv_slots, grad_slots, bwd, s->collectives, true);
   s->own_kv = !keeps;
   hg.ev_fwd.resize(cuda::kStepEvents * plan.num_steps(Pass::Fwd));
   hg.ev_bwd.resize(bwd ? cuda::kStepEvents * plan.num_steps(Pass::Bwd) : 0);
@@ -231,12 +233,14 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
     // Own pieces read where the caller keeps them (caller_kv.hpp) need no slots in `saved`: the other ranks' pieces
     // alone, half of it on 2 GPUs (medium: 201 -> 101 MB a layer and rank). Whether they can be is the geometry's (a
     // probe of the lists on a base never read).
-    std::vector<cuda::RankBuffers> bufs(plan.ranks);
-    bufs[rank] = hg.buf;
-    bufs[rank].kv = reinterpret_cast<void*>(uintptr_t(1) << 44);
-    const cuda::PassWork f = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
-    const cuda::PassWork b = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
-    s->own_outside_saved = !s->stage_own && cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
+    if (!s->stage_own) {
+      std::vector<cuda::RankBuffers> bufs(plan.ranks);
+      bufs[rank] = hg.buf;
+      bufs[rank].kv = reinterpret_cast<void*>(uintptr_t(1) << 44);
+      const cuda::PassWork f = cuda::make_pass_work(plan, Pass::Fwd, w, g, {rank}, bufs);
+      const cuda::PassWork b = cuda::make_pass_work(plan, Pass::Bwd, w, g, {rank}, bufs);
+      s->own_outside_saved = cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
+    }
     s->saved_bytes = s->kv_bytes - (s->own_outside_saved ? size_t(g.P) * g.slot_elems() * 2 : 0);
   }
   return s;
@@ -260,13 +264,14 @@ void make_work_lists(RankRunner& s, const void* kv) {
   std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
-  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs);
+  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs, 1, s.collectives);
   if (!s.stage_own) s.fwd.first_hop = cuda::first_hop_messages(s.g);
   if (s.plan.has_backward) {
-    s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs);
+    s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs, 1, s.collectives);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
-    // runner_backward's casts make them
-    s.bwd.deferred_adds = planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, s.bwd.accumulator_bytes == 2);
+    // runner_backward's casts make them; a last step that reduce-scatters adds what it receives itself (issue_step)
+    if (s.bwd.exchange.empty() || s.bwd.exchange.back() != cuda::Exchange::ReduceScatter)
+      s.bwd.deferred_adds = planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, s.bwd.accumulator_bytes == 2);
     s.bwd.first_hop = s.fwd.first_hop;
   }
   s.own_refs = s.stage_own ? std::nullopt : cuda::own_refs(s.fwd, s.bwd, s.r, s.g, s.r, kv);
@@ -318,7 +323,8 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
   }
   if (s.own_refs) cuda::point_own_refs_at_slots(s.fwd, s.bwd, s.r, g, *s.own_refs, own_base);
   if (staged) return;
-  auto* kv = static_cast<uint16_t*>(own_base);
+  // The own pieces' slots: 0..P-1, or by owner (collectives) r * P.. r * P + P - 1.
+  auto* kv = static_cast<uint16_t*>(own_base) + (s.collectives ? g.slot_elems() * size_t(s.r) * g.P : 0);
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half)
       TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * c.piece + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,
@@ -342,11 +348,11 @@ void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, float 
 
 }  // namespace
 
-std::pair<int, int> slot_counts(const planner::Plan& p, int r) {
+std::pair<int, int> slot_counts(const planner::Plan& p, int r, bool by_owner) {
   int kv = 0, grad = 0;
   for (Pass pass : {Pass::Fwd, Pass::Bwd}) {
     if (pass == Pass::Bwd && !p.has_backward) continue;
-    const planner::RankSlots sl = planner::plan_slots(p, pass, r, false);
+    const planner::RankSlots sl = planner::plan_slots(p, pass, r, by_owner);
     kv = std::max(kv, sl.kv_slots), grad = std::max(grad, sl.grad_slots);
   }
   return {kv, grad};

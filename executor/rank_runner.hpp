@@ -65,8 +65,10 @@ using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 // call's `saved` (so every layer's backward finds its own). The group must outlive the runner. Throws
 // planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
 // `deterministic`: the backward's dQ bit-identical from run to run (kernels::AttentionBackwardBatch::deterministic).
+// `collectives`: an allgather plan's gathers and reduce-scatters as NCCL collectives, as `tasp run` runs them where the
+// profile times them faster (NCCL's over sockets: 1.45x its send/recv at 256 MiB); ignored for other plans.
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
-                               bool deterministic = false);
+                               bool deterministic = false, bool collectives = false);
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
 // the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);

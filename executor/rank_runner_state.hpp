@@ -80,6 +80,9 @@ struct RankRunner {
   // TASP_OWN_KV_STAGED=1 (every rank alike; A/B runs): own K/V staged into their slots and sent from there, as before
   // caller_kv.hpp.
   bool stage_own = false;
+  // allgather's gathers and reduce-scatters as NCCL collectives (open_rank_runner): K/V slots by owner (the own ones at
+  // r * P, staged there: an all-gather fills the slots in place), reduce-scatters through rs_send / rs_recv.
+  bool collectives = false;
   // Head-parallel plans (Plan::ulysses = u > 1; rank_runner_heads.cpp): this GPU is `gpu` = r * u + slot.
   int u = 1, slot = 0, gpu = 0;
   planner::Workload wg, sw;  // a head group's workload, and one slot's share of it
@@ -92,7 +95,7 @@ struct RankRunner {
 // The group's communicator, or why there is none any more (std::runtime_error).
 ncclComm_t comm_of(RankGroup& g);
 // The K/V and accumulator slots rank r of plan p holds at most over its passes (its buffers' sizes).
-std::pair<int, int> slot_counts(const planner::Plan& p, int r);
+std::pair<int, int> slot_counts(const planner::Plan& p, int r, bool by_owner = false);
 // A call's start: both runner streams after the caller's stream; the group's communicator current.
 void start_call(RankRunner& s, cudaStream_t caller);
 // A call's end: the caller's stream after the runner's last work, and the watchdog told.

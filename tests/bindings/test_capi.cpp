@@ -97,6 +97,7 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("complete:2", "auto", "B=1,S=64,H=4,D=8", "{\"schemes\": \"ring,spiral\"}", "spiral");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"accumulator\": \"fp8\"}", "options.accumulator");
+  fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"collectives\": \"yes\"}", "options.collectives");
   EXPECT_EQ(tasp_plan_create(nullptr, "ring", "B=1,S=64,H=4,D=8", nullptr, &p), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("topology"), std::string::npos);
   // A run without a backward part asked for one; a NULL buffer; an unknown precision.
@@ -160,3 +161,35 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_NE(std::string(tasp_last_error()).find("equal token parts"), std::string::npos) << tasp_last_error();
   tasp_plan_destroy(p);
 }
+
+// How a plan's ranks exchange allgather's steps ("collectives"): grouped send/recv by default; NCCL collectives when
+// asked (allgather only: other schemes' steps are not collectives); "auto" as the profile times them: over sockets
+// (the socket fabric's profile, whose all-gather outruns its send/recv) collectives, on NVLink between 2 GPUs not.
+TEST(CApi, CollectivesAsAskedOrAsTheProfileTimesThem) {
+  const std::string src = TASP_SOURCE_DIR;
+  const std::string sock = "{\"profile\": \"" + src + "/topologies/h100x2-socket.profile.yaml\", \"collectives\": ";
+  const std::string socket_topology = src + "/topologies/h100x2-socket.yaml";
+  struct Case {
+    std::string topology, scheme, options;
+    bool collectives;
+  } cases[] = {
+      {"complete:2", "allgather", "", false},
+      {"complete:2", "allgather", "{\"collectives\": false}", false},
+      {"complete:2", "allgather", "{\"collectives\": true}", true},
+      {"complete:2", "ring", "{\"collectives\": true}", false},
+      {"complete:2", "allgather", "{\"collectives\": \"auto\"}", false},
+      {socket_topology, "allgather", sock + "\"auto\"}", true},
+      {socket_topology, "allgather", sock + "false}", false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.topology + " " + c.scheme + " " + c.options);
+    tasp_plan* p = nullptr;
+    ASSERT_EQ(tasp_plan_create(c.topology.c_str(), c.scheme.c_str(), "B=1,S=8192,H=32,D=128,causal",
+                               c.options.empty() ? nullptr : c.options.c_str(), &p),
+              TASP_OK)
+        << tasp_last_error();
+    EXPECT_EQ(describe(p)["collectives"].get<bool>(), c.collectives);
+    tasp_plan_destroy(p);
+  }
+}
+

@@ -29,6 +29,8 @@ def one_process_group():
     (dict(timeout=0), "timeout:"),
     (dict(max_plans=0), "max_plans:"),
     (dict(deterministic="yes"), "deterministic:"),
+    (dict(collectives="yes"), "collectives:"),
+    (dict(collectives=1), "collectives:"),
     (dict(candidates=["spiral"]), "candidates:"),
     (dict(candidates=[]), "candidates:"),
     (dict(candidates="ulysses"), "candidates:"),
@@ -228,6 +230,25 @@ def test_deterministic_reaches_the_plan(one_process_group):
     assert tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64").info["deterministic"] is False
     with pytest.raises(ValueError, match="options.deterministic"):
         tasp.Plan("complete:2", "ring", "B=1,S=64,H=2,D=64", deterministic="yes")
+
+
+def test_collectives_reach_the_plan(one_process_group):
+    """Context(collectives=...) asks an allgather plan's ranks for NCCL collectives (True), or for what the profile
+    times faster ("auto": over sockets collectives, on NVLink between 2 GPUs send/recv); the default sends and
+    receives; other schemes' steps are never collectives; the C side refuses another value, naming the option."""
+    import os
+    import tasp
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
+    w = "B=1,S=8192,H=32,D=128,causal"
+    assert "collectives" not in tt.Context()._options(True, False)
+    assert tasp.Plan("complete:2", "allgather", w, **tt.Context(collectives=True)._options(True, False)).info["collectives"]
+    assert not tasp.Plan("complete:2", "ring", w, collectives=True).info["collectives"]
+    assert not tasp.Plan("complete:2", "allgather", w).info["collectives"]
+    assert not tasp.Plan("complete:2", "allgather", w, collectives="auto").info["collectives"]
+    sock = dict(profile=os.path.join(src, "h100x2-socket.profile.yaml"), collectives="auto")
+    assert tasp.Plan(os.path.join(src, "h100x2-socket.yaml"), "allgather", w, **sock).info["collectives"]
+    with pytest.raises(ValueError, match="options.collectives"):
+        tasp.Plan("complete:2", "allgather", w, collectives="yes")
 
 
 def test_candidates_are_what_auto_chooses_among(one_process_group):

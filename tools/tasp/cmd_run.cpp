@@ -107,7 +107,7 @@ void register_run(CLI::App& app) {
         so.max_timeline_cells = 0;
         so.collectives = a->collectives.choice();
         const simulator::SimResult sim = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so);
-        co.collectives = sim.collectives;
+        co.collectives = a->collectives.on || sim.collectives;  // forced, or what the profile times faster
         if (a->heat_ms > 0 && sim.total_us > 0)
           co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / sim.total_us))));
       }

@@ -149,10 +149,13 @@ class Context:
         (layout contiguous or zigzag; no window) share one plan per shape: each call re-masks its rank for its
         documents, with no planning and no allocation per step; otherwise a plan per document set.
     deterministic: the backward's dQ bit-identical from run to run (dK and dV always are), at some speed
-        (docs/measurements/kernels.md)."""
+        (docs/measurements/kernels.md).
+    collectives: how an allgather plan's ranks gather K/V and reduce-scatter dK/dV: False (default), grouped
+        send/recv; True, NCCL collectives (NCCL runs them 1.45x faster over sockets, docs/measurements/fabrics.md);
+        "auto", whichever `profile` times faster (a profile measured on the fabric: tasp calibrate --measure)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=600, max_plans=16, deterministic=False, candidates=None):
+                 timeout=600, max_plans=16, deterministic=False, candidates=None, collectives=False):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -168,6 +171,8 @@ class Context:
             raise ValueError(f"max_plans: expected a positive integer, got {max_plans!r}")
         if not isinstance(deterministic, bool):
             raise ValueError(f"deterministic: expected True or False, got {deterministic!r}")
+        if collectives not in (False, True, "auto") or isinstance(collectives, int) and not isinstance(collectives, bool):
+            raise ValueError(f"collectives: expected False, True or 'auto', got {collectives!r}")
         if candidates is not None:
             if scheme != "auto":
                 raise ValueError(f"candidates: the schemes auto chooses among, so scheme must be 'auto', got {scheme!r}")
@@ -180,6 +185,7 @@ class Context:
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
+        self.collectives = collectives
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._closed = False
@@ -208,6 +214,8 @@ class Context:
             o["memory_budget_gib"] = float(self.memory_budget)
         if self.deterministic:
             o["deterministic"] = True
+        if self.collectives is not False:
+            o["collectives"] = self.collectives
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):
@@ -284,7 +292,7 @@ class Context:
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
-            for option in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework"):
+            for option in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework", "collectives"):
                 o.pop(option, None)
             return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
         return self._layouts.get(key)

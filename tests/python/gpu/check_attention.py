@@ -172,6 +172,24 @@ def main():
     got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
     bad += not judge("allgather softmax_scale=0.05 bf16 H=8/4 causal", got, full, True, None, None, rank, scale=0.05)
 
+    # allgather's gathers and reduce-scatters as NCCL collectives through a rank (Context(collectives=True)): the K/V
+    # kept for the backward (bf16), and gathered again where a memory budget keeps none (fp16).
+    for budget, dtype in ((None, torch.bfloat16), (1e-6, torch.float16)):
+        ctx = tt.Context(scheme="allgather", collectives=True, memory_budget=budget)
+        g = torch.Generator(device=dev).manual_seed(19)
+        full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, 4, 4, 8)]
+        mine = [ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]]
+        out = tt.attention(*mine, causal=True, ctx=ctx)
+        out.backward(ctx.shard(full[3], 1, causal=True))
+        got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
+        info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
+        note = f"collectives {info['collectives']}, K/V kept {info['keeps_kv']}"
+        ok = judge(f"allgather collectives {str(dtype)[6:]:8} B=2 H=8/4 causal", got, full, True, None, None, rank, note)
+        engaged = info["collectives"] and info["keeps_kv"] == (budget is None)  # the path meant, or the case is void
+        if rank == 0 and not engaged:
+            print(f"FAIL allgather collectives: the plan did not take the path meant ({note})", flush=True)
+        bad += not (ok and engaged)
+
     # return_lse: this rank's softmax LSE rows [B, H, S_local] in shard order, against logsumexp of the scaled scores in
     # fp32 over the whole sequence (the same bf16 inputs); the compat functions' (out, softmax_lse, None).
     ctx = tt.Context(scheme="allgather")
