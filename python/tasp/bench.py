@@ -43,6 +43,11 @@ def parse_args(argv=None):
                                          "with these documents; T replaces B*S)")
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="input type (default the config's, else bf16)")
     ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
+    ap.add_argument("--profile", help="the simulator's machine profile for tasp's choices (tasp calibrate --measure on "
+                                      "this fabric; default the built-in one for the topology)")
+    ap.add_argument("--collectives", choices=("false", "true", "auto"), default="false",
+                    help="allgather's gathers and reduce-scatters as NCCL collectives (true), grouped send/recv "
+                         "(false, default), or whichever --profile times faster (auto); Context(collectives=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
@@ -179,7 +184,8 @@ def run(a):
             f"peak {peak[0].item():6.2f} GiB (device {peak[1].item():6.2f})", flush=True)
 
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
-    ctx = tt.Context(scheme=a.scheme)
+    ctx = tt.Context(scheme=a.scheme, profile=a.profile,
+                     collectives={"false": False, "true": True, "auto": "auto"}[a.collectives])
     q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 

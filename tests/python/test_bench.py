@@ -68,3 +68,12 @@ def test_the_environment_names_the_fabric_and_the_switches():
     assert bench.run_environment({"NCCL_P2P_DISABLE": "1"})["fabric"] == "shm"
     assert bench.run_environment({"NCCL_P2P_DISABLE": "0", "NCCL_SHM_DISABLE": "1"})["fabric"] == "default"
     assert bench.run_environment({}) == {"fabric": "default", "variables": {}}
+
+
+def test_collectives_and_profile_options():
+    a = bench.parse_args(["--config", "medium", "--collectives", "auto", "--profile", "x.yaml"])
+    assert a.collectives == "auto" and a.profile == "x.yaml"
+    assert bench.parse_args(["--config", "medium"]).collectives == "false"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--config", "medium", "--collectives", "yes"])
+
