@@ -12,6 +12,8 @@
 #   train-docs  the same with --docs 8: packed documents cut anew every step (one plan for all of them), not in the
 #          default;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
+#   (FABRIC=shm|socket: NCCL forced off NVLink; bench then measures the fabric first and runs tasp with that profile
+#   and --collectives ${COLLECTIVES:-auto});
 #   stall  tests/python/gpu/check_stall.py: a peer that stops calling, or whose process exits, ends the others' calls
 #          within the timeout;
 #   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
@@ -28,6 +30,14 @@ source "$(dirname "$0")/lib/common.sh"
 steps=" ${*:-check bench train pip stall overhead} "
 device_info
 build tasp_c tasp
+# On a forced fabric (FABRIC=shm|socket) the bench's tasp takes its choices, and its allgather's transport, from a
+# profile measured there (COLLECTIVES=auto by default then; true or false to force).
+bench_fabric=()
+if [ "${FABRIC:-nvlink}" != nvlink ]; then
+  fabric_profile
+  prof=$PROFILE; [[ $prof == /* ]] || prof=$PWD/$prof
+  bench_fabric=(--profile "$prof" --collectives "${COLLECTIVES:-auto}")
+fi
 export TASP_LIBRARY=$PWD/build-gpu/bindings/libtasp_c.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 fail=0
 launch=(torchrun --standalone --nproc_per_node="$N")
@@ -38,7 +48,8 @@ if [[ $steps == *" check "* ]]; then
 fi
 if [[ $steps == *" bench "* ]]; then
   for c in ${CONFIGS:-medium large large_seq xlarge qwen3_14b qwen3_32b}; do
-    timeout 300 "${launch[@]}" -m tasp.bench --config "$c" --baseline --timing-runs "${ITERS:-5}" --json "$OUT/bench-$c.json" 2>&1 |
+    timeout 300 "${launch[@]}" -m tasp.bench --config "$c" --baseline --timing-runs "${ITERS:-5}" --json "$OUT/bench-$c.json" \
+      ${bench_fabric[@]+"${bench_fabric[@]}"} 2>&1 |
       tee -a "$OUT/bench.log" | grep -E "^tasp / best|^# tasp:"
   done
   python3 - "$OUT" <<'PY' | tee "$OUT/bench.md"
