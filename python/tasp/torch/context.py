@@ -280,7 +280,8 @@ class Context:
     def scheme_for(self, q, k, causal=False, window=None, cu_seqlens=None):
         """What the plan for this shard runs and why (auto: every scheme's predicted time)."""
         info = self._rank_for(q, k, causal, window, cu_seqlens).plan.info
-        return f"{info['scheme']} ({info['detail'] or 'named'}; predicted {info['predicted_us'] / 1e3:.3f} ms)"
+        how = "; NCCL collectives" if info.get("collectives") else ""
+        return f"{info['scheme']} ({info['detail'] or 'named'}; predicted {info['predicted_us'] / 1e3:.3f} ms{how})"
 
     # ---- the token order
 
