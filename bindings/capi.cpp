@@ -13,6 +13,7 @@
 #include "executor/backend.hpp"
 #include "executor/cuda_heads.hpp"
 #include "executor/rank_runner.hpp"
+#include "planner/collective.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
@@ -207,7 +208,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     if (const std::string e = planner::verify_plan(h->plan); !e.empty()) throw std::logic_error("invalid plan: " + e);
     const planner::Plan& p = h->plan;
     // Asked for, collectives run whatever the profile knows of them (allgather's steps only); "auto": as predicted.
-    if (o.collectives == simulator::Collectives::On) h->collectives = p.scheme == "allgather" && p.ulysses == 1;
+    if (o.collectives == simulator::Collectives::On) h->collectives = planner::collectives_apply(p);
     nlohmann::json j = {{"scheme", s},
                         {"ranks", p.ranks},
                         {"gpus", p.gpus()},

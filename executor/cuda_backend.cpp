@@ -24,6 +24,7 @@
 #include "executor/cuda_rank.hpp"
 #include "executor/launch_env.hpp"
 #include "executor/mpi_link.hpp"
+#include "planner/collective.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/rank_memory.hpp"
 #include "planner/topology.hpp"
@@ -148,7 +149,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
   const planner::Workload sw = u > 1 ? planner::slot_workload(u, wg) : w;
   // Collective exchanges, for allgather plans: K/V slots laid out by owner (n slots, which allgather holds anyway;
   // a ring's few would become n). Head-parallel plans keep their own layout (the all-to-alls unpack into 0..P-1).
-  const bool collectives = opt_.collectives && u == 1 && plan.scheme == "allgather";
+  const bool collectives = opt_.collectives && planner::collectives_apply(plan);
   auto rank_of = [u](int gpu) { return gpu / u; };
   auto slot_of = [u](int gpu) { return gpu % u; };
   int devices = 0;

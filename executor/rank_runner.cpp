@@ -16,6 +16,7 @@
 #include "executor/rank_runner_state.hpp"  // CUDA, NCCL, the cuda backend's pieces, the threads' state
 #include "kernels/attention.hpp"
 #include "kernels/env_knob.hpp"
+#include "planner/collective.hpp"
 #include "planner/slot_plan.hpp"
 
 namespace tasp::executor {
@@ -194,7 +195,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   s->deterministic = deterministic;
-  s->collectives = collectives && p.ulysses == 1 && p.scheme == "allgather";
+  s->collectives = collectives && planner::collectives_apply(p);
   // An all-gather fills the slots in place, the own pieces' among them: those are staged, not read from the caller's.
   s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0 || s->collectives;
   if (p.ulysses > 1) {

@@ -4,6 +4,8 @@
 
 namespace tasp::planner {
 
+bool collectives_apply(const Plan& p) { return p.ulysses == 1 && p.scheme == "allgather"; }
+
 Collective collective_of(const Step& s, int n, int P) {
   if (s.transfers.empty() || n < 2 || P < 1) return Collective::None;
   const bool grad = s.transfers.front().grad;

@@ -11,5 +11,8 @@ enum class Collective { None, AllGather, ReduceScatter };
 // What step `s` of a plan of `n` ranks with `P` pieces per rank is: None unless it holds every (sender, owner, piece,
 // receiver) of one of the two patterns exactly once.
 Collective collective_of(const Step& s, int n, int P);
+// Whether a plan's steps may run as collectives at all: allgather's, token-parallel (its gathers and reduce-scatters;
+// the backends, the simulator and the C ABI ask this one question).
+bool collectives_apply(const Plan& p);
 
 }  // namespace tasp::planner

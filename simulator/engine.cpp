@@ -182,10 +182,10 @@ struct StepFlows {
   std::vector<double> bytes_out, bytes_in;
 };
 
-// Steps NCCL can run as collectives (the cuda backend's: allgather's gathers and reduce-scatters, token-parallel plans)
-// timed at the profile's collective rate, where it has one for these ranks.
-bool collectives_apply(const planner::Plan& p, const CommProfile& cp) {
-  return p.ulysses == 1 && p.scheme == "allgather" && !cp.collective_gbps.empty();
+// Steps NCCL can run as collectives (planner::collectives_apply) timed at the profile's collective rate, where it has
+// one for these ranks.
+bool collectives_timed(const planner::Plan& p, const CommProfile& cp) {
+  return planner::collectives_apply(p) && !cp.collective_gbps.empty();
 }
 
 SimResult simulate_general(const PassModel& m, const Network& net, const SimOptions& opt, int keep) {
@@ -197,7 +197,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   const CommProfile& cp = m.prof.comm_for(n * u);
   // Steps NCCL runs as one collective (the cuda backend's --collectives: allgather plans only): every rank's flows
   // share the profile's collective rate instead of the point-to-point caps.
-  const bool collectives = opt.collectives == Collectives::On && collectives_apply(p, cp);
+  const bool collectives = opt.collectives == Collectives::On && collectives_timed(p, cp);
   SimResult res;
   auto& tl = res.timeline;
   tl.per_rank.assign(keep, std::vector<StepTiming>(steps));
@@ -467,7 +467,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     SimOptions o = opt_in;
     o.collectives = Collectives::Off;
     SimResult off = simulate(p, topo, w_in, prof_in, o);
-    if (!collectives_apply(p, prof_in.comm_for(p.gpus()))) return off;
+    if (!collectives_timed(p, prof_in.comm_for(p.gpus()))) return off;
     o.collectives = Collectives::On;
     SimResult on = simulate(p, topo, w_in, prof_in, o);
     return on.total_us < off.total_us ? on : off;
@@ -561,7 +561,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
       r.symmetric_fast_path = r.symmetric_fast_path && b.symmetric_fast_path;
     }
   }
-  r.collectives = opt.collectives == Collectives::On && collectives_apply(p, prof.comm_for(p.gpus()));
+  r.collectives = opt.collectives == Collectives::On && collectives_timed(p, prof.comm_for(p.gpus()));
   r.single_gpu_us = single_gpu_us(w_in, prof, opt.passes);
   r.peak_memory_bytes = planner::peak_rank_memory(p, w_in, opt.passes).total();
   r.tokens_per_s = r.total_us > 0 ? double(w_in.B) * w_in.S / (r.total_us * 1e-6) : 0;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "executor/run.hpp"
+#include "planner/collective.hpp"
 #include "planner/rank_memory.hpp"
 #include <nlohmann/json.hpp>
 #include "planner/minimum_bytes.hpp"
@@ -212,7 +213,7 @@ void register_run(CLI::App& app) {
         if (least) j["fewest_sent_bytes_per_gpu"] = {{"fwd", least->fwd}, {"bwd", least->bwd}};
         j["bound_us"] = {{"kernels", t.compute_us()}, {"bytes", bound_bytes_us}, {"bound", bound_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
-        if (p.scheme == "allgather" && a->backend == "cuda") j["collectives"] = collectives;
+        if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
         if (rep.result.device_bytes > 0)
           j["device_bytes_per_rank"] = rep.result.device_bytes, j["device_used_bytes"] = rep.result.device_used_bytes;

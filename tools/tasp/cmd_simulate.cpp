@@ -5,6 +5,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "planner/collective.hpp"
 #include "planner/minimum_bytes.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/timeline.hpp"
@@ -129,7 +130,7 @@ nlohmann::json to_json(const std::vector<SchemeRun>& runs, const std::vector<Ski
       j["schemes"].back()["accumulator"] = r.plan.accumulator_bytes == 2 ? "bf16" : "fp32",
       j["schemes"].back()["keeps_kv"] = r.plan.backward.keeps_kv;
     if (!r.detail.empty()) j["schemes"].back()["detail"] = r.detail;
-    if (r.plan.scheme == "allgather") j["schemes"].back()["collectives"] = s.collectives;
+    if (planner::collectives_apply(r.plan)) j["schemes"].back()["collectives"] = s.collectives;
     const auto sent = s.timeline.busiest_sent();
     j["schemes"].back()["sent_bytes_per_gpu"] = {{"fwd", sent.fwd}, {"bwd", sent.bwd}};
     if (const auto least = planner::minimum_sent_bytes(r.plan, w))

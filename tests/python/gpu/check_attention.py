@@ -76,6 +76,15 @@ def judge(label, got, inputs, causal, window, cu, rank, note="", scale=None):
     return ok
 
 
+def causal_pass(ctx, full, **kw):
+    """q, k, v of `full` (q, k, v, dout over the whole sequence) sharded causally through `ctx`, attention forward and
+    backward; this rank's inputs, and out, dq, dk, dv over the whole sequence."""
+    mine = [ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]]
+    out = tt.attention(*mine, causal=True, ctx=ctx, **kw)
+    out.backward(ctx.shard(full[3], 1, causal=True))
+    return mine, [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
+
+
 def main():
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -166,10 +175,7 @@ def main():
     ctx = tt.Context(scheme="allgather")
     g = torch.Generator(device=dev).manual_seed(13)
     full = [torch.randn(1, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (8, 4, 4, 8)]
-    mine = [ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]]
-    out = tt.attention(*mine, causal=True, softmax_scale=0.05, ctx=ctx)
-    out.backward(ctx.shard(full[3], 1, causal=True))
-    got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
+    _, got = causal_pass(ctx, full, softmax_scale=0.05)
     bad += not judge("allgather softmax_scale=0.05 bf16 H=8/4 causal", got, full, True, None, None, rank, scale=0.05)
 
     # allgather's gathers and reduce-scatters as NCCL collectives through a rank (Context(collectives=True)): the K/V
@@ -178,10 +184,7 @@ def main():
         ctx = tt.Context(scheme="allgather", collectives=True, memory_budget=budget)
         g = torch.Generator(device=dev).manual_seed(19)
         full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, 4, 4, 8)]
-        mine = [ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]]
-        out = tt.attention(*mine, causal=True, ctx=ctx)
-        out.backward(ctx.shard(full[3], 1, causal=True))
-        got = [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
+        mine, got = causal_pass(ctx, full)
         info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
         note = f"collectives {info['collectives']}, K/V kept {info['keeps_kv']}"
         ok = judge(f"allgather collectives {str(dtype)[6:]:8} B=2 H=8/4 causal", got, full, True, None, None, rank, note)
@@ -254,12 +257,7 @@ def main():
     g = torch.Generator(device=dev).manual_seed(7)
     full = [torch.randn(1, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (16, 4, 4, 16)]
     ref = reference(*full, True, None, None)
-    runs = []
-    for _ in range(2):
-        q, k, v = (ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3])
-        o = tt.attention(q, k, v, causal=True, ctx=ctx)
-        o.backward(ctx.shard(full[3], 1, causal=True))
-        runs.append([ctx.unshard(x, 1, causal=True) for x in (o, q.grad, k.grad, v.grad)])
+    runs = [causal_pass(ctx, full)[1] for _ in range(2)]
     same = all(torch.equal(a, b) for a, b in zip(*runs))
     errs = [rel(x, r) for x, r in zip(runs[0], ref)]
     ok = same and errs[0] < 1e-2 and max(errs[1:]) < 2e-2
@@ -273,10 +271,7 @@ def main():
     from tasp._lib import lib
     lib.tasp_group_destroy(ctx._group.handle)
     ctx._group.handle = None
-    q, k, v = (ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3])
-    o = tt.attention(q, k, v, causal=True, ctx=ctx)
-    o.backward(ctx.shard(full[3], 1, causal=True))
-    errs = [rel(ctx.unshard(x, 1, causal=True), r) for x, r in zip((o, q.grad, k.grad, v.grad), ref)]
+    errs = [rel(x, r) for x, r in zip(causal_pass(ctx, full)[1], ref)]
     ok = errs[0] < 1e-2 and max(errs[1:]) < 2e-2
     bad += not ok
     ctx.close()
