@@ -36,7 +36,7 @@ PROFILE=${PROFILE:-$KIND_PROFILE}
 # --measure, a minute or so) and use the profile fitted to them, the rest (kernels, executor) this GPU kind's profile's
 # (the socket profile's are the H100's): a fabric's rate is the host's
 # (sockets over loopback moved 1.7 GB/s per direction on the 2x H100 host of 2026-11-25 and about 3.3 GB/s on the 2x
-# H200 host of 2026-11-26, whose runs the H100 host's profile predicted 20-36% slow), and the runs' bounds and
+# H200 host of 2026-11-26, whose runs the H100 host's profile predicted 19-36% slow), and the runs' bounds and
 # predictions are only as good as it. CALIBRATE=0 keeps PROFILE. The steps land in $OUT/fabric-steps.csv.
 fabric_profile() {
   [ "${FABRIC:-nvlink}" = nvlink ] || [ "${CALIBRATE:-1}" = 0 ] && return 0
