@@ -70,7 +70,7 @@ for c in dict.fromkeys(r["config"] for r in runs):
     bd = f"{bound:.3f} ({float(b['measured_ms']) / bound:.2f}x)" if bound > 0 else "-"
     print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {bd} | {am} | {tb} |")
 PY
-$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
+$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" $(transport_flags) -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"
 # What a report cites: the tables, the raw runs and baselines, the machine, and a fabric's measured steps and profile.
 pack_logs best.md runs.csv baseline.csv device.txt report.txt fabric-steps.csv fabric.profile.yaml

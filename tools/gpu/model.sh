@@ -50,7 +50,7 @@ validate() {
       done
     done
   done
-  $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
+  $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" $(transport_flags) -o "$OUT/report" > "$OUT/report.txt" 2>&1
   head -4 "$OUT/report.txt"
 }
 case $WHAT in

@@ -117,6 +117,7 @@ void register_report(CLI::App& app) {
   struct Args {
     std::string runs, simulated, measured, out = "report", topology, profile, pass = "fwd", clock = "sustained";
     double tie_margin = 0.02;
+    CollectivesFlags collectives;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/compare.sh and model.sh write it)");
@@ -131,6 +132,9 @@ void register_report(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Directory for report.md and report.html")->capture_default_str();
   cmd->add_option("--tie", a->tie_margin, "Schemes measured within this fraction of the fastest count as tied")->capture_default_str();
+  // allgather predicted with the transport its runs took (tools/gpu/compare.sh passes TASP_RUN_ARGS' choice): on the
+  // socket fabric of 2026-11-26 the send/recv prediction was 31-49% above runs made with --collectives.
+  add_collectives_flags(cmd, a->collectives);
   cmd->callback([a] {
     std::ostringstream md, html;
     md << "# tasp report\n\n";
@@ -156,6 +160,7 @@ void register_report(CLI::App& app) {
         const Workload w = parse_workload(r.config);
         simulator::SimOptions so;
         so.clock = parse_clock(a->clock);
+        so.collectives = a->collectives.choice();
         parse_passes(r.pass, &so.passes);
         auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
