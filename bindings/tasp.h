@@ -44,7 +44,7 @@ TASP_API const char* tasp_last_error(void);
  * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
  * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
  * and its own layout, as tasp_rank_* runs it), "collectives" (its ranks run allgather's gathers and reduce-scatters as
- * NCCL collectives: true, false (default: grouped send/recv), or "auto": where the profile times them faster). */
+ * NCCL collectives: true, false (grouped send/recv), or "auto" (default): where the profile times them faster). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);

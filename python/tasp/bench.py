@@ -45,9 +45,9 @@ def parse_args(argv=None):
     ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
     ap.add_argument("--profile", help="the simulator's machine profile for tasp's choices (tasp calibrate --measure on "
                                       "this fabric; default the built-in one for the topology)")
-    ap.add_argument("--collectives", choices=("false", "true", "auto"), default="false",
+    ap.add_argument("--collectives", choices=("false", "true", "auto"), default="auto",
                     help="allgather's gathers and reduce-scatters as NCCL collectives (true), grouped send/recv "
-                         "(false, default), or whichever --profile times faster (auto); Context(collectives=...)")
+                         "(false), or whichever --profile times faster (auto, default); Context(collectives=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "

@@ -162,9 +162,9 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   tasp_plan_destroy(p);
 }
 
-// How a plan's ranks exchange allgather's steps ("collectives"): grouped send/recv by default; NCCL collectives when
-// asked (allgather only: other schemes' steps are not collectives); "auto" as the profile times them: over sockets
-// (the socket fabric's profile, whose all-gather outruns its send/recv) collectives, on NVLink between 2 GPUs not.
+// How a plan's ranks exchange allgather's steps ("collectives"): as the profile times them by default ("auto"): over
+// sockets (the socket fabric's profile, whose all-gather outruns its send/recv) collectives, on NVLink between 2 GPUs
+// not; NCCL collectives when asked (allgather only: other schemes' steps are not collectives), send/recv when refused.
 TEST(CApi, CollectivesAsAskedOrAsTheProfileTimesThem) {
   const std::string src = TASP_SOURCE_DIR;
   const std::string sock = "{\"profile\": \"" + src + "/topologies/h100x2-socket.profile.yaml\", \"collectives\": ";
@@ -180,6 +180,7 @@ TEST(CApi, CollectivesAsAskedOrAsTheProfileTimesThem) {
       {"complete:2", "allgather", "{\"collectives\": \"auto\"}", false},
       {socket_topology, "allgather", sock + "\"auto\"}", true},
       {socket_topology, "allgather", sock + "false}", false},
+      {socket_topology, "allgather", "{\"profile\": \"" + src + "/topologies/h100x2-socket.profile.yaml\"}", true},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.topology + " " + c.scheme + " " + c.options);

@@ -73,7 +73,7 @@ def test_the_environment_names_the_fabric_and_the_switches():
 def test_collectives_and_profile_options():
     a = bench.parse_args(["--config", "medium", "--collectives", "auto", "--profile", "x.yaml"])
     assert a.collectives == "auto" and a.profile == "x.yaml"
-    assert bench.parse_args(["--config", "medium"]).collectives == "false"
+    assert bench.parse_args(["--config", "medium"]).collectives == "auto"
     with pytest.raises(SystemExit):
         bench.parse_args(["--config", "medium", "--collectives", "yes"])
 

@@ -234,19 +234,22 @@ def test_deterministic_reaches_the_plan(one_process_group):
 
 def test_collectives_reach_the_plan(one_process_group):
     """Context(collectives=...) asks an allgather plan's ranks for NCCL collectives (True), or for what the profile
-    times faster ("auto": over sockets collectives, on NVLink between 2 GPUs send/recv); the default sends and
-    receives; other schemes' steps are never collectives; the C side refuses another value, naming the option."""
+    times faster ("auto", the default: over sockets collectives, on NVLink between 2 GPUs send/recv); other schemes' steps are never collectives; the C side refuses another value, naming the option."""
     import os
     import tasp
     src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
     w = "B=1,S=8192,H=32,D=128,causal"
     assert "collectives" not in tt.Context()._options(True, False)
+    assert tt.Context(collectives=False)._options(True, False)["collectives"] is False
     assert tasp.Plan("complete:2", "allgather", w, **tt.Context(collectives=True)._options(True, False)).info["collectives"]
     assert not tasp.Plan("complete:2", "ring", w, collectives=True).info["collectives"]
     assert not tasp.Plan("complete:2", "allgather", w).info["collectives"]
     assert not tasp.Plan("complete:2", "allgather", w, collectives="auto").info["collectives"]
     sock = dict(profile=os.path.join(src, "h100x2-socket.profile.yaml"), collectives="auto")
     assert tasp.Plan(os.path.join(src, "h100x2-socket.yaml"), "allgather", w, **sock).info["collectives"]
+    assert tasp.Plan(os.path.join(src, "h100x2-socket.yaml"), "allgather", w, profile=sock["profile"]).info["collectives"]
+    assert not tasp.Plan(os.path.join(src, "h100x2-socket.yaml"), "allgather", w, profile=sock["profile"],
+                         collectives=False).info["collectives"]
     with pytest.raises(ValueError, match="options.collectives"):
         tasp.Plan("complete:2", "allgather", w, collectives="yes")
 

@@ -93,8 +93,8 @@ if [[ $steps == *" overhead "* ]]; then
   for scheme in ${SCHEMES:-allgather}; do
     for S in ${SHAPES:-16384 65536}; do
       timeout 300 "${launch[@]}" -m tasp.bench --seqlen "$S" --nheads 32 --head-dim 128 --batch-size 1 --causal \
-        --scheme "$scheme" --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$scheme-$S.json" >> "$OUT/overhead.log" 2>&1
-      # --sendrecv: the rank path exchanges as grouped send/recv; `tasp run` alone may pick NCCL collectives.
+        --scheme "$scheme" --collectives false --timing-runs "${ITERS:-5}" --json "$OUT/overhead-$scheme-$S.json" >> "$OUT/overhead.log" 2>&1
+      # Both sides as grouped send/recv (--collectives false, --sendrecv), whatever their profiles would pick.
       r=$(timeout 300 $T run --backend cuda -t $TOPO -s "$scheme" -w "B=1,S=$S,H=32,D=128,causal" --pass fwd+bwd --sendrecv \
           --iters "${ITERS:-5}" --warmup 2 --heat-ms 2000 --profile "$PROFILE" 2>&1 | tee -a "$OUT/overhead.log" | ms_of)
       python3 - "$OUT/overhead-$scheme-$S.json" "$scheme" "$S" "$r" <<'PY' | tee -a "$OUT/overhead.md"

@@ -150,12 +150,13 @@ class Context:
         documents, with no planning and no allocation per step; otherwise a plan per document set.
     deterministic: the backward's dQ bit-identical from run to run (dK and dV always are), at some speed
         (docs/measurements/kernels.md).
-    collectives: how an allgather plan's ranks gather K/V and reduce-scatter dK/dV: False (default), grouped
-        send/recv; True, NCCL collectives (NCCL runs them 1.45x faster over sockets, docs/measurements/fabrics.md);
-        "auto", whichever `profile` times faster (a profile measured on the fabric: tasp calibrate --measure)."""
+    collectives: how an allgather plan's ranks gather K/V and reduce-scatter dK/dV: "auto" (default), whichever
+        `profile` times faster (NCCL runs collectives 1.45x faster than send/recv over sockets, slower on NVLink
+        between 2 GPUs: docs/measurements/fabrics.md; a profile measured on the fabric: tasp calibrate --measure);
+        True, NCCL collectives; False, grouped send/recv."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=600, max_plans=16, deterministic=False, candidates=None, collectives=False):
+                 timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto"):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -214,7 +215,7 @@ class Context:
             o["memory_budget_gib"] = float(self.memory_budget)
         if self.deterministic:
             o["deterministic"] = True
-        if self.collectives is not False:
+        if self.collectives != "auto":
             o["collectives"] = self.collectives
         return o
 
