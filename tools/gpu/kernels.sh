@@ -8,7 +8,8 @@
 #   bwd:   forward+backward on the D=128/D=64 and GQA shapes, and what the deterministic dQ costs;
 #   masks: packed documents and a sliding window against PyTorch's varlen_attn and cuDNN per document;
 #   all:   the three (default); quick: two shapes each of fwd and bwd, one round.
-#   ROUNDS (2): rounds over the shape list. Extra --shape arguments replace the mode's list. Needs PyTorch.
+#   ROUNDS (2): rounds over the shape list; DTYPE (bf16): fp16 for both sides. Extra --shape arguments replace the
+#   mode's list. Needs PyTorch.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 mode=${1:-all}; [ $# -gt 0 ] && shift
@@ -24,7 +25,7 @@ side() {
   local args=()
   for s in "$@"; do args+=(--shape "$s"); done
   echo "== $name ($pass, $rounds rounds)"
-  timeout 900 python3 tools/gpu/lib/sdpa_bench.py --pass "$pass" --rounds "$rounds" --tasp "$T bench kernel" \
+  timeout 900 python3 tools/gpu/lib/sdpa_bench.py --pass "$pass" --rounds "$rounds" --dtype "${DTYPE:-bf16}" --tasp "$T bench kernel" \
     --tasp-json "$OUT/$name-tasp.json" --json "$OUT/$name-sdpa.json" "${args[@]}" > "$OUT/$name.txt" 2>&1
   python3 tools/gpu/lib/compare_kernels.py "$OUT/$name-tasp.json" "$OUT/$name-sdpa.json" --md "$OUT/$name.md" | tee -a "$OUT/summary.md"
 }

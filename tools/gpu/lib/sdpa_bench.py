@@ -6,6 +6,7 @@ Runs only on GPU machines with PyTorch (never a build dependency). TFLOP/s count
 2.5x that backward, halved when causal (the FlashAttention convention, as tasp bench kernel).
 GQA shapes (Hkv < H) give K/V with Hkv heads and enable_gqa=True; a backend that refuses it is reported as such.
 Usage: sdpa_bench.py [--shape B=1,S=16384,H=32,D=128[,Hkv=8][,causal]]... [--iters 20] [--pass fwd] [--json out.json]
+                     [--dtype bf16|fp16]
                      [--tasp "build-gpu/tools/tasp bench kernel" --tasp-json tasp.json] [--rounds 2] [--heat-ms 2000]
 With --tasp, that command runs on each shape beside SDPA (shape by shape, round by round; first in even rounds,
 last in odd ones), so that both kernels are timed at the same GPU warmth: a whole list of shapes run by one and
@@ -75,12 +76,12 @@ def median_ms(fn, iters, warmup, heat_ms=0.0):
     return times[len(times) // 2]
 
 
-def bench(s, backend, iters, warmup, passes="fwd+bwd", heat_ms=0.0):
+def bench(s, backend, iters, warmup, passes="fwd+bwd", heat_ms=0.0, dtype=torch.bfloat16):
     B, S, H, Hkv, D = s["B"], s["S"], s["H"], s["Hkv"], s["D"]
     gen = torch.Generator(device="cuda").manual_seed(1)
-    mk = lambda h: torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
+    mk = lambda h: torch.randn(B, h, S, D, device="cuda", dtype=dtype, generator=gen).requires_grad_()
     q, k, v = mk(H), mk(Hkv), mk(Hkv)
-    dout = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dout = torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=gen)
     gqa = Hkv != H
     with sdpa_kernel([backend]):
         fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], enable_gqa=gqa)
@@ -105,17 +106,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="times over the whole list of shapes")
     ap.add_argument("--heat-ms", type=float, default=2000, help="each kernel kept busy this long before it is timed")
     ap.add_argument("--backends", default="cudnn,fa2", help="SDPA backends to time, comma-separated (cudnn, fa2)")
+    # fp16 beside bf16 on the same kernels: at the power limit fp16 settles at a lower clock (kernels.md), for cuDNN as
+    # for tasp if the operands decide it, which only both measured in one run can say.
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"], help="input type of both (tasp gets --dtype)")
     a = ap.parse_args()
     rows, tasp_rows = [], []
     print(f"# sdpa_bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"bf16, median of {a.iters}")
+          f"{a.dtype}, median of {a.iters}")
     print(f"# {'shape':34} {'backend':8} {'fwd ms':>9} {'bwd ms':>9} {'fwd TF/s':>9} {'bwd TF/s':>9}")
     for rnd, text in ((r, t) for r in range(a.rounds) for t in a.shape or DEFAULT):
         s = parse(text)
         def run_tasp():
             fd, path = tempfile.mkstemp(suffix=".json")
             os.close(fd)
-            cmd = shlex.split(a.tasp) + ["--pass", a.passes, "--shape", text, "--json", path, "--heat-ms", str(a.heat_ms)]
+            cmd = shlex.split(a.tasp) + ["--pass", a.passes, "--shape", text, "--json", path, "--heat-ms", str(a.heat_ms),
+                                          "--dtype", a.dtype]
             res = subprocess.run(cmd, capture_output=True, text=True)
             got = json.load(open(path)) if res.returncode == 0 and os.path.getsize(path) else []
             os.unlink(path)
@@ -131,7 +136,8 @@ def main():
             if name not in a.backends.split(","):
                 continue
             try:
-                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes, a.heat_ms)
+                fm, bm, ft, bt = bench(s, be, a.iters, a.warmup, a.passes, a.heat_ms,
+                                       torch.float16 if a.dtype == "fp16" else torch.bfloat16)
             except Exception as e:  # a backend that refuses the shape
                 print(f"  {text:34} {name:8} unsupported: {str(e).splitlines()[0][:80]}")
                 rows.append({"shape": text, "backend": name, "error": str(e).splitlines()[0]})
