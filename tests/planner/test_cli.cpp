@@ -293,4 +293,25 @@ TEST(Cli, ReportFromRunsAndTimelines) {
   EXPECT_FALSE(fs::exists(dir + "/rep5/report.md"));
   std::ofstream(ranked) << "config,scheme,measured_ms,ranks\n\"B=1,H=8,D=128,S=8192\",ring,1.5,two\n";
   EXPECT_EQ(run("report --runs " + ranked + " -o " + dir + "/rep6"), 2);
+  // A transport column predicts each allgather row as it ran: over sockets NCCL's collectives outrun its send/recv,
+  // so the row that ran them is predicted well under the same row as send/recv; a bad value is named.
+  const std::string src = TASP_SOURCE_DIR, moved = dir + "/moved.csv";
+  const std::string sock = " -t " + src + "/topologies/h100x2-socket.yaml --profile " + src + "/topologies/h100x2-socket.profile.yaml";
+  auto predicted_as = [&](const std::string& transport) {  // the report's predicted ms: the row's fifth cell
+    std::ofstream(moved) << "config,scheme,measured_ms,ranks,transport\n\"B=1,H=32,D=128,S=8192,causal\",allgather,45,2,"
+                         << transport << "\n";
+    EXPECT_EQ(run("report --runs " + moved + sock + " -o " + dir + "/rep7"), 0);
+    const std::string md = slurp(dir + "/rep7/report.md");
+    const auto at = md.find("| B=1,H=32,D=128,S=8192,causal |");
+    if (at == std::string::npos) return 0.0;
+    std::istringstream row(md.substr(at, md.find('\n', at) - at));
+    std::string cell;
+    for (int i = 0; i < 6; ++i) std::getline(row, cell, '|');
+    return std::stod(cell);
+  };
+  const double collectives = predicted_as("collectives"), sendrecv = predicted_as("sendrecv");
+  EXPECT_GT(collectives, 0);
+  EXPECT_LT(collectives * 1.2, sendrecv);
+  std::ofstream(moved) << "config,scheme,measured_ms,transport\n\"B=1,H=8,D=128,S=8192\",allgather,1.5,nccl\n";
+  EXPECT_EQ(run("report --runs " + moved + " -o " + dir + "/rep9"), 2);
 }

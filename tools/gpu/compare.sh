@@ -36,7 +36,7 @@ baselines() {
     --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
   [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
 }
-echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms" > "$OUT/runs.csv"
+echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms,transport" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
   auto=$(auto_scheme "$w" $PASS)
@@ -46,9 +46,10 @@ for w in "${cfgs[@]}"; do
         --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log")
     m=$(echo "$out" | ms_of)
     b=$(echo "$out" | bound_ms)
-    sim=($(transport_flags))  # predicted as it ran
+    # How its allgather steps ran, from the run's own line (tasp report predicts each row so).
+    case $out in *"as NCCL collectives"*) tr=collectives sim=(--collectives) ;; *) tr=sendrecv sim=(--sendrecv) ;; esac
     p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
-    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b" | tee -a "$OUT/runs.csv"
+    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr" | tee -a "$OUT/runs.csv"
   done
   baselines -w "$w"
 done
@@ -70,7 +71,7 @@ for c in dict.fromkeys(r["config"] for r in runs):
     bd = f"{bound:.3f} ({float(b['measured_ms']) / bound:.2f}x)" if bound > 0 else "-"
     print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {bd} | {am} | {tb} |")
 PY
-$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" $(transport_flags) -o "$OUT/report" > "$OUT/report.txt" 2>&1
+$T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"
 # What a report cites: the tables, the raw runs and baselines, the machine, and a fabric's measured steps and profile.
 pack_logs best.md runs.csv baseline.csv device.txt report.txt fabric-steps.csv fabric.profile.yaml

@@ -25,18 +25,20 @@ using namespace tasp::planner;
 
 struct RunRow {
   std::string config, scheme, pass = "fwd";
+  std::string transport;  // "collectives" | "sendrecv": how its allgather steps ran; empty where the CSV does not say
   int ranks = 0, line = 0;  // ranks: 0 where the CSV does not say
   double measured_ms = 0, predicted_ms = 0, comm_ms = 0, compute_ms = 0;
   double error() const { return (predicted_ms - measured_ms) / measured_ms; }
 };
 
 // Rows of "WORKLOAD",scheme,measured_ms[,...]; a header line naming a `pass` column gives each row its pass
-// (fwd, bwd or fwd+bwd), otherwise every row has `default_pass`.
+// (fwd, bwd or fwd+bwd), otherwise every row has `default_pass`; a `ranks` column the GPUs it ran on, a `transport`
+// column how its allgather steps ran (collectives or sendrecv, tools/gpu/compare.sh from the run's own line).
 std::vector<RunRow> read_runs(const std::string& path, const std::string& default_pass) {
   std::istringstream in(read_text_file(path, "runs file"));
   std::vector<RunRow> rows;
   std::string line;
-  int n = 0, pass_col = -1, ranks_col = -1;
+  int n = 0, pass_col = -1, ranks_col = -1, transport_col = -1;
   while (std::getline(in, line)) {
     ++n;
     if (line.rfind("config,", 0) == 0) {
@@ -45,6 +47,7 @@ std::vector<RunRow> read_runs(const std::string& path, const std::string& defaul
       for (int i = 0; std::getline(h, name, ','); ++i)
         if (name == "pass") pass_col = i;
         else if (name == "ranks") ranks_col = i;
+        else if (name == "transport") transport_col = i;
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
@@ -72,6 +75,10 @@ std::vector<RunRow> read_runs(const std::string& path, const std::string& defaul
         if (!parse_passes(field, &p))
           throw InputError(path + ":" + std::to_string(n) + ": pass: expected fwd, bwd or fwd+bwd, got '" + field + "'");
         r.pass = field;
+      } else if (col == transport_col) {
+        if (field != "collectives" && field != "sendrecv" && !field.empty())
+          throw InputError(path + ":" + std::to_string(n) + ": transport: expected collectives or sendrecv, got '" + field + "'");
+        r.transport = field;
       }
     try {
       size_t used = 0;
@@ -132,8 +139,8 @@ void register_report(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Directory for report.md and report.html")->capture_default_str();
   cmd->add_option("--tie", a->tie_margin, "Schemes measured within this fraction of the fastest count as tied")->capture_default_str();
-  // allgather predicted with the transport its runs took (tools/gpu/compare.sh passes TASP_RUN_ARGS' choice): on the
-  // socket fabric of 2026-11-26 the send/recv prediction was 31-49% above runs made with --collectives.
+  // allgather predicted with the transport its runs took, for rows without a transport column: on the socket fabric
+  // of 2026-11-26 the send/recv prediction was 31-49% above runs made with --collectives.
   add_collectives_flags(cmd, a->collectives);
   cmd->callback([a] {
     std::ostringstream md, html;
@@ -160,7 +167,10 @@ void register_report(CLI::App& app) {
         const Workload w = parse_workload(r.config);
         simulator::SimOptions so;
         so.clock = parse_clock(a->clock);
-        so.collectives = a->collectives.choice();
+        // The row's own transport where the CSV records it, else the flags' (by default what the profile times faster).
+        so.collectives = r.transport == "collectives" ? simulator::Collectives::On
+                         : r.transport == "sendrecv"  ? simulator::Collectives::Off
+                                                      : a->collectives.choice();
         parse_passes(r.pass, &so.passes);
         auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so);
         r.predicted_ms = sim[0].sim.total_us / 1e3;

@@ -112,7 +112,8 @@ void register_run(CLI::App& app) {
         if (a->heat_ms > 0 && sim.total_us > 0)
           co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / sim.total_us))));
       }
-      collectives = co.collectives;
+      // What the run does, not what was asked: a ring's steps are never collectives (its line said so, 2026-11-26).
+      collectives = co.collectives && planner::collectives_apply(p);
       co.progress = [&](int done, int total) { progress.update(done, total); };
       backend = executor::make_cuda_backend(co);
     } else {
