@@ -78,8 +78,8 @@ struct Options {
   std::string profile, schemes = "all";
   planner::Passes passes{true, true};
   bool deterministic = false, framework = false;
-  // As tasp run: allgather's steps as NCCL collectives where the profile times them faster (over sockets, and on 4-8
-  // GPUs of an H200 box), grouped send/recv elsewhere (NVLink between 2 GPUs). The ranks' collectives passed
+  // As tasp run: allgather's steps as NCCL collectives where the profile times them clearly faster (over sockets;
+  // simulator::kCollectivesMargin), grouped send/recv elsewhere (NVLink). The ranks' collectives passed
   // tests/python/gpu/check_attention.py on 2x H200 (2026-11-26) before this became the default.
   simulator::Collectives collectives = simulator::Collectives::Auto;
 };

@@ -463,14 +463,14 @@ double single_gpu_us(const planner::Workload& w, const Profile& prof, planner::P
 
 SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const planner::Workload& w_in,
                    const Profile& prof_in, const SimOptions& opt_in) {
-  if (opt_in.collectives == Collectives::Auto) {  // both ways where they differ; send/recv on a tie
+  if (opt_in.collectives == Collectives::Auto) {  // both ways where they differ; send/recv unless clearly slower
     SimOptions o = opt_in;
     o.collectives = Collectives::Off;
     SimResult off = simulate(p, topo, w_in, prof_in, o);
     if (!collectives_timed(p, prof_in.comm_for(p.gpus()))) return off;
     o.collectives = Collectives::On;
     SimResult on = simulate(p, topo, w_in, prof_in, o);
-    return on.total_us < off.total_us ? on : off;
+    return on.total_us < off.total_us * (1 - kCollectivesMargin) ? on : off;
   }
   const SimOptions& opt = opt_in;
   if (p.gpus() != topo.ranks())

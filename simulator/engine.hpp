@@ -56,6 +56,11 @@ struct SimResult {
 // How allgather's gather and reduce-scatter steps run: grouped send/recv, NCCL collectives, or whichever the profile
 // times faster (2x H100 over sockets: collectives 1.45x at 256 MiB; NVLink between 2 GPUs: send/recv 1.1-1.2x).
 enum class Collectives { Off, On, Auto };
+// Auto takes the collectives only where they are predicted at least this much faster: the model's median error on
+// 2-GPU runs is 2-5% (docs/measurements/model.md), send/recv is the transport every machine's runs were measured
+// with, and on 4 and 8 GPUs of an H200 box the collectives came out 1-4% ahead in the model alone (unmeasured);
+// over sockets they are 25-45% ahead (2x H200, 2026-11-26).
+inline constexpr double kCollectivesMargin = 0.05;
 
 struct SimOptions {
   size_t max_timeline_cells = 2'000'000;  // ranks x steps kept in the timeline

@@ -375,9 +375,9 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   EXPECT_DOUBLE_EQ(simulator::simulate(ag, t, w, bare, so).comm_us, p2p.comm_us);
   EXPECT_FALSE(simulator::simulate(ag, t, w, bare, so).collectives);
 
-  // Auto (tasp run's default): the faster of the two, and says which, where the exchange decides the total (kernels
-  // short beside it). Here the collectives; with a collective rate under the point-to-point one (NVLink between 2
-  // GPUs), send/recv; a ring's steps are never collectives.
+  // Auto (tasp run's default): the collectives where they are clearly faster, and says which, where the exchange
+  // decides the total (kernels short beside it). Here the collectives; with a collective rate under the point-to-point
+  // one (NVLink between 2 GPUs) or barely above it, send/recv; a ring's steps are never collectives.
   simulator::Profile fast = fit;
   fast.compute = simple_profile(0, 1, 1, 1e4).compute;
   auto total = [&](const simulator::Profile& prof, const planner::Plan& plan, Collectives c) {
@@ -393,6 +393,14 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   const auto not_picked = total(slow, ag, Collectives::Auto);
   EXPECT_FALSE(not_picked.collectives);
   EXPECT_DOUBLE_EQ(not_picked.total_us, total(slow, ag, Collectives::Off).total_us);
+  // Collectives a little faster (the point-to-point rate plus 2%), within the model's error: send/recv kept.
+  simulator::Profile barely = fast;
+  barely.comm[0].collective_gbps = barely.comm[0].flow_cap_gbps;
+  for (auto& pt : barely.comm[0].collective_gbps.points) pt.second *= 1.02;
+  const double on = total(barely, ag, Collectives::On).total_us, off = total(barely, ag, Collectives::Off).total_us;
+  EXPECT_LT(on, off);
+  EXPECT_GT(on, (1 - simulator::kCollectivesMargin) * off);
+  EXPECT_FALSE(total(barely, ag, Collectives::Auto).collectives);
   EXPECT_FALSE(total(fast, ring, Collectives::Auto).collectives);
   EXPECT_DOUBLE_EQ(total(fast, ring, Collectives::Auto).total_us, total(fast, ring, Collectives::Off).total_us);
 }
