@@ -42,7 +42,7 @@ fabric_profile() {
   [ "${FABRIC:-nvlink}" = nvlink ] || [ "${CALIBRATE:-1}" = 0 ] && return 0
   echo "== NCCL steps over ${FABRIC} on this host (tasp calibrate --measure; CALIBRATE=0 skips)"
   if timeout 400 $T calibrate --measure -t $TOPO --base "$KIND_PROFILE" --iters 5 --warmup 2 --csv "$OUT/fabric-steps.csv" \
-      --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
+      --name "${FABRIC}-measured-on-$(hostname)" --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
       -o "$OUT/fabric.profile.yaml" > "$OUT/fabric-calibrate.log" 2>&1; then
     PROFILE=$OUT/fabric.profile.yaml
     echo "profile: $PROFILE (comm measured here over ${FABRIC})"
