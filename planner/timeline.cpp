@@ -1,6 +1,7 @@
 #include "planner/timeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -113,38 +114,89 @@ void write_chrome_trace(std::ostream& o, const Timeline& t) {
   o << nlohmann::json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}}.dump() << "\n";
 }
 
-Timeline read_timeline_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open timeline");
+namespace {
+
+// An integer field as the file states it: a JSON integer in [lo, 2^30] (a float or a string is refused, not cast:
+// a float beyond int's range cast to int is undefined, which fuzzing the reader found).
+int int_field(const nlohmann::json& j, const char* key, const std::string& name, int lo, const int* fallback) {
+  if (!j.contains(key)) {
+    if (fallback) return *fallback;
+    throw InputError(name + ": " + key + ": missing");
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<long long>() < lo || v.get<long long>() > (1LL << 30))
+    throw InputError(name + ": " + key + ": expected an integer from " + std::to_string(lo) + ", got " + v.dump());
+  return int(v.get<long long>());
+}
+
+// A time, byte or FLOP count: a finite number >= 0.
+double amount(const nlohmann::json& s, const char* key, const std::string& where, bool required) {
+  if (!s.contains(key)) {
+    if (required) throw InputError(where + ": " + key + ": missing");
+    return 0;
+  }
+  const nlohmann::json& v = s.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    throw InputError(where + ": " + key + ": expected a finite number >= 0, got " + v.dump());
+  return v.get<double>();
+}
+
+}  // namespace
+
+Timeline read_timeline_json(std::istream& in, const std::string& name) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
-    throw InputError(path + ": " + e.what());
+    throw InputError(name + ": " + e.what());
   }
   try {
-    if (j.at("format") != "tasp-timeline/1") throw InputError(path + ": format: not tasp-timeline/1");
+    if (!j.is_object() || !j.contains("format") || j.at("format") != "tasp-timeline/1")
+      throw InputError(name + ": format: not tasp-timeline/1");
     Timeline t;
-    t.source = j.at("source");
+    t.source = j.at("source").get<std::string>();
     t.scheme = j.value("scheme", "");
     t.topology = j.value("topology", "");
     t.workload = j.value("workload", "");
-    t.ranks = j.at("ranks");
+    t.ranks = int_field(j, "ranks", name, 1, nullptr);
     t.pass = j.value("pass", "fwd");
-    if (t.pass != "fwd" && t.pass != "bwd" && t.pass != "fwd+bwd") throw InputError(path + ": pass: expected fwd, bwd or fwd+bwd");
-    t.fwd_steps = j.value("fwd_steps", -1);
-    if (t.pass == "fwd+bwd" && t.fwd_steps < 0) throw InputError(path + ": fwd_steps: missing for a fwd+bwd timeline");
-    for (const auto& r : j.at("per_rank")) {
+    if (t.pass != "fwd" && t.pass != "bwd" && t.pass != "fwd+bwd") throw InputError(name + ": pass: expected fwd, bwd or fwd+bwd");
+    const int none = -1;
+    t.fwd_steps = int_field(j, "fwd_steps", name, -1, &none);
+    if (t.pass == "fwd+bwd" && t.fwd_steps < 0) throw InputError(name + ": fwd_steps: missing for a fwd+bwd timeline");
+    const auto& ranks = j.at("per_rank");
+    if (!ranks.is_array() || ranks.empty() || ranks.size() > size_t(t.ranks))
+      throw InputError(name + ": per_rank: expected 1 to ranks (" + std::to_string(t.ranks) + ") ranks' steps");
+    for (const auto& r : ranks) {
       std::vector<StepTiming> steps;
-      for (const auto& s : r.at("steps"))
-        steps.push_back({s.at("comm_start_us"), s.at("comm_end_us"), s.at("compute_start_us"), s.at("compute_end_us"),
-                         s.at("bytes"), s.at("flops"), s.value("post_start_us", 0.0), s.value("post_end_us", 0.0)});
+      const auto& list = r.at("steps");
+      if (!list.is_array()) throw InputError(name + ": per_rank: steps: expected a list");
+      for (const auto& s : list) {
+        const std::string at = name + ": per_rank " + std::to_string(t.per_rank.size()) + " step " + std::to_string(steps.size());
+        steps.push_back({amount(s, "comm_start_us", at, true), amount(s, "comm_end_us", at, true),
+                         amount(s, "compute_start_us", at, true), amount(s, "compute_end_us", at, true),
+                         amount(s, "bytes", at, true), amount(s, "flops", at, true), amount(s, "post_start_us", at, false),
+                         amount(s, "post_end_us", at, false)});
+      }
+      // Every rank runs the plan's steps: the readers line ranks up step by step.
+      if (!t.per_rank.empty() && steps.size() != t.per_rank[0].size())
+        throw InputError(name + ": per_rank " + std::to_string(t.per_rank.size()) + ": " + std::to_string(steps.size()) +
+                         " steps, rank 0 has " + std::to_string(t.per_rank[0].size()));
       t.per_rank.push_back(std::move(steps));
     }
+    if (t.fwd_steps > int(t.per_rank[0].size()))
+      throw InputError(name + ": fwd_steps: " + std::to_string(t.fwd_steps) + ", more than the " +
+                       std::to_string(t.per_rank[0].size()) + " steps");
     return t;
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": " + e.what());
+    throw InputError(name + ": " + e.what());
   }
+}
+
+Timeline read_timeline_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open timeline");
+  return read_timeline_json(in, path);
 }
 
 }  // namespace tasp::planner

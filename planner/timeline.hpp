@@ -45,6 +45,8 @@ struct Timeline {
 void write_timeline_json(std::ostream& o, const Timeline& t);
 // Chrome trace (Perfetto): one process per rank, comm and compute as two threads.
 void write_chrome_trace(std::ostream& o, const Timeline& t);
+// tasp-timeline/1 JSON; bad input is a planner::InputError naming `name` and the field.
+Timeline read_timeline_json(std::istream& in, const std::string& name);
 Timeline read_timeline_file(const std::string& path);
 
 }  // namespace tasp::planner

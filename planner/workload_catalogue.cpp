@@ -88,6 +88,13 @@ const NamedWorkload& find_workload(const std::string& name) {
 std::vector<long> read_docs_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open the document lengths");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_docs_text(text.str(), path);
+}
+
+std::vector<long> parse_docs_text(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
   std::vector<long> docs;
   std::string line;
   for (int ln = 1; std::getline(in, line); ++ln) {

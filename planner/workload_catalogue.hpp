@@ -26,5 +26,7 @@ std::string workload_catalogue_json();
 // Document lengths from a file: positive integers separated by spaces, commas, '+' or new lines; '#' starts a
 // comment. InputError naming the file and line of the first bad entry.
 std::vector<long> read_docs_file(const std::string& path);
+// The same from the file's text, errors naming `name`.
+std::vector<long> parse_docs_text(const std::string& text, const std::string& name);
 
 }  // namespace tasp::planner

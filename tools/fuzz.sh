@@ -16,7 +16,7 @@ else
   SECONDS_EACH=${1:-20}
 fi
 shift || true
-TARGETS=${*:-topology_yaml plan_json plan_yaml workload profile_yaml}
+TARGETS=${*:-topology_yaml plan_json plan_yaml workload profile_yaml timeline_json docs_text runs_csv samples_csv}
 tools/cpu-check.sh --build-only
 B=build-cpu
 rc=0

@@ -2,6 +2,8 @@
 // rank correlation only where there is an order.
 #include <gtest/gtest.h>
 
+#include "planner/topology.hpp"
+#include "simulator/runs_csv.hpp"
 #include "simulator/validation.hpp"
 
 using tasp::simulator::RunPoint;
@@ -45,4 +47,43 @@ TEST(Validation, TiesAreNamedOnBothSides) {
   EXPECT_FALSE(v.orders[0].ranked());
   EXPECT_EQ(v.ranked(), 0u);
   EXPECT_EQ(v.mean_rank_correlation(), 0.0);
+}
+
+// The runs CSV (tasp report --runs): rows with their optional columns, and each kind of bad row named by line and
+// field, never an escaping std::out_of_range (a workload closed at the end of its line once did).
+TEST(RunsCsv, ColumnsAndBadRows) {
+  using tasp::simulator::read_runs_csv;
+  const auto rows = read_runs_csv(
+      "config,scheme,measured_ms,ranks,pass,transport\n# a comment\n\"B=1,H=8,D=128,S=8192,causal\",allgather,45.5,2,fwd+bwd,"
+      "collectives\r\n\"B=1,H=8,D=128,S=8192\",ring,1.5,2,fwd,\n",
+      "runs.csv", "bwd");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].config, "B=1,H=8,D=128,S=8192,causal");
+  EXPECT_EQ(rows[0].scheme, "allgather");
+  EXPECT_DOUBLE_EQ(rows[0].measured_ms, 45.5);
+  EXPECT_EQ(rows[0].ranks, 2);
+  EXPECT_EQ(rows[0].pass, "fwd+bwd");
+  EXPECT_EQ(rows[0].transport, "collectives");
+  EXPECT_EQ(rows[0].line, 3);
+  EXPECT_EQ(rows[1].transport, "");
+  EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
+  const std::pair<const char*, const char*> bad[] = {
+      {"B=1,ring,1\n", "runs.csv:1: config"},
+      {"\"B=1,H=8,D=128,S=64\n", "runs.csv:1: config"},
+      {"\"B=1,H=8,D=128,S=64\"\n", "runs.csv:1: scheme"},
+      {"\"B=1,H=8,D=128,S=64\",ring,-1\n", "runs.csv:1: measured_ms"},
+      {"\"B=1,H=8,D=128,S=64\",ring,inf\n", "runs.csv:1: measured_ms"},
+      {"config,scheme,measured_ms,ranks\n\"B=1,H=8,D=128,S=64\",ring,1,0\n", "runs.csv:2: ranks"},
+      {"config,scheme,measured_ms,pass\n\"B=1,H=8,D=128,S=64\",ring,1,both\n", "runs.csv:2: pass"},
+      {"config,scheme,measured_ms,transport\n\"B=1,H=8,D=128,S=64\",ring,1,nccl\n", "runs.csv:2: transport"},
+      {"config,scheme,measured_ms\n", "runs.csv: no runs"},
+  };
+  for (const auto& [text, message] : bad) {
+    try {
+      read_runs_csv(text, "runs.csv", "fwd");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const tasp::planner::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
 }

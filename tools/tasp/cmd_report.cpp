@@ -14,6 +14,7 @@
 
 #include "planner/timeline.hpp"
 #include "tools/tasp/cli.hpp"
+#include "simulator/runs_csv.hpp"
 #include "simulator/validation.hpp"
 #include "tools/tasp/compare.hpp"
 #include "tools/tasp/report_svg.hpp"
@@ -23,73 +24,14 @@ namespace {
 
 using namespace tasp::planner;
 
-struct RunRow {
-  std::string config, scheme, pass = "fwd";
-  std::string transport;  // "collectives" | "sendrecv": how its allgather steps ran; empty where the CSV does not say
-  int ranks = 0, line = 0;  // ranks: 0 where the CSV does not say
-  double measured_ms = 0, predicted_ms = 0, comm_ms = 0, compute_ms = 0;
+struct RunRow : simulator::MeasuredRun {
+  double predicted_ms = 0, comm_ms = 0, compute_ms = 0;
   double error() const { return (predicted_ms - measured_ms) / measured_ms; }
 };
 
-// Rows of "WORKLOAD",scheme,measured_ms[,...]; a header line naming a `pass` column gives each row its pass
-// (fwd, bwd or fwd+bwd), otherwise every row has `default_pass`; a `ranks` column the GPUs it ran on, a `transport`
-// column how its allgather steps ran (collectives or sendrecv, tools/gpu/compare.sh from the run's own line).
 std::vector<RunRow> read_runs(const std::string& path, const std::string& default_pass) {
-  std::istringstream in(read_text_file(path, "runs file"));
   std::vector<RunRow> rows;
-  std::string line;
-  int n = 0, pass_col = -1, ranks_col = -1, transport_col = -1;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.rfind("config,", 0) == 0) {
-      std::istringstream h(line);
-      std::string name;
-      for (int i = 0; std::getline(h, name, ','); ++i)
-        if (name == "pass") pass_col = i;
-        else if (name == "ranks") ranks_col = i;
-        else if (name == "transport") transport_col = i;
-      continue;
-    }
-    if (line.empty() || line[0] == '#') continue;
-    // "B=1,...,causal",scheme,measured_ms[,...]: the quoted config holds commas.
-    if (line[0] != '"') throw InputError(path + ":" + std::to_string(n) + ": config: expected a quoted workload");
-    const auto close = line.find('"', 1);
-    if (close == std::string::npos) throw InputError(path + ":" + std::to_string(n) + ": config: missing closing quote");
-    RunRow r;
-    r.config = line.substr(1, close - 1);
-    r.pass = default_pass;
-    std::istringstream rest(line.substr(close + 2));
-    std::string ms, field;
-    std::getline(rest, r.scheme, ',');
-    std::getline(rest, ms, ',');
-    r.line = n;
-    for (int col = 3; std::getline(rest, field, ','); ++col)
-      if (col == ranks_col) {
-        char* end = nullptr;
-        const long v = std::strtol(field.c_str(), &end, 10);
-        if (field.empty() || *end || v < 1 || v > 1 << 20)
-          throw InputError(path + ":" + std::to_string(n) + ": ranks: expected a positive integer, got '" + field + "'");
-        r.ranks = int(v);
-      } else if (col == pass_col) {
-        planner::Passes p;
-        if (!parse_passes(field, &p))
-          throw InputError(path + ":" + std::to_string(n) + ": pass: expected fwd, bwd or fwd+bwd, got '" + field + "'");
-        r.pass = field;
-      } else if (col == transport_col) {
-        if (field != "collectives" && field != "sendrecv" && !field.empty())
-          throw InputError(path + ":" + std::to_string(n) + ": transport: expected collectives or sendrecv, got '" + field + "'");
-        r.transport = field;
-      }
-    try {
-      size_t used = 0;
-      r.measured_ms = std::stod(ms, &used);
-      if (used != ms.size() || !(r.measured_ms > 0)) throw std::invalid_argument(ms);
-    } catch (const std::exception&) {
-      throw InputError(path + ":" + std::to_string(n) + ": measured_ms: expected a positive number, got '" + ms + "'");
-    }
-    rows.push_back(r);
-  }
-  if (rows.empty()) throw InputError(path + ": no runs");
+  for (auto& m : simulator::read_runs_csv(read_text_file(path, "runs file"), path, default_pass)) rows.push_back({m});
   return rows;
 }
 

@@ -1,0 +1,23 @@
+#pragma once
+// A runs CSV: measured runs to judge the model by (tools/gpu/compare.sh and model.sh write it, `tasp report --runs`
+// reads it). Rows of "WORKLOAD",scheme,measured_ms[,...]; a header naming `pass`, `ranks` or `transport` columns gives
+// each row its pass (fwd, bwd, fwd+bwd), its GPU count and how its allgather steps ran (collectives, sendrecv).
+// Pure: text in, rows out.
+#include <string>
+#include <vector>
+
+namespace tasp::simulator {
+
+struct MeasuredRun {
+  std::string config, scheme, pass;  // config: the workload's -w text; pass: fwd | bwd | fwd+bwd
+  std::string transport;             // collectives | sendrecv | "" where the CSV does not say
+  int ranks = 0;                     // 0 where the CSV does not say
+  int line = 0;                      // in the CSV, for messages
+  double measured_ms = 0;
+};
+
+// Every row, or planner::InputError naming `name`, the line and the field; rows without a pass column get
+// `default_pass`. At least one row.
+std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::string& name, const std::string& default_pass);
+
+}  // namespace tasp::simulator

@@ -1,0 +1,76 @@
+// tasp-timeline/1 read back as written, and a bad file refused with its field named: a float or string where a count
+// goes, ranks that do not line up, a negative time (tools/fuzz.sh timeline_json reads the same way).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "planner/timeline.hpp"
+#include "planner/topology.hpp"
+
+using namespace tasp::planner;
+
+namespace {
+
+Timeline two_ranks() {
+  Timeline t;
+  t.source = "simulated", t.scheme = "ring", t.ranks = 2, t.pass = "fwd+bwd", t.fwd_steps = 1;
+  for (int r = 0; r < 2; ++r)
+    t.per_rank.push_back({{0, 10.5 + r, 1, 9, 1024, 3e9, 0, 0}, {11, 20, 12, 25, 2048, 6e9, 25, 26.5}});
+  return t;
+}
+
+std::string text_of(const Timeline& t) {
+  std::ostringstream o;
+  write_timeline_json(o, t);
+  return o.str();
+}
+
+Timeline read(const std::string& text) {
+  std::istringstream in(text);
+  return read_timeline_json(in, "t.json");
+}
+
+}  // namespace
+
+TEST(Timeline, ReadsBackWhatItWrites) {
+  const Timeline t = two_ranks(), back = read(text_of(t));
+  EXPECT_EQ(back.ranks, 2);
+  EXPECT_EQ(back.fwd_steps, 1);
+  ASSERT_EQ(back.per_rank.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.per_rank[1][0].comm_end_us, 11.5);
+  EXPECT_DOUBLE_EQ(back.per_rank[1][1].post_end_us, 26.5);
+  EXPECT_DOUBLE_EQ(back.total_us(), t.total_us());
+}
+
+TEST(Timeline, BadFieldsAreNamed) {
+  const std::string good = text_of(two_ranks());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  const std::pair<std::string, std::string> bad[] = {
+      {with("\"ranks\": 2", "\"ranks\": 1.5"), "ranks"},
+      {with("\"ranks\": 2", "\"ranks\": 1e30"), "ranks"},
+      {with("\"ranks\": 2", "\"ranks\": \"2\""), "ranks"},
+      {with("\"ranks\": 2", "\"ranks\": 1"), "per_rank"},
+      {with("\"fwd_steps\": 1", "\"fwd_steps\": 3"), "fwd_steps"},
+      {with("\"comm_start_us\": 11.0", "\"comm_start_us\": -1"), "comm_start_us"},
+      {with("\"format\": \"tasp-timeline/1\"", "\"format\": \"x\""), "format"},
+      {"[1,2]", "format"},
+      {"{", "t.json"},
+  };
+  for (const auto& [text, field] : bad) {
+    try {
+      read(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+  // Ranks whose step counts differ.
+  Timeline uneven = two_ranks();
+  uneven.per_rank[1].pop_back();
+  EXPECT_THROW(read(text_of(uneven)), InputError);
+}
