@@ -98,8 +98,10 @@ Options parse_options(const char* text) {
     const std::string& k = item.key();
     const nlohmann::json& v = item.value();  // named, not a structured binding: clang 14's C++17 lambdas cannot capture one
     auto integer = [&] {
-      if (!v.is_number_integer() || v.get<long>() < 0) throw planner::InputError("options." + k + ": expected a non-negative integer");
-      return int(v.get<long>());
+      // Bounded before the cast: 2^40 would come out of int() as 0, a group of no GPUs.
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > (1 << 20))
+        throw planner::InputError("options." + k + ": expected an integer from 0 to 2^20");
+      return int(v.get<long long>());
     };
     auto text_of = [&] {
       if (!v.is_string()) throw planner::InputError("options." + k + ": expected a string");

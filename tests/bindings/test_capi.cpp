@@ -98,6 +98,8 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"accumulator\": \"fp8\"}", "options.accumulator");
   fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"collectives\": \"yes\"}", "options.collectives");
+  fails("complete:4", "usp", "B=1,S=64,H=4,D=8", "{\"ulysses\": 1099511627776}", "options.ulysses");
+  fails("complete:4", "usp", "B=1,S=64,H=4,D=8", "{\"head_groups\": 18446744073709551615}", "options.head_groups");
   EXPECT_EQ(tasp_plan_create(nullptr, "ring", "B=1,S=64,H=4,D=8", nullptr, &p), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("topology"), std::string::npos);
   // A run without a backward part asked for one; a NULL buffer; an unknown precision.
