@@ -152,6 +152,25 @@ struct RefMask {
   }
 };
 
+// Query row i's probabilities over the keys it sees into P (the others untouched) and its log-sum-exp: `qi` the
+// row's D values, `kj(j)` key j's. The forward and the backward's references share it.
+template <class KeyRow>
+double probability_row(const double* qi, KeyRow kj, long i, long S, int D, double scale, const RefMask& mask,
+                       std::vector<double>& P) {
+  double mx = -1e300;
+  for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
+    double acc = 0;
+    const double* k = kj(j);
+    for (int d = 0; d < D; ++d) acc += qi[d] * k[d];
+    P[j] = acc * scale;
+    mx = std::max(mx, P[j]);
+  }
+  double z = 0;
+  for (long j = 0; j < S; ++j) if (mask.sees(i, j)) z += (P[j] = std::exp(P[j] - mx));
+  for (long j = 0; j < S; ++j) if (mask.sees(i, j)) P[j] /= z;
+  return mx + std::log(z);
+}
+
 }  // namespace
 
 void reference_attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
@@ -166,20 +185,12 @@ void reference_attention(const std::vector<double>& q, const std::vector<double>
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const int hk = h / (H / Hkv);
+      auto kj = [&](long j) { return &k[((size_t(b) * S + j) * Hkv + hk) * D]; };
       for (long i = 0; i < S; ++i) {
-        double mx = -1e300;
-        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
-          double acc = 0;
-          for (int d = 0; d < D; ++d) acc += q[((size_t(b) * S + i) * H + h) * D + d] * k[((size_t(b) * S + j) * Hkv + hk) * D + d];
-          p[j] = acc * scale;
-          mx = std::max(mx, p[j]);
-        }
-        double z = 0;
-        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) z += (p[j] = std::exp(p[j] - mx));
+        lse[(size_t(b) * S + i) * H + h] = probability_row(&q[((size_t(b) * S + i) * H + h) * D], kj, i, S, D, scale, mask, p);
         double* o = &out[((size_t(b) * S + i) * H + h) * D];
         for (long j = 0; j < S; ++j) if (mask.sees(i, j))
-          for (int d = 0; d < D; ++d) o[d] += p[j] / z * v[((size_t(b) * S + j) * Hkv + hk) * D + d];
-        lse[(size_t(b) * S + i) * H + h] = mx + std::log(z);
+          for (int d = 0; d < D; ++d) o[d] += p[j] * v[((size_t(b) * S + j) * Hkv + hk) * D + d];
       }
     }
 }
@@ -203,19 +214,10 @@ void reference_attention_backward(const std::vector<double>& q, const std::vecto
     for (int h = 0; h < H; ++h) {
       const int hk = h / (H / Hkv);
       for (long i = 0; i < S; ++i) {
-        double mx = -1e300;
-        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
-          double acc = 0;
-          for (int d = 0; d < D; ++d) acc += Q(b, i, h)[d] * KV(k, b, j, hk)[d];
-          P[j] = acc * scale;
-          mx = std::max(mx, P[j]);
-        }
-        double z = 0;
-        for (long j = 0; j < S; ++j) if (mask.sees(i, j)) z += (P[j] = std::exp(P[j] - mx));
+        probability_row(Q(b, i, h), [&](long j) { return KV(k, b, j, hk); }, i, S, D, scale, mask, P);
         const double* go = &dout[((size_t(b) * S + i) * H + h) * D];
         double c = 0;
         for (long j = 0; j < S; ++j) if (mask.sees(i, j)) {
-          P[j] /= z;
           double acc = 0;
           for (int d = 0; d < D; ++d) acc += go[d] * KV(v, b, j, hk)[d];
           dP[j] = acc;
