@@ -50,22 +50,27 @@ def _window(window_size):
     return tuple(int(x) for x in window_size)
 
 
+def _sharded(layout, q, k, v, dropout_p, softmax_scale, causal, window_size, alibi_slopes, deterministic,
+             return_attn_probs, group):
+    """The ring functions' common body: this rank's shard of a sequence laid out by `layout`."""
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
+    return _with_lse(attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
+                               ctx=_context(group, layout, deterministic), return_lse=return_attn_probs),
+                     return_attn_probs)
+
+
 def ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                          alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.ring_flash_attn_func: q [B, S_local, H, D], k, v [B, S_local, Hkv, D], contiguous shards."""
-    _refuse(dropout_p, alibi_slopes, return_attn_probs)
-    return _with_lse(attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                               ctx=_context(group, "contiguous", deterministic), return_lse=return_attn_probs),
-                     return_attn_probs)
+    return _sharded("contiguous", q, k, v, dropout_p, softmax_scale, causal, window_size, alibi_slopes, deterministic,
+                    return_attn_probs, group)
 
 
 def zigzag_ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                                 alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
     """As ring_flash_attn.zigzag_ring_flash_attn_func: zigzag shards (chunks r and 2n-1-r of 2n)."""
-    _refuse(dropout_p, alibi_slopes, return_attn_probs)
-    return _with_lse(attention(q, k, v, causal=causal, window=_window(window_size), softmax_scale=softmax_scale,
-                               ctx=_context(group, "zigzag", deterministic), return_lse=return_attn_probs),
-                     return_attn_probs)
+    return _sharded("zigzag", q, k, v, dropout_p, softmax_scale, causal, window_size, alibi_slopes, deterministic,
+                    return_attn_probs, group)
 
 
 _PREPARED = {}  # id(cu_seqlens_q returned by prepare) -> (weakref to it, the whole sequence's offsets)
