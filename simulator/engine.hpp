@@ -58,7 +58,8 @@ struct SimResult {
 enum class Collectives { Off, On, Auto };
 // Auto takes the collectives only where they are predicted at least this much faster: the model's median error on
 // 2-GPU runs is 2-5% (docs/measurements/model.md), send/recv is the transport every machine's runs were measured
-// with, and on 4 and 8 GPUs of an H200 box the collectives came out 1-4% ahead in the model alone (unmeasured);
+// with; on 4 and 8 GPUs of an H200 box the model puts the collectives 7-8% ahead at short shards (B=1 S=8192: taken)
+// and under 5% at long ones (kept as send/recv), neither measured;
 // over sockets they are 20-34% ahead in total (2x H200 socket profile, 2026-11-26, the exposed set).
 inline constexpr double kCollectivesMargin = 0.05;
 
