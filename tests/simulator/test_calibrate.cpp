@@ -312,6 +312,7 @@ TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
       {"kind,ranks,bytes,ms\n", "no measurement rows"},
       {"kind,B,H,S,D,causal,ms\nattention,1,8,1024,128,maybe,1\n", "a.csv:2: causal"},
       {"kind,B,H,Hkv,S,D,causal,ms\nattention,1,32,5,1024,128,0,1\n", "a.csv:2: Hkv: must divide H"},
+      {"kind,B,H,S,D,causal,ms\nattention,1,38888888882,1024,128,0,1\n", "a.csv:2: H: expected a positive integer up to 2^30"},
   };
   for (const auto& [text, expect] : bad) {
     try {
