@@ -3,6 +3,7 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-/tmp/tasp-out}
 mkdir -p "$OUT"
+OUT_BEFORE=" $(ls "$OUT" | tr '\n' ' ') "  # what was there before this script (pack_logs leaves it alone)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 T=${TASP_BIN:-build-gpu/tools/tasp}
 N=$(nvidia-smi -L 2> /dev/null | wc -l)
@@ -51,11 +52,12 @@ fabric_profile() {
   fi
 }
 
-# pack_logs FILE...: the device tool brings back 8 files of $OUT: those named stay, every other file and folder goes
-# into $OUT/logs.tgz (and out of $OUT), so that results are never the ones left behind.
+# pack_logs FILE...: the device tool brings back 8 files of $OUT: those named stay, every other file and folder this
+# script made goes into $OUT/logs.tgz (and out of $OUT), so that results are never the ones left behind. What was in
+# $OUT before it started stays as it was (a command that ran another script first keeps that one's results).
 pack_logs() {
   local keep=" $* logs.tgz " rest=() f
-  for f in $(ls "$OUT"); do [[ $keep == *" $f "* ]] || rest+=("$f"); done
+  for f in $(ls "$OUT"); do [[ $keep == *" $f "* || $OUT_BEFORE == *" $f "* ]] || rest+=("$f"); done
   [ ${#rest[@]} -gt 0 ] && tar czf "$OUT/logs.tgz" -C "$OUT" "${rest[@]}" && (cd "$OUT" && rm -rf "${rest[@]}")
   return 0
 }
