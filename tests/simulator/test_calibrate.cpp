@@ -9,6 +9,7 @@
 #include "simulator/calibrate.hpp"
 #include "simulator/compute_model.hpp"
 #include "simulator/microbench.hpp"
+#include "tests/input_errors.hpp"
 
 using namespace tasp;
 using namespace tasp::simtest;
@@ -227,8 +228,7 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
   q = simulator::profile_from_yaml_text(o4.str(), "rt4.yaml");
   EXPECT_NEAR(q.compute.gqa_fraction(hd, 64, 8, true), 0.81, 1e-9);
   EXPECT_NEAR(q.compute.gqa_fraction(hd, 64, 8, false), 1, 1e-12);
-  struct Case { std::string text, expect; };
-  const std::vector<Case> bad = {
+  const std::vector<std::pair<std::string, std::string>> bad = {
       {"", "empty profile"},
       {"name: x\ncomm: []\ncompute: {rates: [{head_dim: 128, full_tflops: 1}]}\n", "comm"},
       {"name: x\ncomm:\n  - {ranks: 8, latency_us: -1, flow_cap_gbps: [[1, 2]], rank_cap_gbps: [[1, 2]]}\ncompute: {rates: [{head_dim: 128, full_tflops: 1}]}\n",
@@ -258,15 +258,8 @@ TEST(ProfileYaml, RoundTripAndErrorsNameLineAndField) {
       {"name: x\nbogus: 1\n", "bogus"},
       {"name: [x\n", "syntax"},
   };
-  for (const auto& c : bad) {
-    try {
-      simulator::profile_from_yaml_text(c.text, "bad.yaml");
-      ADD_FAILURE() << "accepted: " << c.text;
-    } catch (const planner::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();
-    }
-  }
+  test_support::expect_input_errors([](const std::string& t) { simulator::profile_from_yaml_text(t, "bad.yaml"); }, bad,
+                                    "bad.yaml");
 }
 
 // Mutations of a valid profile: each is accepted or rejected with InputError, never a crash.
@@ -314,14 +307,7 @@ TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
       {"kind,B,H,Hkv,S,D,causal,ms\nattention,1,32,5,1024,128,0,1\n", "a.csv:2: Hkv: must divide H"},
       {"kind,B,H,S,D,causal,ms\nattention,1,38888888882,1024,128,0,1\n", "a.csv:2: H: expected a positive integer up to 2^30"},
   };
-  for (const auto& [text, expect] : bad) {
-    try {
-      simulator::read_samples_csv(text, "a.csv");
-      ADD_FAILURE() << "accepted: " << text;
-    } catch (const planner::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
-    }
-  }
+  test_support::expect_input_errors([](const std::string& t) { simulator::read_samples_csv(t, "a.csv"); }, bad);
 }
 
 // NCCL's all-gather rate (CommProfile::collective_gbps): fitted from the `allgather` microbenchmark rows past the
