@@ -19,6 +19,7 @@
 #include "kernels/bwd_plan.hpp"
 #include "kernels/bwd_plan_cache.hpp"
 #include "kernels/bwd_sm90.cuh"
+#include "kernels/bwd_sm90_wide.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/env_knob.hpp"
 #include "kernels/head_dims.hpp"
@@ -41,6 +42,17 @@ int heads_per_cta(int group, bool deterministic) {
   return k > 0 && group % k == 0 ? k : group;
 }
 
+// D=256 runs bwd_sm90_wide.cuh (64 keys a CTA, the head dim split between the warpgroups: 5 products a tile) unless
+// TASP_BWD_WIDE=0, which runs bwd_sm90.cuh's layout there (two CTAs a key tile, each half of the head dim: 7 products
+// a tile) for A/B runs.
+bool wide(int D) {
+  static const bool on = env_int("TASP_BWD_WIDE", 1) != 0;
+  return D == 256 && on;
+}
+// Query rows of a backward tile and of the dQ scratch's tiles; keys of a CTA.
+int query_tile(int D) { return wide(D) ? bwd::wide::Shape<256>::BM : bwd::block_m(D); }
+int key_tile(int D) { return wide(D) ? bwd::wide::Shape<256>::BN : bwd::kKeyTile; }
+
 }  // namespace
 
 bool backward_supported() {
@@ -59,7 +71,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
-  const int kBlockM = bwd::block_m(b.D), kBlockN = bwd::kKeyTile;
+  const int kBlockM = query_tile(b.D), kBlockN = key_tile(b.D);
   for (size_t i = 0; i < b.items.size(); ++i) {
     const WorkItem& it = b.items[i];
     if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
@@ -85,8 +97,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (!ws.bwd_plans) ws.bwd_plans = std::make_unique<bwd::PlanCache>();
   const bwd::CachedPlan& cached =
-      bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, b.deterministic, stagger),
-                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, b.deterministic, stagger); },
+      bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger),
+                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger); },
                          staging_of(ws), s);
   const bwd::Plan& plan = cached.plan;
   if (plan.tiles.empty()) return;
@@ -96,7 +108,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   const bool bf16 = b.dtype == DType::BF16;
   std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
   const long long qstride = (long long)b.q_rows * b.H * b.D;
-  const int qd_blocks = bwd::qd_blocks_per_copy(b.D, b.deterministic);
+  const int qd_blocks = wide(b.D) ? bwd::wide::qd_blocks_per_copy(b.deterministic) : bwd::qd_blocks_per_copy(b.D, b.deterministic);
   encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
   encode_bshd_map(maps.data() + kTensorMapBytes, b.dout, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
   for (size_t i = 0; i < b.pieces.size(); ++i) {
@@ -127,8 +139,13 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.heads_per_cta = heads_per_cta(b.H / b.Hkv, b.deterministic);
   p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
   p.scale_log2 = p.scale * 1.4426950408889634f;
-  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta * bwd::col_parts(b.D);
+  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta * (wide(b.D) ? 1 : bwd::col_parts(b.D));
   auto launch = [&](auto det) {
+    if (wide(b.D)) {
+      if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det()>(p, n, kv_ctas, b.B, s);
+      else bwd::wide::launch<__half, 256, det()>(p, n, kv_ctas, b.B, s);
+      return;
+    }
     BwdHeadDims::dispatch(b.D, [&](auto d) {
       constexpr int BM = bwd::block_m(d());
       if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, s);
@@ -149,7 +166,7 @@ namespace {
 
 // Item rows of the scratch's tiles, in its order: {first row in q/dq, rows}.
 std::vector<int2> dq_tile_rows(const AttentionBackwardBatch& b) {
-  const int bm = bwd::block_m(b.D);
+  const int bm = query_tile(b.D);
   std::vector<int2> t;
   for (const WorkItem& it : b.items)
     for (int r = 0; r < it.q_len; r += bm) t.push_back(make_int2(it.q_row0 + r, std::min(bm, it.q_len - r)));
@@ -188,8 +205,8 @@ __global__ void dq_finish_kernel(const float4* accum, T* dq, const int2* tiles, 
 
 }  // namespace
 
-int dq_accum_tile_rows(int D) { return bwd::block_m(D); }
-int dq_accum_tile_floats(int D) { return bwd::block_m(D) * bwd::padded_dim(D); }
+int dq_accum_tile_rows(int D) { return query_tile(D); }
+int dq_accum_tile_floats(int D) { return query_tile(D) * bwd::padded_dim(D); }
 
 size_t dq_accum_floats(const AttentionBackwardBatch& b) {
   return size_t(b.B) * b.H * dq_tile_rows(b).size() * dq_accum_tile_floats(b.D);
@@ -211,7 +228,7 @@ void finish(const AttentionBackwardBatch& b, T* dq, Workspace& ws, void* stream,
   const unsigned blocks = unsigned(std::min<long long>((n + threads - 1) / threads, 1 << 20));
   dq_finish_kernel<<<blocks, threads, 0, s>>>(reinterpret_cast<const float4*>(b.dq_accum), dq,
                                               reinterpret_cast<const int2*>(base), int(tiles.size()), b.H, b.D, b.q_rows,
-                                              bwd::dq_cols(b.D, bwd::block_m(b.D)), bwd::dq_blocks(b.D), scale, n,
+                                              bwd::dq_cols(b.D, query_tile(b.D)), bwd::dq_blocks(b.D), scale, n,
                                               overwrite);
   TASP_CUDA(cudaGetLastError());
 }

@@ -14,25 +14,26 @@ struct QEntry {
   int item, qrow, rows, tile;
 };
 
-// Whether entry q's rows, against keys [j0, j0 + kKeyTile) of piece kp, need a mask: some key hidden from some
+// Whether entry q's rows, against keys [j0, j0 + bn) of piece kp, need a mask: some key hidden from some
 // row, or past the piece's end.
-bool needs_mask(const QEntry& q, const KvPiece& kp, int j0) {
+bool needs_mask(const QEntry& q, const KvPiece& kp, int j0, int bn) {
   const long long k0 = kp.pos0 + j0;
-  return kp.len - j0 < kKeyTile || !(q.all_lo <= k0 && k0 + kKeyTile - 1 <= q.all_hi);
+  return kp.len - j0 < bn || !(q.all_lo <= k0 && k0 + bn - 1 <= q.all_hi);
 }
 
-// The visit of entry q by the CTA of keys [j0, j0 + kKeyTile) of piece kp.
-Visit visit(const QEntry& q, const KvPiece& kp, int j0) {
+// The visit of entry q by the CTA of keys [j0, j0 + bn) of piece kp.
+Visit visit(const QEntry& q, const KvPiece& kp, int j0, int bn) {
   Visit v{};
   v.tile = q.tile, v.qrow = q.qrow, v.rows = short(q.rows);
-  v.mask = needs_mask(q, kp, j0);
-  if (v.mask) v.m = TileMask(q.band, kp.pos0 + j0, std::min(kp.len - j0, kKeyTile));
+  v.mask = needs_mask(q, kp, j0, bn);
+  if (v.mask) v.m = TileMask(q.band, kp.pos0 + j0, std::min(kp.len - j0, bn));
   return v;
 }
 
 }  // namespace
 
-Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic, bool stagger) {
+Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn, bool deterministic,
+               bool stagger) {
   Plan plan;
   // Each piece's query tiles: every item listing it, in tiles of bm rows (numbered as the dQ scratch's tiles).
   std::vector<std::vector<QEntry>> per_piece(pieces.size());
@@ -71,8 +72,8 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
       runs.push_back({e, f});
       e = f;
     }
-    for (int j0 = 0; j0 < kp.len; j0 += kKeyTile) {
-      const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + kKeyTile) - 1;
+    for (int j0 = 0; j0 < kp.len; j0 += bn) {
+      const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + bn) - 1;
       Walk w{{int(pc), j0, 0, 0}, int(spans.size()), 0, false};
       for (const auto& [rb, re] : runs) {
         // First entry whose rows see up to k0 or beyond; first entry whose rows start past k1.
@@ -83,7 +84,7 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
         spans.push_back({from, to});
         w.tile.vcount += to - from;
         // all_lo and all_hi rise with the rows, so a span's unmasked visits are consecutive: its ends tell.
-        w.masked = w.masked || needs_mask(entries[from], kp, j0) || needs_mask(entries[to - 1], kp, j0);
+        w.masked = w.masked || needs_mask(entries[from], kp, j0, bn) || needs_mask(entries[to - 1], kp, j0, bn);
       }
       w.spans_end = int(spans.size());
       if (w.tile.vcount > 0) walks.push_back(w);
@@ -104,11 +105,11 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
     for (int sp = w.spans_begin; sp < w.spans_end; ++sp)
       for (int e = spans[sp].first; e < spans[sp].second; ++e) order.push_back(e);
     // Staggered: key tile k of a piece's kt starts k / kt of the way into its walk.
-    const long long kt = (kp.len + kKeyTile - 1) / kKeyTile, k = w.tile.j0 / kKeyTile;
+    const long long kt = (kp.len + bn - 1) / bn, k = w.tile.j0 / bn;
     const int shift = stagger && !w.masked ? int(k * n / kt) : 0;
     w.tile.vbegin = int(plan.visits.size());
     for (int i = 0; i < n; ++i) {
-      Visit v = visit(entries[order[(shift + i) % n]], kp, w.tile.j0);
+      Visit v = visit(entries[order[(shift + i) % n]], kp, w.tile.j0, bn);
       if (deterministic) v.turn = visits_of[v.tile]++;
       plan.visits.push_back(v);
     }
@@ -117,9 +118,9 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
   return plan;
 }
 
-std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
-                                bool stagger) {
-  std::vector<long long> key{bm, deterministic, stagger, (long long)items.size(), (long long)pieces.size()};
+std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn,
+                                bool deterministic, bool stagger) {
+  std::vector<long long> key{bm, bn, deterministic, stagger, (long long)items.size(), (long long)pieces.size()};
   key.reserve(key.size() + 10 * items.size() + 2 * pieces.size());
   for (const WorkItem& it : items)
     key.insert(key.end(), {it.q_row0, it.q_len, it.q_pos0, it.piece_begin, it.piece_count, it.causal, it.k_begin, it.k_end,

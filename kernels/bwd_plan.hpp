@@ -25,12 +25,12 @@ struct alignas(16) Visit {
 };
 static_assert(sizeof(Visit) == 32, "a visit is two 16-byte loads");
 
-// A CTA's work: keys [j0, j0 + kKeyTile) of piece `piece`, against the query tiles visits[vbegin, vbegin + vcount)
+// A CTA's work: keys [j0, j0 + bn) of piece `piece` (bn: make_plan's key tile), against the query tiles visits[vbegin, vbegin + vcount)
 // (each for every query head of the CTA's KV head).
 struct Tile {
   int piece, j0, vbegin, vcount;
 };
-constexpr int kKeyTile = 128;
+constexpr int kKeyTile = 128;  // bwd_sm90.cuh's key tile (bwd_sm90_wide.cuh's: 64)
 
 struct Plan {
   std::vector<Visit> visits;  // the CTAs' walks, one run each, in launch order
@@ -38,16 +38,16 @@ struct Plan {
   int dq_tiles = 0;           // tiles of the dQ scratch (per batch and head)
 };
 
-// Items and pieces as attention_backward has checked them; bm: query rows per tile (block_m). stagger: a CTA whose
+// Items and pieces as attention_backward has checked them; bm: query rows per tile (block_m), bn: keys per CTA. stagger: a CTA whose
 // walk has no masked visit starts it at another point (key tile k of a piece's n k / n of the way in, then wraps
 // around), so that the CTAs of a head do not read the same Q tile and add into the same dQ tile at once.
-Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
+Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn, bool deterministic,
                bool stagger = false);
 
 // Everything make_plan's result depends on (the items' rows, positions, pieces and masks, the pieces' lengths and
 // positions, bm and the flags; not the buffers' addresses), as one value: equal keys, equal plans. A training step
 // repeats its launches' work lists every iteration, so the launch keeps plans by key (bwd_plan_cache.hpp).
-std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, bool deterministic,
-                                bool stagger);
+std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn,
+                                bool deterministic, bool stagger);
 
 }  // namespace tasp::kernels::bwd

@@ -78,8 +78,9 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
   for (int trial = 0; trial < 300; ++trial) {
     const Problem pr = random_problem(rng);
     const Built in = build(pr);
-    for (int bm : {80, 128}) {
-      const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, bm, trial % 2 == 0, trial % 3 == 0);
+    // (query tile, key tile) of bwd_sm90.cuh's layouts (80 or 128 rows, 128 keys) and of bwd_sm90_wide.cuh's (64, 64).
+    for (const auto [bm, bn] : {std::pair{80, bwd::kKeyTile}, std::pair{128, bwd::kKeyTile}, std::pair{64, 64}}) {
+      const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, bm, bn, trial % 2 == 0, trial % 3 == 0);
       const auto tiles = dq_tiles(pr, bm);
       ASSERT_EQ(plan.dq_tiles, int(tiles.size()));
       // What each CTA walks, (item, first row) of each visit, each visit's mask checked against the definition.
@@ -90,7 +91,8 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
         ASSERT_EQ(t.vbegin, next_visit) << "the walks one after another in launch order";
         next_visit += t.vcount;
         const PieceSpec& ps = pr.pieces[t.piece];
-        const int keys = std::min(ps.len - t.j0, bwd::kKeyTile);
+        const int keys = std::min(ps.len - t.j0, bn);
+        ASSERT_EQ(t.j0 % bn, 0);
         ASSERT_TRUE(walked.find({t.piece, t.j0}) == walked.end()) << "two CTAs for one key tile";
         auto& w = walked[{t.piece, t.j0}];
         for (int e = t.vbegin; e < t.vbegin + t.vcount; ++e) {
@@ -100,7 +102,7 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
           const ItemSpec& it = pr.items[item];
           ASSERT_EQ(v.qrow, it.q_row0 + r);
           ASSERT_EQ(v.rows, std::min(bm, it.q_len - r));
-          bool any = false, all = keys == bwd::kKeyTile;
+          bool any = false, all = keys == bn;
           for (int rr = 0; rr < v.rows; ++rr)
             for (int j = 0; j < keys; ++j) {
               const bool s = sees(it, it.q_pos0 + r + rr, ps.pos0 + t.j0 + j);
@@ -122,11 +124,11 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
       for (size_t i = 0; i < pr.items.size(); ++i) {
         const ItemSpec& it = pr.items[i];
         for (int pc : it.pieces)
-          for (int j0 = 0; j0 < pr.pieces[pc].len; j0 += bwd::kKeyTile)
+          for (int j0 = 0; j0 < pr.pieces[pc].len; j0 += bn)
             for (int r = 0; r < it.q_len; r += bm) {
               bool any = false;
               for (int rr = r; rr < std::min(it.q_len, r + bm) && !any; ++rr)
-                for (int j = j0; j < std::min(pr.pieces[pc].len, j0 + bwd::kKeyTile) && !any; ++j)
+                for (int j = j0; j < std::min(pr.pieces[pc].len, j0 + bn) && !any; ++j)
                   any = sees(it, it.q_pos0 + rr, pr.pieces[pc].pos0 + j);
               if (!any) continue;
               const auto w = walked.find({pc, j0});
@@ -142,14 +144,14 @@ TEST(BwdPlan, TurnsCountEachDqTilesVisitsInLaunchOrder) {
   std::mt19937 rng(9);
   for (int trial = 0; trial < 200; ++trial) {
     const Built in = build(random_problem(rng));
-    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, true, trial % 2 == 0);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, bwd::kKeyTile, true, trial % 2 == 0);
     std::vector<int> next(plan.dq_tiles, 0);
     for (const bwd::Tile& t : plan.tiles)
       for (int e = t.vbegin; e < t.vbegin + t.vcount; ++e) {
         const bwd::Visit& v = plan.visits[e];
         ASSERT_EQ(v.turn, next[v.tile]++) << "trial " << trial;
       }
-    for (const bwd::Visit& v : bwd::make_plan(in.items, in.pieces, 80, false).visits) ASSERT_EQ(v.turn, 0);
+    for (const bwd::Visit& v : bwd::make_plan(in.items, in.pieces, 80, bwd::kKeyTile, false).visits) ASSERT_EQ(v.turn, 0);
   }
 }
 
@@ -159,7 +161,7 @@ TEST(BwdPlan, StaggersOnlyWalksWithoutMasks) {
   for (bool causal : {false, true}) {
     const Problem pr{{{1024, 0}}, {ItemSpec{0, 1024, 0, {0}, causal}}};
     const Built in = build(pr);
-    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 128, false, true);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 128, bwd::kKeyTile, false, true);
     ASSERT_EQ(plan.tiles.size(), 8u);
     for (const bwd::Tile& t : plan.tiles) {
       const int k = t.j0 / bwd::kKeyTile;
@@ -169,7 +171,7 @@ TEST(BwdPlan, StaggersOnlyWalksWithoutMasks) {
         EXPECT_EQ(plan.visits[t.vbegin + t.vcount - 1].tile, (k + 7) % 8);
       }
     }
-    const bwd::Plan flat = bwd::make_plan(in.items, in.pieces, 128, false, false);
+    const bwd::Plan flat = bwd::make_plan(in.items, in.pieces, 128, bwd::kKeyTile, false, false);
     for (const bwd::Tile& t : flat.tiles) EXPECT_EQ(flat.visits[t.vbegin].tile, causal ? t.j0 / bwd::kKeyTile : 0);
   }
 }
@@ -214,25 +216,26 @@ TEST(BwdPlan, KeyChangesExactlyWithWhatThePlanDependsOn) {
   for (int trial = 0; trial < 300; ++trial) {
     const Built in = build(random_problem(rng));
     const bool det = trial % 2, stagger = trial % 3 == 0;
-    const auto key = bwd::plan_key(in.items, in.pieces, 80, det, stagger);
-    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, det, stagger);
-    ASSERT_EQ(key, bwd::plan_key(in.items, in.pieces, 80, det, stagger));
+    const auto key = bwd::plan_key(in.items, in.pieces, 80, bwd::kKeyTile, det, stagger);
+    const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, 80, bwd::kKeyTile, det, stagger);
+    ASSERT_EQ(key, bwd::plan_key(in.items, in.pieces, 80, bwd::kKeyTile, det, stagger));
+    ASSERT_NE(key, bwd::plan_key(in.items, in.pieces, 80, 64, det, stagger)) << "the key tile";
     for (const auto& [what, mutate] : changes) {
       Built m = in;
       mutate(m, rng);
-      if (same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, det, stagger))) continue;
+      if (same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, bwd::kKeyTile, det, stagger))) continue;
       ++changed;
-      ASSERT_NE(key, bwd::plan_key(m.items, m.pieces, 80, det, stagger)) << what << ", trial " << trial << ": another plan, same key";
+      ASSERT_NE(key, bwd::plan_key(m.items, m.pieces, 80, bwd::kKeyTile, det, stagger)) << what << ", trial " << trial << ": another plan, same key";
     }
     for (const auto& [what, mutate] : same) {
       Built m = in;
       mutate(m, rng);
-      ASSERT_TRUE(same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, det, stagger))) << what;
-      ASSERT_EQ(key, bwd::plan_key(m.items, m.pieces, 80, det, stagger)) << what << ": the plan does not depend on it";
+      ASSERT_TRUE(same_plan(plan, bwd::make_plan(m.items, m.pieces, 80, bwd::kKeyTile, det, stagger))) << what;
+      ASSERT_EQ(key, bwd::plan_key(m.items, m.pieces, 80, bwd::kKeyTile, det, stagger)) << what << ": the plan does not depend on it";
     }
-    for (int bm : {64, 128}) EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, bm, det, stagger));
-    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, !det, stagger));
-    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, det, !stagger));
+    for (int bm : {64, 128}) EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, bm, bwd::kKeyTile, det, stagger));
+    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, bwd::kKeyTile, !det, stagger));
+    EXPECT_NE(key, bwd::plan_key(in.items, in.pieces, 80, bwd::kKeyTile, det, !stagger));
   }
   EXPECT_GT(changed, 1000) << "the changes should mostly change the plan";
 }

@@ -1,0 +1,345 @@
+#pragma once
+// Hopper backward for the wide head dim (D=256, sm_90a), in FlashAttention-3's layout for it: a CTA owns 64 keys of
+// one KV piece, one KV head and one batch and walks 64-row query tiles (the same plan, visits and masks as
+// bwd_sm90.cuh, with 64-key tiles). Where bwd_sm90.cuh's layout (keys as the M of every product, dK and dV in
+// registers as 64 keys x D) would need 256 accumulator registers a thread at D=256, here the head dim is the M of the
+// three products that leave D-wide results, split between the two warpgroups, so no product is done twice:
+//   S   = Q K_w^T    (64 queries x 32 keys, warpgroup w's half of the keys; ss, both K-major)
+//   dP  = dO V_w^T   (the same shape)                         P = exp2(S scale log2e - LSE log2e), dS = P (dP - D)
+// P and dS go to shared memory ([query][key], 128-byte swizzle) and, once both halves are there (a CTA barrier a
+// tile: every product below needs all 64 keys), each warpgroup computes for its 128 head-dim rows (two 64-row halves)
+//   dV^T += dO^T P   (ss: dO and P MN-major)                  dK^T += Q^T dS   (ss: Q and dS MN-major)
+//   dQ^T  = K^T dS^T (ss: K MN-major, dS K-major)
+// dV^T and dK^T stay in registers across the walk (2 x 2 x 32 a thread), dQ^T (2 x 32) is staged and bulk-reduced
+// into the dQ scratch in bwd_sm90.cuh's layout (block 2 w + half of a 64-row tile). The staging needs no shared
+// memory of its own: after the barrier only warpgroup w reads its head-dim blocks 2w, 2w+1 of the tile's Q and dO
+// (S and dP, which read all of them, are done), so once its dK^T and dV^T are done it stages dQ^T there, and the
+// stage is free for the tile after next once both warpgroups' reduces have read it. 32 KB of K and V each, two stages
+// of Q and dO (64 KB each), P and dS double-buffered (32 KB): 224 KB.
+#include <cstdint>
+
+#include "kernels/bwd_sm90.cuh"
+
+namespace tasp::kernels::bwd::wide {
+
+template <int D>
+struct Shape {
+  static_assert(D == 256, "the wide backward is for D=256");
+  static constexpr int WG = 2, STAGES = 2, BM = 64, BN = 64, kThreads = 128 * WG;
+  static constexpr int kBlocks = D / 64;                  // 64-column blocks of Q, dO, K, V
+  static constexpr int kKvBytes = BN * D * 2;             // 32 KB
+  static constexpr int kQBytes = BM * D * 2;              // 32 KB
+  static constexpr int kBlockBytes = BM * 128;            // one 64-column block of Q or dO (8 KB; K and V the same)
+  static constexpr int kPBytes = BM * BN * 2;             // P or dS of a tile (8 KB)
+  static constexpr int kOwnBlocks = kBlocks / WG;         // head-dim blocks a warpgroup owns (2)
+  static constexpr int kSlots = 4, kSlotBytes = 64;
+  static constexpr int kBarriers = 1 + 2 * STAGES;        // kv_full, qd_full[], qd_empty[]
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kSlots * kSlotBytes +
+                               2 * int(sizeof(Visit)) + 8 * kBarriers;
+  static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
+  static_assert(kOwnBlocks * kBlockBytes * 2 == 64 * 64 * 4 * kOwnBlocks, "a warpgroup's dQ^T halves fill its Q and dO blocks");
+};
+
+// Q and dO column blocks per TMA copy: all four through the 5-d map, one by one with the deterministic dQ (as
+// bwd_sm90.cuh's qd_blocks_per_copy).
+__host__ __device__ constexpr int qd_blocks_per_copy(bool deterministic) { return deterministic ? 1 : 4; }
+
+// acc (64 head-dim rows x 64 keys) += X^T (one 64-column block of a [64 queries][64] tile, MN-major) * Y (the
+// tile's P or dS, [64 queries][64 keys], MN-major).
+template <typename T>
+__device__ __forceinline__ void issue_dkv(float (&acc)[32], uint32_t x_block, uint32_t y) {
+  const sm90::Sw128 xd(x_block, 8192, 1024), yd(y, 8192, 1024);
+#pragma unroll
+  for (int kt = 0; kt < 4; ++kt) sm90::wgmma_ss<T, 64, 1, 1>(acc, xd.at(kt * 2048), yd.at(kt * 2048), 1);
+}
+
+template <typename T, int D, bool DET>
+__global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kernel(const Params p) {
+  using S = Shape<D>;
+  constexpr int STAGES = S::STAGES, BM = S::BM;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* sK = smem_raw;                     // [4 blocks][64 keys][128 B]
+  unsigned char* sV = sK + S::kKvBytes;
+  unsigned char* sQ = sV + S::kKvBytes;             // [STAGES][4 blocks][64 rows][128 B]
+  unsigned char* sdO = sQ + STAGES * S::kQBytes;
+  unsigned char* sP = sdO + STAGES * S::kQBytes;    // [2 buffers][64 queries][64 keys]
+  unsigned char* sdS = sP + 2 * S::kPBytes;
+  QTile* slots = reinterpret_cast<QTile*>(sdS + 2 * S::kPBytes);  // [kSlots]
+  Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
+  const uint32_t bars = fwd::smem_addr(walk_cache + 2);
+  const uint32_t kv_full = bars;
+  auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
+  auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
+
+  const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
+  const KvPiece kp = p.pieces[tile.piece];
+  const int y = DET ? blockIdx.x : blockIdx.y;
+  const int splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
+  const int h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
+
+  if (threadIdx.x == 0) {
+    sm90::mbar_init(kv_full, 1);
+    // A stage is free again once both warpgroups' dQ^T reduces have read it (one arrival each).
+    for (int st = 0; st < STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), S::WG);
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+
+  // Thread 0 walks and loads as in bwd_sm90.cuh: tile t + 2 resolved into its slot at the end of tile t, tile
+  // t + 1's copies issued in tile t once its stage is free.
+  const unsigned char* maps = p.tmaps;
+  QWalk ahead(tile, p.heads_per_cta, walk_cache);
+  int resolved_n = 0;
+  auto resolve = [&] {
+    if (ahead.v > ahead.vend) return;
+    QTile& next = slots[resolved_n % S::kSlots];
+    if (ahead.v < ahead.vend) {
+      const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
+      int4* dst = reinterpret_cast<int4*>(&next);
+      dst[0] = src[0], dst[1] = src[1];
+      dst[2] = make_int4(h0 + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
+      ahead.next();
+    } else {
+      next.tile = -1;
+      ++ahead.v;
+    }
+    ++resolved_n;
+  };
+  int loaded = 0;
+  auto load_next = [&] {
+    if (loaded < 0) return;
+    const int st = loaded % STAGES;
+    const QTile& n = slots[loaded % S::kSlots];
+    const int2 tq = *reinterpret_cast<const int2*>(&n.tile);  // tile, qrow
+    const int qrow = tq.y, h = n.h;
+    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);
+    if (tq.x < 0) {
+      sm90::mbar_arrive(qd_full(st));
+      loaded = -1;
+      return;
+    }
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+    if constexpr (qd_blocks_per_copy(DET) == S::kBlocks) {
+      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
+      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
+    } else {
+#pragma unroll
+      for (int cb = 0; cb < S::kBlocks; ++cb) {
+        sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * S::kBlockBytes), maps, qd_full(st), cb * 64, h, qrow, b);
+        sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * S::kBlockBytes), maps + kTensorMapBytes, qd_full(st),
+                          cb * 64, h, qrow, b);
+      }
+    }
+    ++loaded;
+  };
+  if (threadIdx.x == 0) {
+    if constexpr (!DET) ahead.fetch(p, ahead.v);
+    resolve(), resolve();
+    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
+    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
+#pragma unroll
+    for (int cb = 0; cb < S::kBlocks; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sK + cb * S::kBlockBytes), km, kv_full, cb * 64, hk, tile.j0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sV + cb * S::kBlockBytes), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
+    }
+    load_next();
+  }
+
+  const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4, wt = threadIdx.x % 128;
+  const int row0 = warp * 16 + g;  // the thread's first query row of S and dP (the second is row0 + 8)
+  float dv[2][32], dk[2][32];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dv[hh][i] = 0.f, dk[hh][i] = 0.f;
+  const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
+  sm90::mbar_wait(kv_full, 0);
+
+  // P and dS of a tile as stmatrix writes them ([query][key] rows of 128 bytes, 16-byte chunks swizzled by the
+  // row): lane l addresses row l % 8 of matrix l / 8 (matrix j: queries 8 (j % 2), keys 8 (j / 2) of the 16-key
+  // slice kt of the warpgroup's 32 keys).
+  const int lrow = warp * 16 + lane % 8 + 8 * (lane / 8 % 2);
+  const uint32_t pds_lane = lrow * 128;
+  auto pds_chunk = [&](int kt) { return uint32_t(((4 * w + 2 * kt + lane / 16) ^ (lrow % 8)) << 4); };
+
+  // The dQ^T halves staged by warpgroup w in its own blocks of the tile's Q (half 0) and dO (half 1).
+  auto stage_of = [&](int st, int hh) { return (hh ? sdO : sQ) + st * S::kQBytes + w * S::kOwnBlocks * S::kBlockBytes; };
+  int* held = nullptr;  // deterministic dQ: the first of the warpgroup's two counters whose turn it holds
+  int held_next = 0;
+  int prev_st = -1;     // the stage whose staged dQ^T the warpgroup's reduce may still be reading
+  int t = 0;
+  for (;; ++t) {
+    const int st = t % STAGES;
+    sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
+    const QTile c = slots[t % S::kSlots];
+    if (c.tile < 0) break;
+    const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
+    float s[16], dp[16];
+    {
+      const sm90::Sw128 qd(q_addr, 16, 1024), kd(k_addr + w * 32 * 128, 16, 1024);
+      const sm90::Sw128 od(do_addr, 16, 1024), vd(v_addr + w * 32 * 128, 16, 1024);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        sm90::wgmma_ss<T, 32, 0, 0>(s, qd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), kd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
+                                    ks > 0 ? 1 : 0);
+      sm90::wgmma_commit();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        sm90::wgmma_ss<T, 32, 0, 0>(dp, od.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), vd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
+                                    ks > 0 ? 1 : 0);
+      sm90::wgmma_commit();
+    }
+    // The tile before's reduces have read its stage (and, deterministic, are done and their turn passed on):
+    // the stage is free for tile t + 1's copies.
+    if (wt == 0 && prev_st >= 0) {
+      if constexpr (DET) {
+        sm90::bulk_wait();
+        sm90::fence_proxy_async_global();
+        sm90::st_release(held, held_next), sm90::st_release(held + 1, held_next);
+      } else {
+        sm90::bulk_wait_read();
+      }
+      sm90::mbar_arrive(qd_empty(prev_st));
+    }
+    if (threadIdx.x == 0) load_next();
+    // The rows' LSE (times log2 e) and D; past the tile's rows no query: P = 0, D = 0.
+    float l2[2], dd[2];
+    {
+      const long long r = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int q = row0 + 8 * i;
+        l2[i] = q < c.rows ? __ldg(p.lse + r + q) * 1.4426950408889634f : INFINITY;
+        dd[i] = q < c.rows ? __ldg(p.dsum + r + q) : 0.f;
+      }
+    }
+    sm90::wgmma_wait<1>();
+    fwd::fence_regs<16>(s);
+    // P: element e of chunk ch is query row0 + 8 (e / 2), key 32 w + 8 ch + 2 t4 + (e % 2) of the tile.
+    if (c.mask) {
+      const TileMask m = slots[c.slot].m;
+      const int lo[2] = {m.first(row0), m.first(row0 + 8)}, hi[2] = {m.last(row0), m.last(row0 + 8)};
+#pragma unroll
+      for (int ch = 0; ch < 4; ++ch)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = 32 * w + 8 * ch + 2 * t4 + (e & 1);
+          const float v = exp2f(s[4 * ch + e] * p.scale_log2 - l2[e / 2]);
+          s[4 * ch + e] = key < lo[e / 2] || key > hi[e / 2] ? 0.f : v;
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) s[i] = exp2f(s[i] * p.scale_log2 - l2[(i / 2) % 2]);
+    }
+    uint32_t pa[2][4];
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
+    sm90::wgmma_wait<0>();
+    fwd::fence_regs<16>(dp);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) dp[i] = s[i] * (dp[i] - dd[(i / 2) % 2]);
+    uint32_t da[2][4];
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt) fwd::pack_a<T>(da[kt], dp, kt);
+    // Buffer t & 1: its readers two tiles back finished before the other warpgroup reached the barrier of the
+    // tile before.
+    const uint32_t p_buf = fwd::smem_addr(sP + (t & 1) * S::kPBytes), ds_buf = fwd::smem_addr(sdS + (t & 1) * S::kPBytes);
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt) {
+      fwd::stmatrix_x4(p_buf + pds_lane + pds_chunk(kt), pa[kt]);
+      fwd::stmatrix_x4(ds_buf + pds_lane + pds_chunk(kt), da[kt]);
+    }
+    sm90::fence_proxy_async();
+    sm90::bar_sync(1, S::kThreads);  // both halves of P and dS written
+    float dq[2][32];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int blk = (2 * w + hh) * S::kBlockBytes;
+      issue_dkv<T>(dv[hh], do_addr + blk, p_buf);
+      issue_dkv<T>(dk[hh], q_addr + blk, ds_buf);
+    }
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const sm90::Sw128 kd(k_addr + (2 * w + hh) * S::kBlockBytes, 8192, 1024), dsd(ds_buf, 16, 1024);
+#pragma unroll
+      for (int kt = 0; kt < 4; ++kt) sm90::wgmma_ss<T, 64, 1, 0>(dq[hh], kd.at(kt * 2048), dsd.at(kt * 32), kt > 0 ? 1 : 0);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      fwd::fence_regs<32>(dv[hh]);
+      fwd::fence_regs<32>(dk[hh]);
+      fwd::fence_regs<32>(dq[hh]);
+    }
+    // dQ^T's halves staged in the order the threads hold them (float4 k of thread wt at (k 128 + wt) 16), each a
+    // contiguous block of the scratch.
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      unsigned char* stage = stage_of(st, hh);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[hh][4 * k], dq[hh][4 * k + 1], dq[hh][4 * k + 2], dq[hh][4 * k + 3]);
+    }
+    sm90::fence_proxy_async();
+    sm90::bar_sync(2 + w, 128);
+    if (wt == 0) {
+      float* dst = p.dq_accum + dq_accum_offset(b, c.h, c.tile, 2 * w, p.H, p.dq_tiles, BM, D);
+      if constexpr (DET) {
+        held = p.dq_sems + (((long long)b * p.H + c.h) * p.dq_tiles + c.tile) * dq_blocks(D) + 2 * w, held_next = c.turn + 1;
+        sm90::wait_turn(held, c.turn), sm90::wait_turn(held + 1, c.turn);
+        sm90::fence_proxy_async_global();
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) sm90::bulk_reduce_add_f32(dst + hh * 64 * 64, fwd::smem_addr(stage_of(st, hh)), 64 * 64 * 4);
+      sm90::bulk_commit();
+    }
+    prev_st = st;
+    if (threadIdx.x == 0) resolve();  // tile t + 2
+  }
+  if (wt == 0) {
+    sm90::bulk_wait();  // the staged blocks stay until the last reduce has read them
+    if constexpr (DET)
+      if (held) sm90::fence_proxy_async_global(), sm90::st_release(held, held_next), sm90::st_release(held + 1, held_next);
+  }
+  // dK (scaled) and dV into the piece's accumulator: warpgroup w's head-dim rows 128 w + 64 hh + row0 + 8 (e / 2) of
+  // keys 8 c + 2 t4 + (e % 2).
+  const GradPiece gp = p.grads[tile.piece];
+  const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+    for (int ch = 0; ch < 8; ++ch)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = tile.j0 + 8 * ch + 2 * t4 + (e & 1);
+        if (j >= kp.len) continue;
+        const int d = 128 * w + 64 * hh + row0 + 8 * (e / 2);
+        const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + d;
+        const float a = p.scale * dk[hh][4 * ch + e], v = dv[hh][4 * ch + e];
+        if (splits > 1) {  // the other CTAs of the group add into the same keys
+          atomicAdd(gp.dk + off, a);
+          atomicAdd(gp.dv + off, v);
+        } else {
+          gp.dk[off] += a;
+          gp.dv[off] += v;
+        }
+      }
+}
+
+template <typename T, int D, bool DET>
+void launch(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
+  using S = Shape<D>;
+  allow_dynamic_smem<attention_bwd_wide_kernel<T, D, DET>>(S::kSmem);
+  const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
+  attention_bwd_wide_kernel<T, D, DET><<<grid, S::kThreads, S::kSmem, s>>>(p);
+  TASP_CUDA(cudaGetLastError());
+}
+
+}  // namespace tasp::kernels::bwd::wide
