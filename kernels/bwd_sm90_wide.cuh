@@ -53,8 +53,12 @@ __device__ __forceinline__ void issue_dkv(float (&acc)[32], uint32_t x_block, ui
   for (int kt = 0; kt < 4; ++kt) sm90::wgmma_ss<T, 64, 1, 1>(acc, xd.at(kt * 2048), yd.at(kt * 2048), 1);
 }
 
-template <typename T, int D, bool DET>
+// PIPE: dQ^T added to the scratch from registers (red.global.add.v4.f32), so a stage is free once both warpgroups'
+// dK^T and dV^T have read it, and the next tile's S and dP issued before this tile's dQ^T is added (they run under
+// it); else dQ^T staged in the tile's stage and bulk-reduced (the deterministic dQ takes turns so).
+template <typename T, int D, bool DET, bool PIPE>
 __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kernel(const Params p) {
+  static_assert(!(DET && PIPE), "the deterministic dQ takes turns at bulk reduces");
   using S = Shape<D>;
   constexpr int STAGES = S::STAGES, BM = S::BM;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -135,6 +139,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   if (threadIdx.x == 0) {
     if constexpr (!DET) ahead.fetch(p, ahead.v);
     resolve(), resolve();
+    if constexpr (PIPE) resolve();  // tile t + 2 is loaded in tile t
     const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
     sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
@@ -145,6 +150,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       sm90::tma_load_4d(fwd::smem_addr(sV + cb * S::kBlockBytes), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
     }
     load_next();
+    if constexpr (PIPE) load_next();
   }
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -170,32 +176,51 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   int* held = nullptr;  // deterministic dQ: the first of the warpgroup's two counters whose turn it holds
   int held_next = 0;
   int prev_st = -1;     // the stage whose staged dQ^T the warpgroup's reduce may still be reading
+  float s[16], dp[16];
+  // S and dP of the tile in stage st (two commit groups).
+  auto issue_sdp = [&](int st) {
+    const sm90::Sw128 qd(fwd::smem_addr(sQ + st * S::kQBytes), 16, 1024), kd(k_addr + w * 32 * 128, 16, 1024);
+    const sm90::Sw128 od(fwd::smem_addr(sdO + st * S::kQBytes), 16, 1024), vd(v_addr + w * 32 * 128, 16, 1024);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      sm90::wgmma_ss<T, 32, 0, 0>(s, qd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), kd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
+                                  ks > 0 ? 1 : 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      sm90::wgmma_ss<T, 32, 0, 0>(dp, od.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), vd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
+                                  ks > 0 ? 1 : 0);
+    sm90::wgmma_commit();
+  };
+  // The thread's rows' LSE (times log2 e) and D; past the tile's rows no query: P = 0, D = 0.
+  auto load_rows = [&](const QTile& c, int rows, float (&l2)[2], float (&dd)[2]) {
+    const long long r = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int q = row0 + 8 * i;
+      l2[i] = q < rows ? __ldg(p.lse + r + q) * 1.4426950408889634f : INFINITY;
+      dd[i] = q < rows ? __ldg(p.dsum + r + q) : 0.f;
+    }
+  };
+  float l2n[2], ddn[2];  // PIPE: the next tile's, fetched under its S and dP (fetched at the tile's start: 8% of the samples)
+  if constexpr (PIPE) {  // a CTA walks at least one tile; done here, so that no wgmma is in flight at the loop's exit
+    sm90::mbar_wait(qd_full(0), 0);
+    issue_sdp(0);
+    load_rows(slots[0], slots[0].rows, l2n, ddn);
+    sm90::wgmma_wait<0>();
+  }
   int t = 0;
   for (;; ++t) {
     const int st = t % STAGES;
-    sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);
+    if constexpr (!PIPE) sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);  // PIPE: waited for by the tile before
     const QTile c = slots[t % S::kSlots];
     if (c.tile < 0) break;
     const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
-    float s[16], dp[16];
-    {
-      const sm90::Sw128 qd(q_addr, 16, 1024), kd(k_addr + w * 32 * 128, 16, 1024);
-      const sm90::Sw128 od(do_addr, 16, 1024), vd(v_addr + w * 32 * 128, 16, 1024);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        sm90::wgmma_ss<T, 32, 0, 0>(s, qd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), kd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
-                                    ks > 0 ? 1 : 0);
-      sm90::wgmma_commit();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        sm90::wgmma_ss<T, 32, 0, 0>(dp, od.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), vd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
-                                    ks > 0 ? 1 : 0);
-      sm90::wgmma_commit();
-    }
+    if constexpr (!PIPE) issue_sdp(st);
     // The tile before's reduces have read its stage (and, deterministic, are done and their turn passed on):
     // the stage is free for tile t + 1's copies.
-    if (wt == 0 && prev_st >= 0) {
+    if (!PIPE && wt == 0 && prev_st >= 0) {
       if constexpr (DET) {
         sm90::bulk_wait();
         sm90::fence_proxy_async_global();
@@ -205,17 +230,12 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       }
       sm90::mbar_arrive(qd_empty(prev_st));
     }
-    if (threadIdx.x == 0) load_next();
-    // The rows' LSE (times log2 e) and D; past the tile's rows no query: P = 0, D = 0.
+    if (!PIPE && threadIdx.x == 0) load_next();
     float l2[2], dd[2];
-    {
-      const long long r = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int q = row0 + 8 * i;
-        l2[i] = q < c.rows ? __ldg(p.lse + r + q) * 1.4426950408889634f : INFINITY;
-        dd[i] = q < c.rows ? __ldg(p.dsum + r + q) : 0.f;
-      }
+    if constexpr (PIPE) {
+      l2[0] = l2n[0], l2[1] = l2n[1], dd[0] = ddn[0], dd[1] = ddn[1];
+    } else {
+      load_rows(c, c.rows, l2, dd);
     }
     sm90::wgmma_wait<1>();
     fwd::fence_regs<16>(s);
@@ -271,6 +291,38 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       for (int kt = 0; kt < 4; ++kt) sm90::wgmma_ss<T, 64, 1, 0>(dq[hh], kd.at(kt * 2048), dsd.at(kt * 32), kt > 0 ? 1 : 0);
     }
     sm90::wgmma_commit();
+    if constexpr (PIPE) {
+      // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
+      sm90::wgmma_wait<1>();
+      if (wt == 0) sm90::mbar_arrive(qd_empty(st));
+      if (threadIdx.x == 0) load_next();
+      // The next tile's S and dP under this tile's dQ^T.
+      // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
+      // wgmma makes ptxas serialise them all.
+      sm90::mbar_wait(qd_full(st ^ 1), ((t + 1) / STAGES) & 1);
+      issue_sdp(st ^ 1);
+      {
+        const QTile& cn = slots[(t + 1) % S::kSlots];
+        load_rows(cn, cn.tile < 0 ? 0 : cn.rows, l2n, ddn);
+      }
+      sm90::wgmma_wait<2>();
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dq[hh]);
+      float* dst = p.dq_accum + dq_accum_offset(b, c.h, c.tile, 2 * w, p.H, p.dq_tiles, BM, D) + wt * 4;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + hh * 64 * 64 + k * 128 * 4), "f"(dq[hh][4 * k]),
+                       "f"(dq[hh][4 * k + 1]), "f"(dq[hh][4 * k + 2]), "f"(dq[hh][4 * k + 3])
+                       : "memory");
+      sm90::wgmma_wait<0>();
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
+      fwd::fence_regs<16>(s), fwd::fence_regs<16>(dp);
+      if (threadIdx.x == 0) resolve();  // tile t + 3
+      continue;
+    }
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -322,23 +374,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         if (j >= kp.len) continue;
         const int d = 128 * w + 64 * hh + row0 + 8 * (e / 2);
         const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + d;
-        const float a = p.scale * dk[hh][4 * ch + e], v = dv[hh][4 * ch + e];
-        if (splits > 1) {  // the other CTAs of the group add into the same keys
-          atomicAdd(gp.dk + off, a);
-          atomicAdd(gp.dv + off, v);
-        } else {
-          gp.dk[off] += a;
-          gp.dv[off] += v;
-        }
+        // Reductions also where the CTA is the only writer of its keys (each element gets one add, so the sum is
+        // the same): a load, add and store per element, 32 bytes apart, held the warps 8% of the samples.
+        asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dk + off), "f"(p.scale * dk[hh][4 * ch + e]) : "memory");
+        asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(dv[hh][4 * ch + e]) : "memory");
       }
 }
 
-template <typename T, int D, bool DET>
+template <typename T, int D, bool DET, bool PIPE>
 void launch(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
   using S = Shape<D>;
-  allow_dynamic_smem<attention_bwd_wide_kernel<T, D, DET>>(S::kSmem);
+  allow_dynamic_smem<attention_bwd_wide_kernel<T, D, DET, PIPE>>(S::kSmem);
   const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
-  attention_bwd_wide_kernel<T, D, DET><<<grid, S::kThreads, S::kSmem, s>>>(p);
+  attention_bwd_wide_kernel<T, D, DET, PIPE><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }
 
