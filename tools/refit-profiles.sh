@@ -23,7 +23,7 @@ D=docs/measurements/data
 FITSET=$(ls -d $D/model/h200x2-fit-set-*/ | sort | tail -1)
 fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv $D/kernels/h200-fit-set-rates-2026-11-22.csv --timeline "$FITSET"fit-*.json -q)
 CURRENT=($D/kernels/h200-sweep-2026-11-23-bwd-plan-cache.csv $D/kernels/h200-sweep-2026-11-23-fwd-persistent.csv
-         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-other-head-dims.csv)
+         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-wide-bwd.csv)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
@@ -45,7 +45,7 @@ h200 h200-hgx-4 \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
 for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
   desc=$(sed -n '/^description: >-/,/^[a-z_]*:/p' topologies/$p.profile.yaml | sed '1d;$d' | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
-  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv $D/kernels/h100-sweep-2026-11-26-other-head-dims.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
+  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv $D/kernels/h100-sweep-2026-11-26-wide-bwd.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
     --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
 done
 # The socket fabric on 2x H100: comm from its NCCL steps (data/fabrics/), the rest the H100 profile's.
