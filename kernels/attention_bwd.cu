@@ -42,14 +42,10 @@ int heads_per_cta(int group, bool deterministic) {
   return k > 0 && group % k == 0 ? k : group;
 }
 
-// D=256 runs bwd_sm90_wide.cuh (64 keys a CTA, the head dim split between the warpgroups: 5 products a tile) unless
-// TASP_BWD_WIDE=0, which runs bwd_sm90.cuh's layout there (two CTAs a key tile, each half of the head dim: 7 products
-// a tile) for A/B runs.
-bool wide(int D) {
-  static const bool on = env_int("TASP_BWD_WIDE", 1) != 0;
-  return D == 256 && on;
-}
-// Query rows of a backward tile and of the dQ scratch's tiles; keys of a CTA.
+// Query rows of a backward tile and of the dQ scratch's tiles; keys of a CTA. D=256 runs bwd_sm90_wide.cuh (64 keys a
+// CTA, the head dim split between the warpgroups: 5 products a tile, where bwd_sm90.cuh's layout needed two CTAs a key
+// tile, each half of the head dim, and 7: 1.25x faster on one H100, docs/measurements/kernels.md).
+bool wide(int D) { return D == 256; }
 int query_tile(int D) { return wide(D) ? bwd::wide::Shape<256>::BM : bwd::block_m(D); }
 int key_tile(int D) { return wide(D) ? bwd::wide::Shape<256>::BN : bwd::kKeyTile; }
 
@@ -139,7 +135,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.heads_per_cta = heads_per_cta(b.H / b.Hkv, b.deterministic);
   p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
   p.scale_log2 = p.scale * 1.4426950408889634f;
-  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta * (wide(b.D) ? 1 : bwd::col_parts(b.D));
+  const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta;
   auto launch = [&](auto det) {
     if (wide(b.D)) {
       // dQ^T by reductions from registers, the next tile's S and dP under it (+4-6% on one H100,
@@ -154,7 +150,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       else go(std::false_type{});
       return;
     }
-    BwdHeadDims::dispatch(b.D, [&](auto d) {
+    HeadDims<64, 80, 96, 128>::dispatch(b.D, [&](auto d) {
       constexpr int BM = bwd::block_m(d());
       if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, s);
       else bwd::launch_sm90<__half, d(), BM, det()>(p, n, kv_ctas, b.B, s);

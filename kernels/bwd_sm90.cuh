@@ -1,9 +1,10 @@
 #pragma once
-// Hopper backward (sm_90a). A CTA owns a tile of 128 keys of one KV piece, one KV head and one batch, and walks the
-// query tiles (80 rows at D=80..128, 128 at D=64, 32 at D=256) whose rows see some of its keys, of every item that lists the piece, for
+// Hopper backward (sm_90a) for head dims up to 128 (D=256: bwd_sm90_wide.cuh). A CTA owns a tile of 128 keys of one
+// KV piece, one KV head and one batch, and walks the query tiles (80 rows at D=80..128, 128 at D=64) whose rows see
+// some of its keys, of every item that lists the piece, for
 // each of its query heads (Params::heads_per_cta of the KV head's group: one by default, the group's CTAs then adding
 // dK and dV with reductions; the whole group with the deterministic dQ): its visits, which the host resolved with their
-// masks (bwd_plan.hpp); at D=256, half of the head-dim columns of dK, dV and dQ (col_parts). Two warpgroups own 64
+// masks (bwd_plan.hpp). Two warpgroups own 64
 // keys each. Thread 0 loads the K and V tile once and streams Q and dO
 // tiles with TMA into a STAGES-deep ring, one tile ahead of the compute, and leaves each tile's QTile in a slot two
 // tiles ahead (consumers that walked too, each reading the list, measured 2-8% slower). There is no producer warp: a
@@ -93,16 +94,8 @@ struct Params {
 // CTAs measured 5% slower with them (D=128, docs/measurements/kernels.md).
 __host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) { return D == 128 && !deterministic ? 2 : 1; }
 
-// Query rows of a dQ scratch tile and of the backward's query tiles for head dim D: at D=256, 32 is what shared
-// memory leaves (K and V of 128 keys take 128 KB, each stage of Q and dO 16 KB a tensor).
-__host__ __device__ constexpr int block_m(int D) { return D == 64 ? 128 : D > 128 ? 32 : 80; }
-
-// Head-dim columns of dK, dV and dQ that one CTA computes, and the CTAs that share a key tile's columns so (col_parts).
-// Up to D=128 one CTA has them all. At D=256 a warpgroup's dK and dV of 64 keys would take 256 registers a thread, so
-// two CTAs each own half of the columns (part = 0, 1) and both compute the whole S^T and dP^T (the products over
-// the head dim): 7 products' work where one CTA would do 5.
-__host__ __device__ constexpr int out_dim(int D) { return D > 128 ? 128 : D; }
-__host__ __device__ constexpr int col_parts(int D) { return D > 128 ? 2 : 1; }
+// Query rows of a dQ scratch tile and of the backward's query tiles for head dim D (up to 128).
+__host__ __device__ constexpr int block_m(int D) { return D == 64 ? 128 : 80; }
 
 // Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns, as in
 // the forward: TMA zero-fills the columns past D, the products over the head dim (S^T, dP^T) stop at D and those
@@ -112,13 +105,14 @@ __host__ __device__ constexpr int col_parts(int D) { return D > 128 ? 2 : 1; }
 __host__ __device__ constexpr int padded_dim(int D) { return (D + 63) / 64 * 64; }
 
 // The dQ scratch, owned here for the kernel (which writes it) and attention_backward_finish (which reads it):
-// tiles of BM query rows, per tile [2 warpgroups][dq_cols / 8][128 threads][4 floats], each warpgroup's block a
-// 64 x dq_cols block of dQ^T (D > 64: head-dim columns 64 w.. of the padded DP = 128, all BM rows; D = 64: all
-// columns, rows w dq_cols..).
+// tiles of BM query rows, per tile [dq_blocks][dq_cols / 8][128 threads][4 floats], each block a 64 x dq_cols block
+// of dQ^T (D > 64: head-dim columns 64 w.. of the padded DP, all BM rows, block w; D = 64: all columns, rows
+// w dq_cols..). Here a warpgroup writes block w; at D=256 (bwd_sm90_wide.cuh, BM = 64) warpgroup w writes blocks
+// 2 w and 2 w + 1.
 __host__ __device__ constexpr int dq_cols(int D, int BM) { return D > 64 ? BM : BM / 2; }
-// Blocks of a dQ scratch tile: the warpgroups' 64-column blocks of the padded head dim (D > 64) or their row halves.
+// Blocks of a dQ scratch tile: the 64-column blocks of the padded head dim (D > 64) or the warpgroups' row halves.
 __host__ __device__ constexpr int dq_blocks(int D) { return D > 64 ? padded_dim(D) / 64 : 2; }
-// Floats before block w (< dq_blocks(D): at D=256 block 2 part + the warpgroup) of tile `tile`: [B][H][tiles][...].
+// Floats before block w (< dq_blocks(D): the warpgroup; bwd_sm90_wide.cuh's 2 w + half) of tile `tile`: [B][H][tiles][...].
 __host__ __device__ inline long long dq_accum_offset(int b, int h, int tile, int w, int H, int tiles, int BM, int D) {
   return ((long long)(b * H + h) * tiles + tile) * BM * padded_dim(D) + (long long)w * 64 * dq_cols(D, BM);
 }
@@ -145,8 +139,8 @@ struct Shape {
   // S^T, dP^T and dQ^T).
   static constexpr int kConsumers = 128 * WG, kThreads = kConsumers, kBlockM = BM, kBlockN = 64 * WG;
   static constexpr int kDqCols = dq_cols(D, BM);
-  static_assert(D == 64 || D == 80 || D == 96 || D == 128 || D == 256, "head dims of the backward");
-  static constexpr int DP = padded_dim(D), DO = out_dim(D);
+  static_assert(D == 64 || D == 80 || D == 96 || D == 128, "head dims of this backward (D=256: bwd_sm90_wide.cuh)");
+  static constexpr int DP = padded_dim(D);
   static_assert(BM % 16 == 0 && (kDqCols == 32 || kDqCols == 64 || kDqCols == 80), "a warpgroup's dQ^T block is 64 x 32, 64 or 80");
   static constexpr int kKvBytes = kBlockN * DP * 2, kQBytes = BM * DP * 2, kDsBytes = kBlockN * BM * 2;
   // dS double-buffered: a tile's is read while the next one's is written.
@@ -270,9 +264,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
   const KvPiece kp = p.pieces[tile.piece];
   // The CTA's K/V head and its share of the group's query heads (splits CTAs per key tile and K/V head).
-  // At D=256 also its half of the head dim's columns (part; col_parts).
-  constexpr int DO = S::DO;
-  const int yy = DET ? blockIdx.x : blockIdx.y, part = yy % col_parts(D), y = yy / col_parts(D);
+  const int y = DET ? blockIdx.x : blockIdx.y;
   const int splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
   const int h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
 
@@ -357,17 +349,15 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4, wt = threadIdx.x % 128;
   const int key0 = w * 64 + warp * 16 + g;  // the thread's first key row in the tile (the second is key0 + 8)
-  float dv[DO / 2], dk[DO / 2];
+  float dv[D / 2], dk[D / 2];
 #pragma unroll
-  for (int i = 0; i < DO / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
+  for (int i = 0; i < D / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
   sm90::mbar_wait(kv_full, 0);
 
   float s[BM / 2], dp[BM / 2], dq[S::kDqCols / 2];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
-  // The part's columns of a Q or dO tile (the B operand of dK and dV): its first 64-column block.
-  const uint32_t part_cols = part * (DO / 64) * (BM * 128);
   float* const rowv = sRow + w * 2 * BM;
 
   // The tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0).
@@ -469,7 +459,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
 #pragma unroll
     for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(dsa[kt], dp, kt);
     sm90::wgmma_fence();
-    issue_acc<T, DO, BM>(dv, pa, addr_do(c) + part_cols);
+    issue_acc<T, D, BM>(dv, pa, addr_do(c));
     sm90::wgmma_commit();
   };
   auto ds_buf = [&](int t) { return sdS + (t & 1) * S::kDsBytes; };
@@ -489,7 +479,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // all 128 keys), B = dS (K-major: the warpgroup's kDqCols query rows, all 128 keys).
   auto issue_dq = [&](int t) {
     const uint32_t dsb = fwd::smem_addr(ds_buf(t)) + (D == 64 ? w * S::kDqCols * 128 : 0);
-    const uint32_t kb = k_addr + (D > 64 ? (part * 2 + w) * (128 * 128) : 0);
+    const uint32_t kb = k_addr + (D > 64 ? w * (128 * 128) : 0);
     const sm90::Sw128 kd(kb, 128 * 128, 1024), dsd(dsb, 16, 1024);
     sm90::wgmma_fence();
 #pragma unroll
@@ -508,16 +498,16 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     for (int k = 0; k < S::kDqCols / 8; ++k)
       *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
     // D = 64: the block of the tile's query half w, if the tile has rows there.
-    staged = reduce && (D > 64 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, part * 2 + w, p.H, p.dq_tiles, BM, D)
+    staged = reduce && (D > 64 || w * S::kDqCols < c.rows) ? p.dq_accum + dq_accum_offset(b, c.h, c.tile, w, p.H, p.dq_tiles, BM, D)
                                                              : nullptr;
     if constexpr (DET)
-      staged_sem = p.dq_sems + (((long long)b * p.H + c.h) * p.dq_tiles + c.tile) * dq_blocks(D) + part * 2 + w, staged_turn = c.turn;
+      staged_sem = p.dq_sems + (((long long)b * p.H + c.h) * p.dq_tiles + c.tile) * dq_blocks(D) + w, staged_turn = c.turn;
   };
 
 
   auto release = [&](const QTile& c) {
-    fwd::fence_regs<DO / 2>(dv);
-    fwd::fence_regs<DO / 2>(dk);
+    fwd::fence_regs<D / 2>(dv);
+    fwd::fence_regs<D / 2>(dk);
     sm90::mbar_arrive(qd_empty(c.st));  // Q and dO are read for the last time
   };
 
@@ -549,7 +539,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     TASP_BWD_MARK(3);
     issue_dq(t - 1);  // at t = 0 on an unwritten buffer and not staged: a branch would serialise every wgmma
     store_ds(t, dsa);
-    issue_acc<T, DO, BM>(dk, dsa, addr_q(c) + part_cols);
+    issue_acc<T, D, BM>(dk, dsa, addr_q(c));
     sm90::wgmma_commit();
     sm90::wgmma_wait<1>();  // dV and dQ(t - 1) are done
     sm90::fence_proxy_async();  // dS^T(t) visible to the products before "ready"
@@ -579,9 +569,9 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   for (int hf = 0; hf < 2; ++hf) {
     const int j = tile.j0 + key0 + 8 * hf;
     if (j >= kp.len) continue;
-    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + part * DO + 2 * t4;
+    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
 #pragma unroll
-    for (int c = 0; c < DO / 8; ++c) {
+    for (int c = 0; c < D / 8; ++c) {
       float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
       float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
       const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
@@ -598,7 +588,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   }
 }
 
-// kv_ctas: CTAs per key tile and batch (Hkv times the group's splits times col_parts).
+// kv_ctas: CTAs per key tile and batch (Hkv times the group's splits).
 template <typename T, int D, int BM, bool DET>
 void launch_sm90(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
   using S = Shape<D, BM>;
