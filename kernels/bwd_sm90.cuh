@@ -156,6 +156,8 @@ struct Shape {
   // Tile t's QTile in slot t % kSlots: written two tiles ahead (see the kernel), while the slot of the tile
   // before may still be read (its mask, in middle()).
   static constexpr int kSlots = 4, kSlotBytes = 64;
+  static constexpr int kQdBlocks = DP / 64, kQdBlockBytes = BM * 128;  // a Q or dO tile's 64-column blocks (Loader)
+  static constexpr int kKvBlockBytes = 128 * 128;                      // a K or V tile's
   static constexpr int kWalkBytes = 2 * int(sizeof(Visit));  // QWalk's cache
   static constexpr int kFixed =
       2 * kKvBytes + 2 * STAGES * kQBytes + kDsBufs * kDsBytes + kRowBytes + kSlots * kSlotBytes + kWalkBytes + 8 * kBarriers;
@@ -240,6 +242,118 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 #define TASP_BWD_T0_END()
 #endif
 
+// A CTA's work (both backward kernels): its key tile (a piece's keys), KV head and batch, and its share of the KV
+// head's group of query heads (splits CTAs per key tile and KV head, heads_per_cta heads each, from h0). DET: the grid
+// runs the KV heads fastest.
+struct Cta {
+  Tile tile;
+  KvPiece kp;
+  int splits, hk, b, h0;
+  __device__ __forceinline__ Cta(const Params& p, bool det) : tile(p.tiles[det ? blockIdx.y : blockIdx.x]), kp(p.pieces[tile.piece]) {
+    const int y = det ? blockIdx.x : blockIdx.y;
+    splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
+    h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
+  }
+};
+
+// Thread 0's walk and copies, for both backward kernels (S: the kernel's Shape; PER_COPY: Q and dO column blocks per
+// TMA copy). Its K and V tile at the start; then, at the start of tile t, tile t + 1's copies once the stage is free
+// (load_next), and at the end of tile t tile t + 2 resolved into its slot (resolve: one 32-byte visit, which the host
+// resolved). Resolving t + 1 at the start, before the copies, held both warpgroups ~1,300 cycles a tile; issuing
+// t + 2 at the end of tile t instead put the warpgroups a whole tile apart and was 1-5% slower (D=128,
+// docs/measurements/kernels.md). The barriers at `bars`: K/V full, then STAGES of Q/dO full, then STAGES of empty.
+template <class S, int PER_COPY, bool DET>
+struct Loader {
+  const Params& p;
+  QTile* slots;
+  QWalk ahead;
+  unsigned char *sQ, *sdO;
+  uint32_t bars;
+  int h0, b;
+  int resolved_n = 0;  // tiles resolved
+  int loaded = 0;      // tiles whose copies are issued (-1 once the end has been)
+
+  __device__ __forceinline__ Loader(const Params& p_, const Cta& cta, QTile* slots_, Visit* cache, unsigned char* sQ_,
+                                    unsigned char* sdO_, uint32_t bars_)
+      : p(p_), slots(slots_), ahead(cta.tile, p_.heads_per_cta, cache), sQ(sQ_), sdO(sdO_), bars(bars_), h0(cta.h0), b(cta.b) {}
+  __device__ __forceinline__ uint32_t kv_full() const { return bars; }
+  __device__ __forceinline__ uint32_t qd_full(int st) const { return bars + 8 * (1 + st); }
+  __device__ __forceinline__ uint32_t qd_empty(int st) const { return bars + 8 * (1 + S::STAGES + st); }
+  // The barriers (thread 0, before the CTA's first sync): a stage is empty after `empty_arrivals` arrivals.
+  __device__ __forceinline__ void init(int empty_arrivals) const {
+    sm90::mbar_init(kv_full(), 1);
+    for (int st = 0; st < S::STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), empty_arrivals);
+    sm90::fence_mbar_init();
+  }
+
+  // The walk's first visits on their way, the CTA's K and V tile (keys j0.. of its piece, KV head hk) loading, the
+  // first two tiles resolved.
+  __device__ __forceinline__ void start(const Tile& tile, int hk, unsigned char* sK, unsigned char* sV) {
+    if constexpr (!DET) ahead.fetch(p, ahead.v);
+    resolve(), resolve();
+    const unsigned char* maps = p.tmaps;
+    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
+    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    sm90::mbar_arrive_tx(bars, 2 * S::kKvBytes);
+#pragma unroll
+    for (int cb = 0; cb < S::kQdBlocks; ++cb) {
+      sm90::tma_load_4d(fwd::smem_addr(sK + cb * S::kKvBlockBytes), km, bars, cb * 64, hk, tile.j0, b);
+      sm90::tma_load_4d(fwd::smem_addr(sV + cb * S::kKvBlockBytes), km + kTensorMapBytes, bars, cb * 64, hk, tile.j0, b);
+    }
+  }
+  __device__ __forceinline__ void resolve() {
+    if (ahead.v > ahead.vend) return;  // the end resolved
+    TASP_BWD_SPLIT_START();
+    QTile& next = slots[resolved_n % S::kSlots];
+    if (ahead.v < ahead.vend) {
+      // Not through the cache with the deterministic dQ: 6% slower with it at D=128 (docs/measurements/kernels.md; likely
+      // its turns' proxy fences waiting for the copy).
+      const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
+      int4* dst = reinterpret_cast<int4*>(&next);
+      dst[0] = src[0], dst[1] = src[1];
+      dst[2] = make_int4(h0 + ahead.gi, resolved_n % S::STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
+      ahead.next();
+    } else {
+      next.tile = -1;  // the end of the walk
+      ++ahead.v;
+    }
+    TASP_BWD_SPLIT(8, resolved_n);
+    ++resolved_n;
+  }
+  __device__ __forceinline__ void load_next() {
+    if (loaded < 0) return;
+    TASP_BWD_SPLIT_START();
+    const int st = loaded % S::STAGES;
+    const QTile& n = slots[loaded % S::kSlots];
+    const int2 tq = *reinterpret_cast<const int2*>(&n.tile);  // tile, qrow
+    const int qrow = tq.y, h = n.h;
+    sm90::mbar_wait(qd_empty(st), ((loaded / S::STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
+    TASP_BWD_SPLIT(9, loaded);
+    if (tq.x < 0) {
+      sm90::mbar_arrive(qd_full(st));
+      loaded = -1;
+      return;
+    }
+    const unsigned char* maps = p.tmaps;
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+    if constexpr (PER_COPY > 1) {  // the column blocks in one copy each (a 5-d tensor map)
+      static_assert(PER_COPY == S::kQdBlocks, "all of a tile's blocks in one copy");
+      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
+      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
+    } else {
+#pragma unroll
+      for (int cb = 0; cb < S::kQdBlocks; ++cb) {
+        sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * S::kQdBlockBytes), maps, qd_full(st), cb * 64, h, qrow, b);
+        sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * S::kQdBlockBytes), maps + kTensorMapBytes, qd_full(st),
+                          cb * 64, h, qrow, b);
+      }
+    }
+    TASP_BWD_SPLIT(10, loaded);
+    ++loaded;
+  }
+};
+
 // DET: dQ deterministic (AttentionBackwardBatch::deterministic): the grid runs the KV heads fastest, and a
 // warpgroup adds its dQ block only on its turn at the tile's counter, passing the turn on once the add is done.
 template <typename T, int D, int BM_, bool DET>
@@ -256,95 +370,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
   QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [kSlots]
   Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
-  const uint32_t bars = fwd::smem_addr(walk_cache + 2);
-  const uint32_t kv_full = bars;
-  auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
-  auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
-
-  const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
-  const KvPiece kp = p.pieces[tile.piece];
-  // The CTA's K/V head and its share of the group's query heads (splits CTAs per key tile and K/V head).
-  const int y = DET ? blockIdx.x : blockIdx.y;
-  const int splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
-  const int h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
-
-  if (threadIdx.x == 0) {
-    sm90::mbar_init(kv_full, 1);
-    for (int st = 0; st < STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), S::kConsumers);
-    sm90::fence_mbar_init();
-  }
+  const Cta cta(p, DET);
+  const Tile& tile = cta.tile;
+  const KvPiece& kp = cta.kp;
+  const int splits = cta.splits, hk = cta.hk, b = cta.b;
+  Loader<S, qd_blocks_per_copy(D, DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, fwd::smem_addr(walk_cache + 2));
+  if (threadIdx.x == 0) ld.init(S::kConsumers);
   __syncthreads();
-
-  // Thread 0 walks and loads: at the start of tile t it issues tile t + 1's copies once the stage is free, at the end
-  // of tile t it resolves tile t + 2 into its slot (one 32-byte visit, which the host resolved). Resolving t + 1 at
-  // the start, before the copies, held both warpgroups ~1,300 cycles a tile; issuing t + 2 at the end of tile t
-  // instead put the warpgroups a whole tile apart and was 1-5% slower (docs/measurements/kernels.md).
-  const unsigned char* maps = p.tmaps;
-  QWalk ahead(tile, p.heads_per_cta, walk_cache);
-  int resolved_n = 0;  // tiles resolved
-  auto resolve = [&] {
-    if (ahead.v > ahead.vend) return;  // the end resolved
-    TASP_BWD_SPLIT_START();
-    QTile& next = slots[resolved_n % S::kSlots];
-    if (ahead.v < ahead.vend) {
-      // Not through the cache with the deterministic dQ: 6% slower with it at D=128 (docs/measurements/kernels.md; likely
-      // its turns' proxy fences waiting for the copy).
-      const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
-      int4* dst = reinterpret_cast<int4*>(&next);
-      dst[0] = src[0], dst[1] = src[1];
-      dst[2] = make_int4(h0 + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
-      ahead.next();
-    } else {
-      next.tile = -1;  // the end of the walk
-      ++ahead.v;
-    }
-    TASP_BWD_SPLIT(8, resolved_n);
-    ++resolved_n;
-  };
-  int loaded = 0;  // tiles whose copies are issued (-1 once the end has been)
-  auto load_next = [&] {
-    if (loaded < 0) return;
-    TASP_BWD_SPLIT_START();
-    const int st = loaded % STAGES;
-    const QTile& n = slots[loaded % S::kSlots];
-    const int2 tq = *reinterpret_cast<const int2*>(&n.tile);  // tile, qrow
-    const int qrow = tq.y, h = n.h;
-    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);  // a fresh barrier's "previous" phase is complete
-    TASP_BWD_SPLIT(9, loaded);
-    if (tq.x < 0) {
-      sm90::mbar_arrive(qd_full(st));
-      loaded = -1;
-      return;
-    }
-    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
-    if constexpr (qd_blocks_per_copy(D, DET) == 2) {  // both column blocks in one copy each (a 5-d tensor map)
-      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
-      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
-    } else {
-#pragma unroll
-      for (int cb = 0; cb < S::DP / 64; ++cb) {
-        sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * BM * 128), maps, qd_full(st), cb * 64, h, qrow, b);
-        sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * BM * 128), maps + kTensorMapBytes, qd_full(st),
-                          cb * 64, h, qrow, b);
-      }
-    }
-    TASP_BWD_SPLIT(10, loaded);
-    ++loaded;
-  };
-  if (threadIdx.x == 0) {
-    if constexpr (!DET) ahead.fetch(p, ahead.v);
-    resolve(), resolve();
-    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
-    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
-    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
-    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
-#pragma unroll
-    for (int cb = 0; cb < S::DP / 64; ++cb) {
-      sm90::tma_load_4d(fwd::smem_addr(sK + cb * 128 * 128), km, kv_full, cb * 64, hk, tile.j0, b);
-      sm90::tma_load_4d(fwd::smem_addr(sV + cb * 128 * 128), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
-    }
-    load_next();
-  }
+  if (threadIdx.x == 0) ld.start(tile, hk, sK, sV), ld.load_next();
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4, wt = threadIdx.x % 128;
@@ -353,7 +386,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dv[i] = 0.f, dk[i] = 0.f;
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
-  sm90::mbar_wait(kv_full, 0);
+  sm90::mbar_wait(ld.kv_full(), 0);
 
   float s[BM / 2], dp[BM / 2], dq[S::kDqCols / 2];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
@@ -508,7 +541,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   auto release = [&](const QTile& c) {
     fwd::fence_regs<D / 2>(dv);
     fwd::fence_regs<D / 2>(dk);
-    sm90::mbar_arrive(qd_empty(c.st));  // Q and dO are read for the last time
+    sm90::mbar_arrive(ld.qd_empty(c.st));  // Q and dO are read for the last time
   };
 
   // dQ one tile behind: a warpgroup computes tile t-1's dQ block once the other has written that tile's dS^T
@@ -520,13 +553,13 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   QTile prev{};
   int t = 0;
   for (;; ++t) {
-    sm90::mbar_wait(qd_full(t % STAGES), (t / STAGES) & 1);
+    sm90::mbar_wait(ld.qd_full(t % STAGES), (t / STAGES) & 1);
     const QTile c = slots[t % S::kSlots];  // thread 0 walked ahead and left it there
     if (c.tile < 0) break;
     TASP_BWD_MARK(0);
     if (threadIdx.x == 0) {  // tile t + 1's copies
       TASP_BWD_T0_START();
-      load_next();
+      ld.load_next();
       TASP_BWD_T0_END();
     }
     front(c);
@@ -550,7 +583,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::wgmma_wait<0>();
     release(c);
     TASP_BWD_MARK(6);
-    if (threadIdx.x == 0) resolve();  // tile t + 2
+    if (threadIdx.x == 0) ld.resolve();  // tile t + 2
     prev = c;
   }
   reduce_staged();  // the block staged in the last iteration

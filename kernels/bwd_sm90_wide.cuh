@@ -33,6 +33,7 @@ struct Shape {
   static constexpr int kPBytes = BM * BN * 2;             // P or dS of a tile (8 KB)
   static constexpr int kOwnBlocks = kBlocks / WG;         // head-dim blocks a warpgroup owns (2)
   static constexpr int kSlots = 4, kSlotBytes = 64;
+  static constexpr int kQdBlocks = kBlocks, kQdBlockBytes = kBlockBytes, kKvBlockBytes = BN * 128;  // for Loader
   static constexpr int kBarriers = 1 + 2 * STAGES;        // kv_full, qd_full[], qd_empty[]
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kSlots * kSlotBytes +
                                2 * int(sizeof(Visit)) + 8 * kBarriers;
@@ -70,87 +71,20 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sdS = sP + 2 * S::kPBytes;
   QTile* slots = reinterpret_cast<QTile*>(sdS + 2 * S::kPBytes);  // [kSlots]
   Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
-  const uint32_t bars = fwd::smem_addr(walk_cache + 2);
-  const uint32_t kv_full = bars;
-  auto qd_full = [&](int st) { return bars + 8 * (1 + st); };
-  auto qd_empty = [&](int st) { return bars + 8 * (1 + STAGES + st); };
-
-  const Tile tile = p.tiles[DET ? blockIdx.y : blockIdx.x];
-  const KvPiece kp = p.pieces[tile.piece];
-  const int y = DET ? blockIdx.x : blockIdx.y;
-  const int splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
-  const int h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
-
-  if (threadIdx.x == 0) {
-    sm90::mbar_init(kv_full, 1);
-    // A stage is free again once both warpgroups' dQ^T reduces have read it (one arrival each).
-    for (int st = 0; st < STAGES; ++st) sm90::mbar_init(qd_full(st), 1), sm90::mbar_init(qd_empty(st), S::WG);
-    sm90::fence_mbar_init();
-  }
+  const Cta cta(p, DET);
+  const Tile& tile = cta.tile;
+  const KvPiece& kp = cta.kp;
+  const int hk = cta.hk, b = cta.b;
+  // Thread 0 walks and loads as in bwd_sm90.cuh; with PIPE tile t + 2's copies are issued in tile t (a stage is free
+  // earlier), so the walk is resolved a tile further ahead.
+  Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, fwd::smem_addr(walk_cache + 2));
+  if (threadIdx.x == 0) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
-
-  // Thread 0 walks and loads as in bwd_sm90.cuh: tile t + 2 resolved into its slot at the end of tile t, tile
-  // t + 1's copies issued in tile t once its stage is free.
-  const unsigned char* maps = p.tmaps;
-  QWalk ahead(tile, p.heads_per_cta, walk_cache);
-  int resolved_n = 0;
-  auto resolve = [&] {
-    if (ahead.v > ahead.vend) return;
-    QTile& next = slots[resolved_n % S::kSlots];
-    if (ahead.v < ahead.vend) {
-      const int4* src = reinterpret_cast<const int4*>(DET ? p.visits + ahead.v : &ahead.current(p));
-      int4* dst = reinterpret_cast<int4*>(&next);
-      dst[0] = src[0], dst[1] = src[1];
-      dst[2] = make_int4(h0 + ahead.gi, resolved_n % STAGES, resolved_n % S::kSlots, 0);  // h, st, slot
-      ahead.next();
-    } else {
-      next.tile = -1;
-      ++ahead.v;
-    }
-    ++resolved_n;
-  };
-  int loaded = 0;
-  auto load_next = [&] {
-    if (loaded < 0) return;
-    const int st = loaded % STAGES;
-    const QTile& n = slots[loaded % S::kSlots];
-    const int2 tq = *reinterpret_cast<const int2*>(&n.tile);  // tile, qrow
-    const int qrow = tq.y, h = n.h;
-    sm90::mbar_wait(qd_empty(st), ((loaded / STAGES) & 1) ^ 1);
-    if (tq.x < 0) {
-      sm90::mbar_arrive(qd_full(st));
-      loaded = -1;
-      return;
-    }
-    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
-    if constexpr (qd_blocks_per_copy(DET) == S::kBlocks) {
-      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
-      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
-    } else {
-#pragma unroll
-      for (int cb = 0; cb < S::kBlocks; ++cb) {
-        sm90::tma_load_4d(fwd::smem_addr(sQ + st * S::kQBytes + cb * S::kBlockBytes), maps, qd_full(st), cb * 64, h, qrow, b);
-        sm90::tma_load_4d(fwd::smem_addr(sdO + st * S::kQBytes + cb * S::kBlockBytes), maps + kTensorMapBytes, qd_full(st),
-                          cb * 64, h, qrow, b);
-      }
-    }
-    ++loaded;
-  };
   if (threadIdx.x == 0) {
-    if constexpr (!DET) ahead.fetch(p, ahead.v);
-    resolve(), resolve();
-    if constexpr (PIPE) resolve();  // tile t + 2 is loaded in tile t
-    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
-    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
-    sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
-    sm90::mbar_arrive_tx(kv_full, 2 * S::kKvBytes);
-#pragma unroll
-    for (int cb = 0; cb < S::kBlocks; ++cb) {
-      sm90::tma_load_4d(fwd::smem_addr(sK + cb * S::kBlockBytes), km, kv_full, cb * 64, hk, tile.j0, b);
-      sm90::tma_load_4d(fwd::smem_addr(sV + cb * S::kBlockBytes), km + kTensorMapBytes, kv_full, cb * 64, hk, tile.j0, b);
-    }
-    load_next();
-    if constexpr (PIPE) load_next();
+    ld.start(tile, hk, sK, sV);
+    if constexpr (PIPE) ld.resolve();
+    ld.load_next();
+    if constexpr (PIPE) ld.load_next();
   }
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -162,7 +96,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #pragma unroll
     for (int i = 0; i < 32; ++i) dv[hh][i] = 0.f, dk[hh][i] = 0.f;
   const uint32_t k_addr = fwd::smem_addr(sK), v_addr = fwd::smem_addr(sV);
-  sm90::mbar_wait(kv_full, 0);
+  sm90::mbar_wait(ld.kv_full(), 0);
 
   // P and dS of a tile as stmatrix writes them ([query][key] rows of 128 bytes, 16-byte chunks swizzled by the
   // row): lane l addresses row l % 8 of matrix l / 8 (matrix j: queries 8 (j % 2), keys 8 (j / 2) of the 16-key
@@ -205,7 +139,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   };
   float l2n[2], ddn[2];  // PIPE: the next tile's, fetched under its S and dP (fetched at the tile's start: 8% of the samples)
   if constexpr (PIPE) {  // a CTA walks at least one tile; done here, so that no wgmma is in flight at the loop's exit
-    sm90::mbar_wait(qd_full(0), 0);
+    sm90::mbar_wait(ld.qd_full(0), 0);
     issue_sdp(0);
     load_rows(slots[0], slots[0].rows, l2n, ddn);
     sm90::wgmma_wait<0>();
@@ -213,7 +147,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   int t = 0;
   for (;; ++t) {
     const int st = t % STAGES;
-    if constexpr (!PIPE) sm90::mbar_wait(qd_full(st), (t / STAGES) & 1);  // PIPE: waited for by the tile before
+    if constexpr (!PIPE) sm90::mbar_wait(ld.qd_full(st), (t / STAGES) & 1);  // PIPE: waited for by the tile before
     const QTile c = slots[t % S::kSlots];
     if (c.tile < 0) break;
     const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
@@ -228,9 +162,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       } else {
         sm90::bulk_wait_read();
       }
-      sm90::mbar_arrive(qd_empty(prev_st));
+      sm90::mbar_arrive(ld.qd_empty(prev_st));
     }
-    if (!PIPE && threadIdx.x == 0) load_next();
+    if (!PIPE && threadIdx.x == 0) ld.load_next();
     float l2[2], dd[2];
     if constexpr (PIPE) {
       l2[0] = l2n[0], l2[1] = l2n[1], dd[0] = ddn[0], dd[1] = ddn[1];
@@ -294,12 +228,12 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (PIPE) {
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
-      if (wt == 0) sm90::mbar_arrive(qd_empty(st));
-      if (threadIdx.x == 0) load_next();
+      if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
+      if (threadIdx.x == 0) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.
-      sm90::mbar_wait(qd_full(st ^ 1), ((t + 1) / STAGES) & 1);
+      sm90::mbar_wait(ld.qd_full(st ^ 1), ((t + 1) / STAGES) & 1);
       issue_sdp(st ^ 1);
       {
         const QTile& cn = slots[(t + 1) % S::kSlots];
@@ -320,7 +254,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
       fwd::fence_regs<16>(s), fwd::fence_regs<16>(dp);
-      if (threadIdx.x == 0) resolve();  // tile t + 3
+      if (threadIdx.x == 0) ld.resolve();  // tile t + 3
       continue;
     }
     sm90::wgmma_wait<0>();
@@ -353,7 +287,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       sm90::bulk_commit();
     }
     prev_st = st;
-    if (threadIdx.x == 0) resolve();  // tile t + 2
+    if (threadIdx.x == 0) ld.resolve();  // tile t + 2
   }
   if (wt == 0) {
     sm90::bulk_wait();  // the staged blocks stay until the last reduce has read them
