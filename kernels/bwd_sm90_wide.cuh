@@ -10,12 +10,17 @@
 // tile: every product below needs all 64 keys), each warpgroup computes for its 128 head-dim rows (two 64-row halves)
 //   dV^T += dO^T P   (ss: dO and P MN-major)                  dK^T += Q^T dS   (ss: Q and dS MN-major)
 //   dQ^T  = K^T dS^T (ss: K MN-major, dS K-major)
-// dV^T and dK^T stay in registers across the walk (2 x 2 x 32 a thread), dQ^T (2 x 32) is staged and bulk-reduced
-// into the dQ scratch in bwd_sm90.cuh's layout (block 2 w + half of a 64-row tile). The staging needs no shared
-// memory of its own: after the barrier only warpgroup w reads its head-dim blocks 2w, 2w+1 of the tile's Q and dO
-// (S and dP, which read all of them, are done), so once its dK^T and dV^T are done it stages dQ^T there, and the
-// stage is free for the tile after next once both warpgroups' reduces have read it. 32 KB of K and V each, two stages
-// of Q and dO (64 KB each), P and dS double-buffered (32 KB): 224 KB.
+// dV^T and dK^T stay in registers across the walk (2 x 2 x 32 a thread) and are added to the piece's accumulator with
+// reductions at the end. dQ^T (2 x 32) goes into the dQ scratch in bwd_sm90.cuh's layout (block 2 w + half of a
+// 64-row tile), by default (PIPE) with red.global.add.v4.f32 straight from registers while the next tile's S and dP
+// run: a stage is then free once both warpgroups' dK^T and dV^T have read it, and tile t + 2's copies go into it in
+// tile t. The deterministic dQ takes its turns at bulk reduces instead: dQ^T is staged in the tile's own stage, which
+// needs no shared memory of its own (after the barrier only warpgroup w reads its head-dim blocks 2w, 2w+1 of the
+// tile's Q and dO: S and dP, which read all of them, are done), and the stage is free once both reduces have read it.
+// 32 KB of K and V each, two stages of Q and dO (64 KB each), P and dS double-buffered (32 KB): 224 KB. Measured
+// step by step on one H100 (docs/measurements/kernels.md): 1.25x the two-CTA split this replaced; the pipelined dQ^T
+// +4-6%; the next tile's LSE and D fetched under its S and dP and the reductions at the end +8-16% (each had held the
+// warps 8% of Nsight Compute's samples).
 #include <cstdint>
 
 #include "kernels/bwd_sm90.cuh"
