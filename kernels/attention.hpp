@@ -77,8 +77,9 @@ bool head_dim_supported(int D, bool backward);
 std::string head_dims_text(bool backward);
 // Empty when both asked passes have kernels for D, else what is missing ("D=192 has no backward kernel (64, 80, 96, 128, 256)").
 std::string unsupported_head_dim(int D, bool fwd, bool bwd);
-// Throws std::invalid_argument naming items[i] when its document or window makes no sense.
-void check_mask(const WorkItem& it, size_t i);
+// Throws std::invalid_argument naming items[i] when its rows lie outside [0, q_rows), its pieces outside the
+// batch's `pieces`, or its document or window makes no sense (both passes check their items so).
+void check_item(const WorkItem& it, size_t i, int q_rows, size_t pieces);
 // Checks the batch (throws std::invalid_argument naming the field), uploads the work list and launches
 // on `stream` (a cudaStream_t). Items may not overlap in rows unless they accumulate in launch order
 // across launches; within one launch every row belongs to at most one item.

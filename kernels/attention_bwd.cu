@@ -68,13 +68,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
   const int kBlockM = query_tile(b.D), kBlockN = key_tile(b.D);
-  for (size_t i = 0; i < b.items.size(); ++i) {
-    const WorkItem& it = b.items[i];
-    if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
-    if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
-      bad("items[" + std::to_string(i) + "]: pieces out of range");
-    check_mask(it, i);
-  }
+  for (size_t i = 0; i < b.items.size(); ++i) check_item(b.items[i], i, b.q_rows, b.pieces.size());
   for (size_t pc = 0; pc < b.pieces.size(); ++pc) {
     const KvPiece& kp = b.pieces[pc];
     const GradPiece& gp = b.grads[pc];

@@ -114,10 +114,12 @@ std::string unsupported_head_dim(int D, bool fwd, bool bwd) {
   return {};
 }
 
-void check_mask(const WorkItem& it, size_t i) {
+void check_item(const WorkItem& it, size_t i, int q_rows, size_t pieces) {
+  auto bad = [&](const char* m) { throw std::invalid_argument("attention: items[" + std::to_string(i) + "]: " + m); };
+  if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > q_rows) bad("rows out of range");
+  if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(pieces)) bad("pieces out of range");
   if (it.k_end <= it.k_begin || it.window_left < -1 || it.window_right < -1)
-    throw std::invalid_argument("attention: items[" + std::to_string(i) +
-                                "]: k_begin < k_end and windows >= -1 (-1: unbounded) are needed");
+    bad("k_begin < k_end and windows >= -1 (-1: unbounded) are needed");
 }
 
 void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
@@ -132,10 +134,7 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
   std::vector<long long> work;  // keys a tile may see, to start the longest tiles first
   for (size_t i = 0; i < b.items.size(); ++i) {
     const WorkItem& it = b.items[i];
-    if (it.q_len < 0 || it.q_row0 < 0 || it.q_row0 + it.q_len > b.q_rows) bad("items[" + std::to_string(i) + "]: rows out of range");
-    if (it.piece_begin < 0 || it.piece_count < 0 || it.piece_begin + it.piece_count > int(b.pieces.size()))
-      bad("items[" + std::to_string(i) + "]: pieces out of range");
-    check_mask(it, i);
+    check_item(it, i, b.q_rows, b.pieces.size());
     for (int pc = it.piece_begin; pc < it.piece_begin + it.piece_count; ++pc) {
       const KvPiece& kp = b.pieces[pc];
       if (kp.len < 0 || (kp.len > 0 && (!kp.k || !kp.v))) bad("pieces[" + std::to_string(pc) + "]: empty pointer or negative length");
