@@ -134,7 +134,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     if (wide(b.D)) {
       // dQ^T by reductions from registers, the next tile's S and dP under it (+4-6% on one H100,
       // docs/measurements/kernels.md); TASP_BWD_WIDE_PIPE=0 stages and bulk-reduces it (A/B runs).
-      static const bool pipe = env_int("TASP_BWD_WIDE_PIPE", 1) != 0;
+      const bool pipe = env_int("TASP_BWD_WIDE_PIPE", 1) != 0;
       auto go = [&](auto pp) {
         constexpr bool kPipe = pp() && !det();  // the deterministic dQ takes turns at bulk reduces
         if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det(), kPipe>(p, n, kv_ctas, b.B, s);

@@ -436,6 +436,23 @@ TEST(AttentionBwdGpu, GqaHeadsPerCta) {
     }
 }
 
+// D=256's dQ^T both ways (bwd_sm90_wide.cuh): added from registers under the next tile's S and dP (the default) and
+// staged in the tile's own Q/dO stage for bulk reduces (TASP_BWD_WIDE_PIPE=0, the deterministic dQ's way), on a
+// causal GQA walk across pieces and, in fp16, on ragged pieces without a mask.
+TEST(AttentionBwdGpu, WideDqBothWays) {
+  NEED_HOPPER();
+  for (const char* pipe : {"1", "0"}) {
+    SCOPED_TRACE(std::string("TASP_BWD_WIDE_PIPE=") + pipe);
+    const ScopedEnv env("TASP_BWD_WIDE_PIPE", pipe);
+    Case c;
+    c.B = 2, c.H = 8, c.Hkv = 2, c.D = 256, c.q_rows = 530;
+    c.pieces = {{300, 0}, {157, 300}, {73, 457}};
+    c.items = {{0, 530, 0, {0, 1, 2}, true}};
+    BwdCase(c, 301).run_and_check();
+    BwdCase(ragged_case(DType::FP16, 256), 302).run_and_check();
+  }
+}
+
 // deterministic = true: dQ is the same bits run after run, and within rounding of the default's dQ. 144 CTAs
 // (9 key tiles x 8 KV heads x B=2, GQA 16 -> 8): more than an H100's or H200's 132 SMs hold at once, so some
 // CTAs that share a dQ tile run in different waves and others wait for each other in one.
