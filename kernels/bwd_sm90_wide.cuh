@@ -31,19 +31,19 @@ template <int D>
 struct Shape {
   static_assert(D == 256, "the wide backward is for D=256");
   static constexpr int WG = 2, STAGES = 2, BM = 64, BN = 64, kThreads = 128 * WG;
-  static constexpr int kBlocks = D / 64;                  // 64-column blocks of Q, dO, K, V
+  static constexpr int kQdBlocks = D / 64;                // 64-column blocks of Q, dO, K, V
   static constexpr int kKvBytes = BN * D * 2;             // 32 KB
   static constexpr int kQBytes = BM * D * 2;              // 32 KB
-  static constexpr int kBlockBytes = BM * 128;            // one 64-column block of Q or dO (8 KB; K and V the same)
+  static constexpr int kQdBlockBytes = BM * 128;          // one 64-column block of Q or dO (8 KB)
+  static constexpr int kKvBlockBytes = BN * 128;          // one of K or V (8 KB)
   static constexpr int kPBytes = BM * BN * 2;             // P or dS of a tile (8 KB)
-  static constexpr int kOwnBlocks = kBlocks / WG;         // head-dim blocks a warpgroup owns (2)
+  static constexpr int kOwnBlocks = kQdBlocks / WG;       // head-dim blocks a warpgroup owns (2)
   static constexpr int kSlots = 4, kSlotBytes = 64;
-  static constexpr int kQdBlocks = kBlocks, kQdBlockBytes = kBlockBytes, kKvBlockBytes = BN * 128;  // for Loader
   static constexpr int kBarriers = 1 + 2 * STAGES;        // kv_full, qd_full[], qd_empty[]
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kSlots * kSlotBytes +
                                2 * int(sizeof(Visit)) + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
-  static_assert(kOwnBlocks * kBlockBytes * 2 == 64 * 64 * 4 * kOwnBlocks, "a warpgroup's dQ^T halves fill its Q and dO blocks");
+  static_assert(kOwnBlocks * kQdBlockBytes * 2 == 64 * 64 * 4 * kOwnBlocks, "a warpgroup's dQ^T halves fill its Q and dO blocks");
 };
 
 // Q and dO column blocks per TMA copy: all four through the 5-d map, one by one with the deterministic dQ (as
@@ -111,26 +111,25 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   auto pds_chunk = [&](int kt) { return uint32_t(((4 * w + 2 * kt + lane / 16) ^ (lrow % 8)) << 4); };
 
   // The dQ^T halves staged by warpgroup w in its own blocks of the tile's Q (half 0) and dO (half 1).
-  auto stage_of = [&](int st, int hh) { return (hh ? sdO : sQ) + st * S::kQBytes + w * S::kOwnBlocks * S::kBlockBytes; };
+  auto stage_of = [&](int st, int hh) { return (hh ? sdO : sQ) + st * S::kQBytes + w * S::kOwnBlocks * S::kQdBlockBytes; };
   int* held = nullptr;  // deterministic dQ: the first of the warpgroup's two counters whose turn it holds
   int held_next = 0;
   int prev_st = -1;     // the stage whose staged dQ^T the warpgroup's reduce may still be reading
   float s[16], dp[16];
-  // S and dP of the tile in stage st (two commit groups).
+  // S and dP of the tile in stage st (two commit groups): each 64 queries x the warpgroup's 32 keys over the head dim,
+  // A the tile's Q or dO, B the CTA's K or V rows (both K-major).
   auto issue_sdp = [&](int st) {
-    const sm90::Sw128 qd(fwd::smem_addr(sQ + st * S::kQBytes), 16, 1024), kd(k_addr + w * 32 * 128, 16, 1024);
-    const sm90::Sw128 od(fwd::smem_addr(sdO + st * S::kQBytes), 16, 1024), vd(v_addr + w * 32 * 128, 16, 1024);
+    auto product = [&](float(&acc)[16], uint32_t a, uint32_t b) {
+      const sm90::Sw128 ad(a, 16, 1024), bd(b + w * 32 * 128, 16, 1024);
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        sm90::wgmma_ss<T, 32, 0, 0>(acc, ad.at((ks / 4) * S::kQdBlockBytes + (ks % 4) * 32),
+                                    bd.at((ks / 4) * S::kKvBlockBytes + (ks % 4) * 32), ks > 0 ? 1 : 0);
+      sm90::wgmma_commit();
+    };
     sm90::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      sm90::wgmma_ss<T, 32, 0, 0>(s, qd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), kd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
-                                  ks > 0 ? 1 : 0);
-    sm90::wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      sm90::wgmma_ss<T, 32, 0, 0>(dp, od.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32), vd.at((ks / 4) * S::kBlockBytes + (ks % 4) * 32),
-                                  ks > 0 ? 1 : 0);
-    sm90::wgmma_commit();
+    product(s, fwd::smem_addr(sQ + st * S::kQBytes), k_addr);
+    product(dp, fwd::smem_addr(sdO + st * S::kQBytes), v_addr);
   };
   // The thread's rows' LSE (times log2 e) and D; past the tile's rows no query: P = 0, D = 0.
   auto load_rows = [&](const QTile& c, int rows, float (&l2)[2], float (&dd)[2]) {
@@ -218,14 +217,14 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     sm90::wgmma_fence();
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int blk = (2 * w + hh) * S::kBlockBytes;
+      const int blk = (2 * w + hh) * S::kQdBlockBytes;
       issue_dkv<T>(dv[hh], do_addr + blk, p_buf);
       issue_dkv<T>(dk[hh], q_addr + blk, ds_buf);
     }
     sm90::wgmma_commit();
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const sm90::Sw128 kd(k_addr + (2 * w + hh) * S::kBlockBytes, 8192, 1024), dsd(ds_buf, 16, 1024);
+      const sm90::Sw128 kd(k_addr + (2 * w + hh) * S::kQdBlockBytes, 8192, 1024), dsd(ds_buf, 16, 1024);
 #pragma unroll
       for (int kt = 0; kt < 4; ++kt) sm90::wgmma_ss<T, 64, 1, 0>(dq[hh], kd.at(kt * 2048), dsd.at(kt * 32), kt > 0 ? 1 : 0);
     }
