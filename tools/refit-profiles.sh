@@ -21,9 +21,11 @@ cd "$(dirname "$0")/.."
 T=${1:-build/tools/tasp}
 D=docs/measurements/data
 FITSET=$(ls -d $D/model/h200x2-fit-set-*/ | sort | tail -1)
-fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv $D/kernels/h200-fit-set-rates-2026-11-22.csv --timeline "$FITSET"fit-*.json -q)
+RATES=$(ls $D/kernels/h200-fit-set-rates-*.csv | sort | tail -1)  # the sweep by the fit set's build, the same day
+fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv "$RATES" --timeline "$FITSET"fit-*.json -q)
 CURRENT=($D/kernels/h200-sweep-2026-11-23-bwd-plan-cache.csv $D/kernels/h200-sweep-2026-11-23-fwd-persistent.csv
-         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-wide-bwd.csv)
+         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-wide-bwd.csv
+         "$RATES")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
