@@ -17,7 +17,7 @@ shift 3
 [ -x "$T" ] || build tasp
 if [ -n "${BASE_PATCH:-}" ]; then
   tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 || { tail -20 "$OUT/build-base.txt"; exit 1; }
-  spec+="|BIN=build-base/tools/tasp"
+  spec="${spec:+$spec|}BIN=build-base/tools/tasp"  # '' alone: the base against the default
 fi
 tag=${AB_TAG:-ab}
 raw="$OUT/ab-$tag.txt"
