@@ -3,12 +3,13 @@
 # run reproduces the files byte for byte):
 #   comm:     the shared NCCL step table on 8x H200 (data/nccl/, from tools/measurements-to-csv.sh);
 #   kernels:  tasp's own kernels on an H200, cold, hot and mixed (tools/gpu/model.sh sweep): first the rates of the
-#             build nearest the fit set's (data/kernels/h200-fit-set-rates-*), with which the executor's figures below
-#             are fitted, then the compute alone refitted from the current kernels' sweeps (CURRENT: three sweeps of
-#             kernels whose long walks are the same, on two H200s; fitted alone, two of them put the D=128 forward's
-#             asymptote 3% apart; and the head dims 80, 96 and 256 forward and backward, swept alone when their
-#             backward kernels came), the executor's figures kept: fitted in one step from rates newer than the fit
-#             set's timelines, NCCL's share of the SMs would absorb the kernels' speed-up;
+#             fit set's build (the newest data/kernels/h200-fit-set-rates-*, swept in the same call as the fit set),
+#             with which the executor's figures below are fitted, then the compute alone refitted from the current
+#             kernels' sweeps (CURRENT: three sweeps of kernels whose long walks are the same, on two H200s; fitted
+#             alone, two of them put the D=128 forward's asymptote 3% apart; the head dims 80, 96 and 256 forward and
+#             backward, swept alone when their backward kernels came; and the fit set's own sweep), the executor's
+#             figures kept: fitted in one step from rates newer than the fit set's timelines, NCCL's share of the SMs
+#             would absorb the kernels' speed-up;
 #   executor: the fit set's timelines on 2x H200 (data/model/h200x2-fit-set-*/, tools/gpu/model.sh fit-set, with the
 #             kernels of the same build: older sets timed older kernels, and the share of the SMs lost to NCCL would
 #             absorb their difference to the new rates);
