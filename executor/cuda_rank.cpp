@@ -5,7 +5,6 @@
 #include <cstring>
 #include <map>
 
-#include "kernels/env_knob.hpp"
 #include "kernels/staging.hpp"
 
 namespace tasp::executor::cuda {
@@ -109,113 +108,96 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   };
   const cudaStream_t on = moves || clear_ahead ? x.comm : x.compute;
   if (moves || clear_ahead) TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
-  // The step's transfers (on the comm stream, or an empty interval on the compute stream) and its compute, each
-  // issued by a function: the GPU orders them by events alone, so the host may issue either first. Transfers
-  // first by default; with TASP_COMPUTE_FIRST=1 the compute, so that a step's kernel does not wait on an idle GPU
-  // while the host enqueues NCCL's work (the first step's kernel began 7-93 us after its transfers in the fit set
-  // of 2026-11-26, 2x H200, growing with the run: the executor's fitted pass start). Not yet measured on GPUs.
-  const auto transfers = [&] {
-    if (clear_ahead && !moves) clear();
-    TASP_CUDA(cudaEventRecord(e[0], on));
-    if (moves && how == Exchange::AllGather) {
-      // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
-      TASP_NCCL(ncclAllGather(kv + own * r, kv, own, kv_type, x.nccl, x.comm));
-    } else if (moves && how == Exchange::ReduceScatter) {
-      // Every owner's accumulators in its block of rs_send (this rank's own block zero: its own accumulators are being
-      // computed beside), summed across ranks into rs_recv: what the others added to this rank's pieces.
-      const size_t bytes = size_t(pw.accumulator_bytes);
-      auto* send = static_cast<char*>(buf.rs_send);
-      TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
-      for (const auto& tr : pw.steps[t].transfers) {
-        if (tr.src != r) continue;
-        const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
-        char* to = send + (own * tr.owner + se * tr.piece) * bytes;
-        if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
-        else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
-      }
-      TASP_NCCL(ncclReduceScatter(send, buf.rs_recv, own, half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
-    } else if (moves) {
-      // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
-      // made in), received ones land in staging and are added after the step (below).
-      int sends16 = 0;
-      if (half)
-        for (const auto& tr : pw.steps[t].transfers)
-          if (tr.grad && tr.src == r)
-            kernels::cast_out(buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece)),
-                              buf.grad_send16 + se * sends16++, kernels::DType::BF16, se, x.comm);
-      sends16 = 0;
-      TASP_NCCL(ncclGroupStart());
-      for (const auto& tr : pw.steps[t].transfers) {
-        const long k = g.key(tr.owner, tr.piece);
-        if (tr.grad && half) {
-          if (tr.src == r)
-            TASP_NCCL(ncclSend(buf.grad_send16 + se * sends16++, se, ncclBfloat16, tr.dst, x.nccl, x.comm));
-          if (tr.dst == r)
-            TASP_NCCL(ncclRecv(buf.grad_recv16 + se * recv16.at({k, tr.src}), se, ncclBfloat16, tr.src, x.nccl,
-                               x.comm));
-        } else if (tr.grad) {
-          if (tr.src == r)
-            TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
-          if (tr.dst == r)
-            TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl,
-                               x.comm));
-        } else if (!pw.first_hop.empty() && tr.owner == tr.src) {
-          // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
-          for (const OwnMessage& m : pw.first_hop[k]) {
-            if (tr.src == r)
-              TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count,
-                                 kv_type, tr.dst, x.nccl, x.comm));
-            if (tr.dst == r)
-              TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k) + m.slot_off, m.count, kv_type, tr.src, x.nccl, x.comm));
-          }
-        } else {
-          if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
-          if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
-        }
-      }
-      TASP_NCCL(ncclGroupEnd());
+  if (clear_ahead && !moves) clear();
+  TASP_CUDA(cudaEventRecord(e[0], on));
+  if (moves && how == Exchange::AllGather) {
+    // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
+    TASP_NCCL(ncclAllGather(kv + own * r, kv, own, kv_type, x.nccl, x.comm));
+  } else if (moves && how == Exchange::ReduceScatter) {
+    // Every owner's accumulators in its block of rs_send (this rank's own block zero: its own accumulators are being
+    // computed beside), summed across ranks into rs_recv: what the others added to this rank's pieces.
+    const size_t bytes = size_t(pw.accumulator_bytes);
+    auto* send = static_cast<char*>(buf.rs_send);
+    TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
+    for (const auto& tr : pw.steps[t].transfers) {
+      if (tr.src != r) continue;
+      const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
+      char* to = send + (own * tr.owner + se * tr.piece) * bytes;
+      if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
+      else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
-    if (clear_ahead && moves) clear();  // after this step's transfers, not before them
-    TASP_CUDA(cudaEventRecord(e[1], on));
-  };
-  const auto compute = [&] {
-    TASP_CUDA(cudaEventRecord(e[2], x.compute));
-    for (int slot : s.grad_zero)
-      if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
-        TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
-    if (bwd) {
-      const auto& b = pw.bwd[gpu][t];
-      if (t == 0) {
-        TASP_CUDA(cudaMemsetAsync(buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
-        if (buf.out16)
-          kernels::attention_backward_prepare16(buf.out16, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
-                                                buf.dsum, x.compute);
-        else
-          kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
+    TASP_NCCL(ncclReduceScatter(send, buf.rs_recv, own, half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
+  } else if (moves) {
+    // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
+    // made in), received ones land in staging and are added after the step (below).
+    int sends16 = 0;
+    if (half)
+      for (const auto& tr : pw.steps[t].transfers)
+        if (tr.grad && tr.src == r)
+          kernels::cast_out(buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece)), buf.grad_send16 + se * sends16++,
+                            kernels::DType::BF16, se, x.comm);
+    sends16 = 0;
+    TASP_NCCL(ncclGroupStart());
+    for (const auto& tr : pw.steps[t].transfers) {
+      const long k = g.key(tr.owner, tr.piece);
+      if (tr.grad && half) {
+        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad_send16 + se * sends16++, se, ncclBfloat16, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r)
+          TASP_NCCL(ncclRecv(buf.grad_recv16 + se * recv16.at({k, tr.src}), se, ncclBfloat16, tr.src, x.nccl, x.comm));
+      } else if (tr.grad) {
+        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r)
+          TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
+      } else if (!pw.first_hop.empty() && tr.owner == tr.src) {
+        // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
+        for (const OwnMessage& m : pw.first_hop[k]) {
+          if (tr.src == r)
+            TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count, kv_type,
+                               tr.dst, x.nccl, x.comm));
+          if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k) + m.slot_off, m.count, kv_type, tr.src, x.nccl, x.comm));
+        }
+      } else {
+        if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
+        if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
+      }
+    }
+    TASP_NCCL(ncclGroupEnd());
+  }
+  if (clear_ahead && moves) clear();  // after this step's transfers, not before them
+  TASP_CUDA(cudaEventRecord(e[1], on));
+  TASP_CUDA(cudaEventRecord(e[2], x.compute));
+  for (int slot : s.grad_zero)
+    if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
+      TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
+  if (bwd) {
+    const auto& b = pw.bwd[gpu][t];
+    if (t == 0) {
+      TASP_CUDA(cudaMemsetAsync(buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
+      if (buf.out16)
+        kernels::attention_backward_prepare16(buf.out16, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
                                               buf.dsum, x.compute);
-      }
-      if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
-      if (t == pw.num_steps() - 1) {  // the pass's dQ, from the scratch every step added to
-        // The finish writes every row its items cover; only rows no item covers need clearing (none, as the lists
-        // are made: every query range is an item; clearing dQ is 67 MB at B=1 S=8192 H=32, about 25 us of a 2.7 ms
-        // fwd+bwd).
-        const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D;
-        const bool covered = items_cover_rows(b.items, long(g.qrows[r]));
-        if (buf.dq16) {
-          if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq16, 0, nq * 2, x.compute));
-          kernels::attention_backward_finish16(b, buf.dq16, x.ws, x.compute);
-        } else {
-          if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq, 0, nq * 4, x.compute));
-          kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute, covered);
-        }
-      }
-    } else if (!pw.fwd[gpu][t].pieces.empty()) {
-      kernels::attention_forward(pw.fwd[gpu][t], x.ws, x.compute);
+      else
+        kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
+                                            buf.dsum, x.compute);
     }
-    TASP_CUDA(cudaEventRecord(e[3], x.compute));
-  };
-  if (moves && kernels::env_int("TASP_COMPUTE_FIRST", 0) != 0) compute(), transfers();
-  else transfers(), compute();
+    if (!b.pieces.empty()) kernels::attention_backward(b, x.ws, x.compute);
+    if (t == pw.num_steps() - 1) {  // the pass's dQ, from the scratch every step added to
+      // The finish writes every row its items cover; only rows no item covers need clearing (none, as the lists are
+      // made: every query range is an item; clearing dQ is 67 MB at B=1 S=8192 H=32, about 25 us of a 2.7 ms fwd+bwd).
+      const size_t nq = size_t(w.B) * g.qrows[r] * w.H * w.D;
+      const bool covered = items_cover_rows(b.items, long(g.qrows[r]));
+      if (buf.dq16) {
+        if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq16, 0, nq * 2, x.compute));
+        kernels::attention_backward_finish16(b, buf.dq16, x.ws, x.compute);
+      } else {
+        if (!covered) TASP_CUDA(cudaMemsetAsync(buf.dq, 0, nq * 4, x.compute));
+        kernels::attention_backward_finish(b, buf.dq, x.ws, x.compute, covered);
+      }
+    }
+  } else if (!pw.fwd[gpu][t].pieces.empty()) {
+    kernels::attention_forward(pw.fwd[gpu][t], x.ws, x.compute);
+  }
+  TASP_CUDA(cudaEventRecord(e[3], x.compute));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
   if (how == Exchange::ReduceScatter) {
     // The reduce-scatter's sum of each own piece goes where the slot plan adds what arrives: into the rank's own
