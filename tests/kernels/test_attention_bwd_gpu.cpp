@@ -141,21 +141,23 @@ struct BwdCase {
 
   void forward(const ItemSpec& it) {
     const double scale = 1 / std::sqrt(double(c.D));
-    for (int b = 0; b < c.B; ++b)
-      for (int h = 0; h < c.H; ++h)
-        for (int r = 0; r < it.q_len; ++r) {
-          const int row = it.q_row0 + r;
-          double mx = -INFINITY, sum = 0;
-          std::vector<double> acc(c.D, 0.0);
-          for_keys(it, r, [&](int p, int j) { mx = std::max(mx, dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale); });
-          for_keys(it, r, [&](int p, int j) {
-            const double e = std::exp(dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale - mx);
-            sum += e;
-            for (int d = 0; d < c.D; ++d) acc[d] += e * v[p][ki(p, b, j, h) + d];
-          });
-          for (int d = 0; d < c.D; ++d) out[qi(b, row, h) + d] = sum > 0 ? acc[d] / sum : 0;
-          lse[(size_t(b) * c.H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
-        }
+    parallel_for(c.B * c.H, [&](int bh) {  // each (batch, head) writes only its rows of out and lse
+      const int b = bh / c.H, h = bh % c.H;
+      for (int r = 0; r < it.q_len; ++r) {
+        const int row = it.q_row0 + r;
+        double mx = -INFINITY, sum = 0;
+        std::vector<double> acc(c.D, 0.0);
+        for_keys(it, r,
+                 [&](int p, int j) { mx = std::max(mx, dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale); });
+        for_keys(it, r, [&](int p, int j) {
+          const double e = std::exp(dot(&q[qi(b, row, h)], &k[p][ki(p, b, j, h)]) * scale - mx);
+          sum += e;
+          for (int d = 0; d < c.D; ++d) acc[d] += e * v[p][ki(p, b, j, h) + d];
+        });
+        for (int d = 0; d < c.D; ++d) out[qi(b, row, h) + d] = sum > 0 ? acc[d] / sum : 0;
+        lse[(size_t(b) * c.H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+      }
+    });
   }
 
   // fp64 gradients: dq over the items' rows (NaN elsewhere), dk/dv per piece.
@@ -164,9 +166,13 @@ struct BwdCase {
     dq.assign(q.size(), NAN);
     dk.clear(), dv.clear();
     for (size_t p = 0; p < c.pieces.size(); ++p) dk.emplace_back(k[p].size(), 0.0), dv.emplace_back(k[p].size(), 0.0);
-    for (const auto& it : c.items)
-      for (int b = 0; b < c.B; ++b)
-        for (int h = 0; h < c.H; ++h)
+    // Each (batch, KV head) writes only its own dK/dV rows and its query heads' dQ rows, adding in the plain loop's
+    // order (items, heads, rows).
+    const int group = c.H / c.Hkv;
+    parallel_for(c.B * c.Hkv, [&](int bk) {
+      const int b = bk / c.Hkv, hk = bk % c.Hkv;
+      for (const auto& it : c.items)
+        for (int h = hk * group; h < (hk + 1) * group; ++h)
           for (int r = 0; r < it.q_len; ++r) {
             const int row = it.q_row0 + r;
             const double* qr = &q[qi(b, row, h)];
@@ -185,6 +191,7 @@ struct BwdCase {
               }
             });
           }
+    });
   }
 
   double tol() const { return c.dtype == DType::BF16 ? 2.5e-2 : 5e-3; }

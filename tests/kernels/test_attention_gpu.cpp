@@ -72,35 +72,37 @@ struct DeviceCase {
     cudaMemset(dlse, 0xff, size_t(c.B) * c.H * c.q_rows * 4);
   }
   // fp64 reference for one item and the given pieces: out [B][rows][H][D], lse [B][H][rows].
-  void reference(const ItemSpec& it, const std::vector<int>& ps, std::vector<double>& out, std::vector<double>& lse) const {
+  void reference(const ItemSpec& it, const std::vector<int>& ps, std::vector<double>& out,
+                 std::vector<double>& lse) const {
     const int D = c.D, H = c.H, Hkv = c.Hkv;
     const double scale = c.scale > 0 ? double(float(c.scale)) : 1 / std::sqrt(double(D));
-    for (int b = 0; b < c.B; ++b)
-      for (int h = 0; h < H; ++h)
-        for (int r = 0; r < it.q_len; ++r) {
-          const int row = it.q_row0 + r;
-          const double* qv = &q[((size_t(b) * c.q_rows + row) * H + h) * D];
-          std::vector<double> s, acc(D, 0.0);
-          std::vector<const double*> vs;
-          for (int p : ps)
-            for (int j = 0; j < c.pieces[p].len; ++j) {
-              if (!sees(it, it.q_pos0 + r, c.pieces[p].pos0 + j)) continue;
-              const size_t off = ((size_t(b) * c.pieces[p].len + j) * Hkv + h / (H / Hkv)) * D;
-              double dot = 0;
-              for (int d = 0; d < D; ++d) dot += qv[d] * k[p][off + d];
-              s.push_back(dot * scale);
-              vs.push_back(&v[p][off]);
-            }
-          double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-          for (double x : s) mx = std::max(mx, x);
-          for (size_t i = 0; i < s.size(); ++i) {
-            const double e = std::exp(s[i] - mx);
-            sum += e;
-            for (int d = 0; d < D; ++d) acc[d] += e * vs[i][d];
+    parallel_for(c.B * H, [&](int bh) {  // each (batch, head) writes only its rows of out and lse
+      const int b = bh / H, h = bh % H;
+      for (int r = 0; r < it.q_len; ++r) {
+        const int row = it.q_row0 + r;
+        const double* qv = &q[((size_t(b) * c.q_rows + row) * H + h) * D];
+        std::vector<double> s, acc(D, 0.0);
+        std::vector<const double*> vs;
+        for (int p : ps)
+          for (int j = 0; j < c.pieces[p].len; ++j) {
+            if (!sees(it, it.q_pos0 + r, c.pieces[p].pos0 + j)) continue;
+            const size_t off = ((size_t(b) * c.pieces[p].len + j) * Hkv + h / (H / Hkv)) * D;
+            double dot = 0;
+            for (int d = 0; d < D; ++d) dot += qv[d] * k[p][off + d];
+            s.push_back(dot * scale);
+            vs.push_back(&v[p][off]);
           }
-          for (int d = 0; d < D; ++d) out[((size_t(b) * c.q_rows + row) * H + h) * D + d] = sum > 0 ? acc[d] / sum : 0;
-          lse[(size_t(b) * H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (double x : s) mx = std::max(mx, x);
+        for (size_t i = 0; i < s.size(); ++i) {
+          const double e = std::exp(s[i] - mx);
+          sum += e;
+          for (int d = 0; d < D; ++d) acc[d] += e * vs[i][d];
         }
+        for (int d = 0; d < D; ++d) out[((size_t(b) * c.q_rows + row) * H + h) * D + d] = sum > 0 ? acc[d] / sum : 0;
+        lse[(size_t(b) * H + h) * c.q_rows + row] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+      }
+    });
   }
   // Compares the GPU's out/lse with the reference over every item's rows; rows of no item stay NaN.
   void check(const std::vector<double>& ref_out, const std::vector<double>& ref_lse, double tol) const {
