@@ -195,12 +195,15 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
       std::vector<simulator::Skipped> skipped;
       auto runs = simulator::run_schemes(t, h->workload, simulator::select_schemes(o.schemes, t, h->workload.causal), prof, so,
                                          &skipped, o.choices);
-      simulator::SchemeRun& best = runs[simulator::fastest(runs)];
+      const size_t pick = simulator::fastest(runs);
+      const std::string near = simulator::near_ties(runs, pick);
+      simulator::SchemeRun& best = runs[pick];
       h->plan = std::move(best.plan), s = best.scheme, detail = best.detail, predicted = best.sim.total_us;
       h->collectives = best.sim.collectives;
       std::string tried;
       for (const auto& r : runs) tried += (tried.empty() ? "" : ", ") + r.scheme + " " + std::to_string(r.sim.total_us);
-      detail = "auto: fastest simulated (us: " + tried + ")" + (detail.empty() ? "" : "; " + detail);
+      detail = "auto: fastest simulated (us: " + tried + ")" + (detail.empty() ? "" : "; " + detail) +
+               (near.empty() ? "" : "; within 3%, inside the model's error: " + near);
     } else {
       planner::PlanOptions po = simulator::plan_options(s, h->workload, o.choices);
       po.backward = o.passes.bwd;

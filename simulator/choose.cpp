@@ -1,6 +1,8 @@
 #include "simulator/choose.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <ostream>
 #include <sstream>
 
@@ -219,6 +221,19 @@ std::string choose_head_groups(Plan& p, const Topology& t, const Workload& w, co
   }
   p.head_groups = best;
   return "head groups " + std::to_string(best) + " (tried, ms: " + tried + ")";
+}
+
+std::string near_ties(const std::vector<SchemeRun>& runs, size_t best, double band) {
+  std::string out;
+  const double t0 = runs.at(best).sim.total_us;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double rel = runs[i].sim.total_us / t0 - 1;
+    if (i == best || std::abs(rel) > band) continue;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%+.1f%%", 100 * rel);
+    out += (out.empty() ? "" : ", ") + runs[i].scheme + " " + pct;
+  }
+  return out;
 }
 
 size_t fastest(const std::vector<SchemeRun>& runs) {

@@ -60,6 +60,11 @@ std::vector<SchemeRun> run_schemes(const planner::Topology& t, const planner::Wo
                                    const PlanChoices& head = {});
 // Index of the fastest run.
 size_t fastest(const std::vector<SchemeRun>& runs);
+// The other runs predicted within `band` of runs[best] either way, "zigzag +1.7%, allgather +1.3%" ("" when none):
+// inside the model's error on measured runs (median 2.4-4.5%, docs/measurements/model.md), so `--scheme auto`'s pick
+// among them is a guess to measure (on 2x H200 `qwen3_4b` was predicted 1.3% apart for Ulysses and allgather and
+// measured 6.8% the other way).
+std::string near_ties(const std::vector<SchemeRun>& runs, size_t best, double band = 0.03);
 
 // A head-parallel plan's head groups (Plan::head_groups) set to the count that simulates fastest among 1, 2, 4,
 // 8 and 16 that split the workload's heads; returns what was tried ("" for other plans, which keep one group).

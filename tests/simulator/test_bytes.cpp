@@ -95,7 +95,9 @@ TEST(Bytes, PlainMasksPrunedOnRequest) {
     const double grad = kv * p.accumulator_bytes / 2;
     EXPECT_LE(pruned.fwd, plain.fwd + 1e-6 * kv);
     EXPECT_LE(pruned.bwd, plain.bwd + 1e-6 * kv);
-    if (n == 2) EXPECT_NEAR(pruned.bwd, kv + grad, 1e-6 * kv);
+    if (n == 2) {
+      EXPECT_NEAR(pruned.bwd, kv + grad, 1e-6 * kv);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/input_errors.hpp"
+#include "simulator/choose.hpp"
 #include "simulator/runs_csv.hpp"
 #include "simulator/validation.hpp"
 
@@ -51,6 +52,19 @@ TEST(Validation, TiesAreNamedOnBothSides) {
 
 // The runs CSV (tasp report --runs): rows with their optional columns, and each kind of bad row named by line and
 // field, never an escaping std::out_of_range (a workload closed at the end of its line once did).
+// --scheme auto's near ties: the other schemes predicted within the band of the pick either way, in the runs' order,
+// each with how far; none beyond the band, never the pick itself.
+TEST(Validation, NearTiesOfTheAutoPick) {
+  std::vector<tasp::simulator::SchemeRun> runs(4);
+  const char* names[] = {"ring", "zigzag", "allgather", "ulysses"};
+  const double us[] = {104.0, 101.7, 100.0, 102.999};
+  for (int i = 0; i < 4; ++i) runs[i].scheme = names[i], runs[i].sim.total_us = us[i];
+  EXPECT_EQ(tasp::simulator::near_ties(runs, 2), "zigzag +1.7%, ulysses +3.0%");
+  EXPECT_EQ(tasp::simulator::near_ties(runs, 2, 0.02), "zigzag +1.7%");
+  EXPECT_EQ(tasp::simulator::near_ties(runs, 2, 0.01), "");
+  EXPECT_EQ(tasp::simulator::near_ties(runs, 0), "zigzag -2.2%, ulysses -1.0%");  // a pick that is not the fastest
+}
+
 TEST(RunsCsv, ColumnsAndBadRows) {
   using tasp::simulator::read_runs_csv;
   const auto rows = read_runs_csv(

@@ -26,6 +26,9 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   for (const auto& r : runs) log << " " << r.scheme << " " << std::fixed << std::setprecision(3) << r.sim.total_us / 1e3 << " ms";
   log << " -> " << best.scheme << "\n";
   for (const auto& k : skipped) log << "auto: " << k.scheme << " left out: " << k.why << "\n";
+  if (const std::string near = near_ties(runs, size_t(&best - runs.data())); !near.empty())
+    log << "auto: within 3% of " << best.scheme << ", inside the model's error: " << near
+        << " (measure them: tasp run --scheme NAME)\n";
   const planner::PlanOptions chosen = plan_options(best.scheme, w);
   o->causal = chosen.causal;
   if (!best.inner.empty()) o->inner = best.inner;
