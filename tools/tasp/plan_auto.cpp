@@ -21,12 +21,13 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   so.collectives = collectives;
   std::vector<Skipped> skipped;
   auto runs = run_schemes(t, w, select_schemes("all", t, w.causal), prof, so, &skipped);
-  const auto& best = runs[fastest(runs)];
+  const size_t pick = fastest(runs);
+  const auto& best = runs[pick];
   log << "auto: simulated " << planner::passes_name(passes) << " with profile " << prof.name << ":";
   for (const auto& r : runs) log << " " << r.scheme << " " << std::fixed << std::setprecision(3) << r.sim.total_us / 1e3 << " ms";
   log << " -> " << best.scheme << "\n";
   for (const auto& k : skipped) log << "auto: " << k.scheme << " left out: " << k.why << "\n";
-  if (const std::string near = near_ties(runs, size_t(&best - runs.data())); !near.empty())
+  if (const std::string near = near_ties(runs, pick); !near.empty())
     log << "auto: within 3% of " << best.scheme << ", inside the model's error: " << near
         << " (measure them: tasp run --scheme NAME)\n";
   const planner::PlanOptions chosen = plan_options(best.scheme, w);
