@@ -45,18 +45,4 @@ for x in rows:
 EOF
   done
 done
-python3 - "$raw" <<'EOF'
-import collections, statistics, sys
-runs = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    p = line.rstrip("\n").split("\t")
-    if len(p) == 4:
-        runs[(p[1], p[2])].append((p[0], float(p[3])))
-for (shape, ps), xs in runs.items():
-    by = collections.defaultdict(list)
-    for n, t in xs:
-        by[n].append(t)
-    base = statistics.median(by.get("default", [0])) or 1
-    cells = "  ".join(f"{n}: {' '.join(f'{t:.1f}' for t in ts)} ({statistics.median(ts) / base:.3f}x)" for n, ts in by.items())
-    print(f"{shape} {ps}: {cells}")
-EOF
+python3 tools/gpu/lib/ab_table.py "$raw"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The base of a source change, built beside the change for an A/B on one GPU (the device tool has the working
 # tree but no git history): copies the tree without its build folders, applies PATCH in reverse there and builds
-# tasp into build-base/ (its tools/tasp is what ab.sh's BIN= variant takes). Make PATCH with
-# `git diff BASE -- kernels/ > base.patch` before the run.
+# tasp into build-base/ (its tools/tasp is what ab.sh's and ab-run.sh's BIN= variant takes). Make PATCH with
+# `git diff BASE -- kernels/ > base.patch` (or executor/, ...) before the run.
 # Usage: tools/gpu/lib/build-base.sh PATCH
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
