@@ -109,11 +109,12 @@ struct AttentionBackwardBatch {
   DType dtype = DType::BF16;
   int B = 1, H = 1, Hkv = 1, D = 128;
   float scale = 0;  // 0: 1/sqrt(D)
+  // q, dout, lse, dsum and dq_accum 16-byte aligned (TMA reads the first four).
   const void* q = nullptr;
   const void* dout = nullptr;
   int q_rows = 0;
-  const float* lse = nullptr;
-  const float* dsum = nullptr;
+  const float* lse = nullptr;  // [B][H][q_rows]
+  const float* dsum = nullptr;  // the same layout (attention_backward_prepare)
   float* dq_accum = nullptr;  // dq_accum_floats(*this) floats
   std::vector<WorkItem> items;  // `accumulate` is ignored: the backward always adds
   std::vector<KvPiece> pieces;

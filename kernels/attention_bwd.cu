@@ -64,7 +64,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (b.B < 1 || b.H < 1 || b.Hkv < 1 || b.H % b.Hkv) bad("need B, H, Hkv >= 1 and H a multiple of Hkv");
   if (b.B > 65535 || b.Hkv > 65535) bad("B and Hkv must be <= 65535");
   if (!b.q || !b.dout || !b.lse || !b.dsum || !b.dq_accum) bad("q, dout, lse, dsum and dq_accum must be set");
-  if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum)) bad("q, dout and dq_accum must be 16-byte aligned");
+  if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum) || misaligned(b.lse) || misaligned(b.dsum))
+    bad("q, dout, lse, dsum and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
   if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
   const int kBlockM = query_tile(b.D), kBlockN = key_tile(b.D);
@@ -94,19 +95,26 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (plan.tiles.empty()) return;
   if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");
 
-  // Tensor maps: [0] Q and [1] dO in boxes of kBlockM rows, then K and V of every piece in boxes of 128 keys.
+  // Tensor maps (bwd::Params::tmaps): Q and dO in boxes of kBlockM rows, the rows' LSE and D in boxes of kBlockM values,
+  // then K and V of every piece in boxes of the key tile.
   const bool bf16 = b.dtype == DType::BF16;
-  std::vector<unsigned char> maps((2 + 2 * b.pieces.size()) * kTensorMapBytes, 0);
+  std::vector<unsigned char> maps((bwd::kFirstKvMap + 2 * b.pieces.size()) * kTensorMapBytes, 0);
   const long long qstride = (long long)b.q_rows * b.H * b.D;
   const int qd_blocks = wide(b.D) ? bwd::wide::qd_blocks_per_copy(b.deterministic) : bwd::qd_blocks_per_copy(b.D, b.deterministic);
   encode_bshd_map(maps.data(), b.q, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
   encode_bshd_map(maps.data() + kTensorMapBytes, b.dout, bf16, b.B, b.q_rows, b.H, b.D, qstride, kBlockM, qd_blocks);
+  const long long rows = (long long)b.B * b.H * b.q_rows;
+  if (rows > 0x7fffffff) bad("B * H * q_rows must be below 2^31 (the rows' LSE and D are read by 32-bit coordinates)");
+  // Boxes of the query tile and 4 more rows: each starts at the 16-byte boundary before the tile (bwd::rows_first).
+  encode_f32_rows_map(maps.data() + bwd::kLseMap * kTensorMapBytes, b.lse, rows, kBlockM + 4, "the backward's lse");
+  encode_f32_rows_map(maps.data() + bwd::kDsumMap * kTensorMapBytes, b.dsum, rows, kBlockM + 4, "the backward's dsum");
   for (size_t i = 0; i < b.pieces.size(); ++i) {
     const KvPiece& kp = b.pieces[i];
     if (kp.len == 0) continue;
     const long long bs = kp.batch_stride ? kp.batch_stride : (long long)kp.len * b.Hkv * b.D;
-    encode_bshd_map(maps.data() + (2 + 2 * i) * kTensorMapBytes, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
-    encode_bshd_map(maps.data() + (3 + 2 * i) * kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
+    unsigned char* km = maps.data() + (bwd::kFirstKvMap + 2 * i) * kTensorMapBytes;
+    encode_bshd_map(km, kp.k, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
+    encode_bshd_map(km + kTensorMapBytes, kp.v, bf16, b.B, kp.len, b.Hkv, b.D, bs, kBlockN);
   }
 
   ws.host.clear();

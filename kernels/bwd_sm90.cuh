@@ -26,7 +26,7 @@
 // for more work, and the products read less shared memory per flop. dQ^T is staged in shared memory in the
 // order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous block (FA3's dQ accumulation;
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
-// that publishes its LSE and D. Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
+// that publishes its LSE and D (TMA brings them with the tile's Q and dO). Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
 // stay in registers across the walk and are added to the piece's fp32 accumulator at the end: where a CTA is the
 // only writer of its keys (MHA, or the whole group in one CTA) their sums are ordered. dQ's sums are ordered only
 // when asked (DET: the CTAs that add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid
@@ -78,7 +78,8 @@ struct Params {
   const GradPiece* grads;
   const Tile* tiles;
   const Visit* visits;  // the CTAs' walks (Plan::visits)
-  // TMA tensor maps (128 bytes each): [0] Q, [1] dO, [2 + 2i] K and [3 + 2i] V of piece i.
+  // TMA tensor maps (128 bytes each): [0] Q, [1] dO, [2] LSE, [3] D (1-d, [B][H][q_rows]), [4 + 2i] K and [5 + 2i]
+  // V of piece i.
   const unsigned char* tmaps;
   int* dq_sems;      // deterministic dQ: visits done per [B][H][dq_tiles][dq_blocks], zero at launch
   int q_rows, H, Hkv;
@@ -87,6 +88,14 @@ struct Params {
   int heads_per_cta;
   float scale, scale_log2;
 };
+
+// Params::tmaps' order.
+constexpr int kLseMap = 2, kDsumMap = 3, kFirstKvMap = 4;
+
+// A tile's LSE and D in the [B][H][q_rows] arrays: element `rows_first` on. TMA copies them as one box per array from
+// the 16-byte boundary at or before it (a 1-d box from an unaligned element stopped the kernel: illegal instruction),
+// so a stage's arrays hold 4 floats more than the tile's rows and the tile's first row sits `rows_first & 3` in.
+__device__ __forceinline__ int rows_first(const Params& p, int b, int h, int qrow) { return (b * p.H + h) * p.q_rows + qrow; }
 
 // Column blocks (64 columns) of Q and dO that one TMA copy brings: all of them through a 5-d tensor map (the
 // blocks as a dimension 128 bytes apart), so thread 0 issues two copies a tile instead of 2 D / 64.
@@ -148,10 +157,9 @@ struct Shape {
   // A warpgroup's dQ^T block (64 x kDqCols fp32) staged for the bulk reduce, chunk-major: the thread's k-th
   // float4 at (k * 128 + thread) * 16, so a warp's stores are consecutive.
   static constexpr int kStageBytes = 64 * kDqCols * 4;
-  // A warpgroup's copy of the tile's LSE (times log2 e) and row sums D: [WG][2 BM] floats (one buffer: the
-  // "ready" barrier, which all of the warpgroup's warps sync on after middle(), orders the next tile's fill after
-  // this tile's reads).
-  static constexpr int kRowBytes = WG * 2 * BM * 4;
+  // The tile's LSE and row sums D, brought by TMA with its Q and dO (Loader::load_next): per stage [LSE][D], BM + 4
+  // floats each (rows_first), each array padded to 128 bytes (a TMA destination's alignment).
+  static constexpr int kRowBox = BM + 4, kRowArr = (kRowBox * 4 + 127) / 128 * 128, kRowBytes = STAGES * 2 * kRowArr;
   static constexpr int kBarriers = 1 + 2 * STAGES;  // kv_full, qd_full[], qd_empty[]
   // Tile t's QTile in slot t % kSlots: written two tiles ahead (see the kernel), while the slot of the tile
   // before may still be read (its mask, in middle()).
@@ -166,7 +174,7 @@ struct Shape {
   static constexpr int kStageBufs = kFixed + 2 * WG * kStageBytes <= 227 * 1024 ? 2 : 1;
   static constexpr int kSmem = kFixed + kStageBufs * WG * kStageBytes;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
-  static_assert(sizeof(QTile) <= kSlotBytes && kRowBytes % 8 == 0 && kSlots % STAGES == 0, "the QTile slots");
+  static_assert(sizeof(QTile) <= kSlotBytes && kSlots % STAGES == 0, "the QTile slots");
 };
 
 // The CTA's visits in order, each for every query head of the group. Thread 0 reads them from shared memory:
@@ -257,7 +265,8 @@ struct Cta {
 };
 
 // Thread 0's walk and copies, for both backward kernels (S: the kernel's Shape; PER_COPY: Q and dO column blocks per
-// TMA copy). Its K and V tile at the start; then, at the start of tile t, tile t + 1's copies once the stage is free
+// TMA copy). Its K and V tile at the start; then, at the start of tile t, tile t + 1's copies (Q, dO, and the rows'
+// LSE and D into the stage's [LSE][D] arrays at `rows`: S::kRowArr bytes each) once the stage is free
 // (load_next), and at the end of tile t tile t + 2 resolved into its slot (resolve: one 32-byte visit, which the host
 // resolved). Resolving t + 1 at the start, before the copies, held both warpgroups ~1,300 cycles a tile; issuing
 // t + 2 at the end of tile t instead put the warpgroups a whole tile apart and was 1-5% slower (D=128,
@@ -267,15 +276,15 @@ struct Loader {
   const Params& p;
   QTile* slots;
   QWalk ahead;
-  unsigned char *sQ, *sdO;
+  unsigned char *sQ, *sdO, *rows;
   uint32_t bars;
   int h0, b;
   int resolved_n = 0;  // tiles resolved
   int loaded = 0;      // tiles whose copies are issued (-1 once the end has been)
 
   __device__ __forceinline__ Loader(const Params& p_, const Cta& cta, QTile* slots_, Visit* cache, unsigned char* sQ_,
-                                    unsigned char* sdO_, uint32_t bars_)
-      : p(p_), slots(slots_), ahead(cta.tile, p_.heads_per_cta, cache), sQ(sQ_), sdO(sdO_), bars(bars_), h0(cta.h0), b(cta.b) {}
+                                    unsigned char* sdO_, unsigned char* rows_, uint32_t bars_)
+      : p(p_), slots(slots_), ahead(cta.tile, p_.heads_per_cta, cache), sQ(sQ_), sdO(sdO_), rows(rows_), bars(bars_), h0(cta.h0), b(cta.b) {}
   __device__ __forceinline__ uint32_t kv_full() const { return bars; }
   __device__ __forceinline__ uint32_t qd_full(int st) const { return bars + 8 * (1 + st); }
   __device__ __forceinline__ uint32_t qd_empty(int st) const { return bars + 8 * (1 + S::STAGES + st); }
@@ -292,8 +301,9 @@ struct Loader {
     if constexpr (!DET) ahead.fetch(p, ahead.v);
     resolve(), resolve();
     const unsigned char* maps = p.tmaps;
-    const unsigned char* km = maps + kTensorMapBytes * (2 + 2 * tile.piece);
-    sm90::fence_tensormap(maps), sm90::fence_tensormap(maps + kTensorMapBytes);
+    const unsigned char* km = maps + kTensorMapBytes * (kFirstKvMap + 2 * tile.piece);
+#pragma unroll
+    for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(maps + m * kTensorMapBytes);
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
     sm90::mbar_arrive_tx(bars, 2 * S::kKvBytes);
 #pragma unroll
@@ -336,7 +346,14 @@ struct Loader {
       return;
     }
     const unsigned char* maps = p.tmaps;
-    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes);
+    sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes + 2 * S::kRowBox * 4);
+    // The rows' LSE and D: one box of each array (rows_first), past the tile's rows another item's rows or zeros (the
+    // consumers ignore them). Fetched by each consumer thread after the tile's S^T and dP^T were issued, their L2
+    // latency held 13% of the warps' samples at B=2 S=8192 causal, D=128 (Nsight Compute, 2026-11-26).
+    const int row = rows_first(p, b, h, qrow) & ~3;
+    unsigned char* rs = rows + st * 2 * S::kRowArr;
+    sm90::tma_load_1d(fwd::smem_addr(rs), maps + kLseMap * kTensorMapBytes, qd_full(st), row);
+    sm90::tma_load_1d(fwd::smem_addr(rs + S::kRowArr), maps + kDsumMap * kTensorMapBytes, qd_full(st), row);
     if constexpr (PER_COPY > 1) {  // the column blocks in one copy each (a 5-d tensor map)
       static_assert(PER_COPY == S::kQdBlocks, "all of a tile's blocks in one copy");
       sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
@@ -367,14 +384,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][DP]
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
-  float* sRow = reinterpret_cast<float*>(sdQ + S::kStageBufs * S::WG * S::kStageBytes);  // [WG][BM LSE * log2 e, BM D]
-  QTile* slots = reinterpret_cast<QTile*>(sRow + S::kRowBytes / 4);  // [kSlots]
+  unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // [STAGES][LSE, D]: kRowArr bytes each
+  QTile* slots = reinterpret_cast<QTile*>(sRows + S::kRowBytes);  // [kSlots]
   Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
-  Loader<S, qd_blocks_per_copy(D, DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, fwd::smem_addr(walk_cache + 2));
+  Loader<S, qd_blocks_per_copy(D, DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, sRows, fwd::smem_addr(walk_cache + 2));
   if (threadIdx.x == 0) ld.init(S::kConsumers);
   __syncthreads();
   if (threadIdx.x == 0) ld.start(tile, hk, sK, sV), ld.load_next();
@@ -391,16 +408,17 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   float s[BM / 2], dp[BM / 2], dq[S::kDqCols / 2];
   auto addr_q = [&](const QTile& c) { return fwd::smem_addr(sQ + c.st * S::kQBytes); };
   auto addr_do = [&](const QTile& c) { return fwd::smem_addr(sdO + c.st * S::kQBytes); };
-  float* const rowv = sRow + w * 2 * BM;
-
-  // The tile's LSE and D into the warpgroup's copy (past the item's rows: no query, so P = 0 and D = 0).
-  auto fill = [&](const QTile& c) {
-    const long long lrow = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;  // lse / dsum of the tile's query 0
-#pragma unroll
-    for (int i = wt; i < 2 * BM; i += 128) {
-      const int col = i % BM;
-      rowv[i] = i < BM ? (col < c.rows ? __ldg(p.lse + lrow + col) * 1.4426950408889634f : INFINITY)
-                       : (col < c.rows ? __ldg(p.dsum + lrow + col) : 0.f);
+  auto lse_of = [&](const QTile& c) {
+    return reinterpret_cast<float*>(sRows + c.st * 2 * S::kRowArr) + (rows_first(p, b, c.h, c.qrow) & 3);
+  };
+  auto dsum_of = [&](const QTile& c) { return lse_of(c) + S::kRowArr / 4; };
+  // Past the tile's rows no query: LSE +inf and D 0, so P = 0 and dS = 0 (whatever rows TMA brought there, which may
+  // be rows that no item covers: unwritten). Both warpgroups write the same values, each before its own barrier in
+  // reduce_staged publishes them to its warps.
+  auto clip_rows = [&](const QTile& c) {
+    if (c.rows < BM) {
+      float *lse = lse_of(c), *dsum = dsum_of(c);
+      for (int i = c.rows + wt; i < BM; i += 128) lse[i] = INFINITY, dsum[i] = 0.f;
     }
   };
   // The staged dQ block (back() of the tile before) goes to the scratch from front(), behind the barrier that
@@ -417,7 +435,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   int held_next = 0;
   auto stage_at = [&](int i) { return sdQ + (i * S::WG + w) * S::kStageBytes; };
   // The staging stores fenced for the bulk copy, the last reduce done reading (so back() may write the buffer
-  // it read), the warpgroup synced (which also publishes fill()'s rows), then thread 0 reduces the staged block.
+  // it read), the warpgroup synced (which also publishes clip_rows()' writes), then thread 0 reduces the staged block.
   auto reduce_staged = [&] {
     sm90::fence_proxy_async();
     if (wt == 0) sm90::bulk_wait_read();
@@ -443,12 +461,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       sm90::bulk_wait_read();
     }
   };
-  // Front (the tile's Q and dO are in): S^T and dP^T issued (two commit groups), then its LSE and D fetched
-  // under them (fetched first, they measured the same), and the staged dQ block reduced.
+  // Front (the tile's Q, dO, LSE and D are in): S^T and dP^T issued (two commit groups), the rows past the tile's
+  // clipped, and the staged dQ block reduced.
   auto front = [&](const QTile& c) {
     issue_kq<T, D, BM>(s, k_addr, addr_q(c), w);
     issue_kq<T, D, BM>(dp, v_addr, addr_do(c), w);
-    fill(c);
+    clip_rows(c);
     reduce_staged();
   };
 
@@ -457,10 +475,12 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::wgmma_wait<1>();
     fwd::fence_regs<BM / 2>(s);
     // P^T: element e of chunk ch is key row key0 + 8 (e / 2), query column 8 ch + 2 t4 + (e % 2).
+    const float* lse = lse_of(c);
     auto to_p = [&](const auto& hidden) {
 #pragma unroll
       for (int ch = 0; ch < BM / 8; ++ch) {
-        const float2 l2 = *reinterpret_cast<const float2*>(rowv + 8 * ch + 2 * t4);
+        const float* l = lse + 8 * ch + 2 * t4;  // (8-byte aligned only when the tile's first row is: two loads)
+        const float2 l2 = make_float2(l[0] * 1.4426950408889634f, l[1] * 1.4426950408889634f);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = 8 * ch + 2 * t4 + (e & 1), key = key0 + 8 * (e / 2);
@@ -484,8 +504,9 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     sm90::wgmma_wait<0>();
     fwd::fence_regs<BM / 2>(dp);
 #pragma unroll
+    const float* dsum = dsum_of(c);
     for (int ch = 0; ch < BM / 8; ++ch) {
-      const float2 d2 = *reinterpret_cast<const float2*>(rowv + BM + 8 * ch + 2 * t4);
+      const float2 d2 = make_float2(dsum[8 * ch + 2 * t4], dsum[8 * ch + 2 * t4 + 1]);
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[4 * ch + e] = s[4 * ch + e] * (dp[4 * ch + e] - ((e & 1) ? d2.y : d2.x));
     }

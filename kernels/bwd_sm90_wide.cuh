@@ -20,7 +20,7 @@
 // 32 KB of K and V each, two stages of Q and dO (64 KB each), P and dS double-buffered (32 KB): 224 KB. Measured
 // step by step on one H100 (docs/measurements/kernels.md): 1.25x the two-CTA split this replaced; the pipelined dQ^T
 // +4-6%; the next tile's LSE and D fetched under its S and dP and the reductions at the end +8-16% (each had held the
-// warps 8% of Nsight Compute's samples). Tried and dropped at the short walk (B=2 S=8192 causal, where the next tile's
+// warps 8% of Nsight Compute's samples); since then the LSE and D come by TMA with the tile's Q and dO (Loader). Tried and dropped at the short walk (B=2 S=8192 causal, where the next tile's
 // LSE/D loads and the read of its entry still hold 23% of the samples): the entry read before the stage's wait (4.7%
 // slower), the loads' scaling and select moved to the softmax so nothing waits where they are issued (level).
 #include <cstdint>
@@ -42,7 +42,9 @@ struct Shape {
   static constexpr int kOwnBlocks = kQdBlocks / WG;       // head-dim blocks a warpgroup owns (2)
   static constexpr int kSlots = 4, kSlotBytes = 64;
   static constexpr int kBarriers = 1 + 2 * STAGES;        // kv_full, qd_full[], qd_empty[]
-  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kSlots * kSlotBytes +
+  // A stage's LSE and D (Loader; BM + 4 floats each: rows_first), each padded to 128 bytes.
+  static constexpr int kRowBox = BM + 4, kRowArr = (kRowBox * 4 + 127) / 128 * 128, kRowBytes = STAGES * 2 * kRowArr;
+  static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kRowBytes + kSlots * kSlotBytes +
                                2 * int(sizeof(Visit)) + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
   static_assert(kOwnBlocks * kQdBlockBytes * 2 == 64 * 64 * 4 * kOwnBlocks, "a warpgroup's dQ^T halves fill its Q and dO blocks");
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sdO = sQ + STAGES * S::kQBytes;
   unsigned char* sP = sdO + STAGES * S::kQBytes;    // [2 buffers][64 queries][64 keys]
   unsigned char* sdS = sP + 2 * S::kPBytes;
-  QTile* slots = reinterpret_cast<QTile*>(sdS + 2 * S::kPBytes);  // [kSlots]
+  unsigned char* sRows = sdS + 2 * S::kPBytes;      // [STAGES][LSE, D]: kRowArr bytes each
+  QTile* slots = reinterpret_cast<QTile*>(sRows + S::kRowBytes);  // [kSlots]
   Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
@@ -84,7 +87,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const int hk = cta.hk, b = cta.b;
   // Thread 0 walks and loads as in bwd_sm90.cuh; with PIPE tile t + 2's copies are issued in tile t (a stage is free
   // earlier), so the walk is resolved a tile further ahead.
-  Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, fwd::smem_addr(walk_cache + 2));
+  Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, sRows, fwd::smem_addr(walk_cache + 2));
   if (threadIdx.x == 0) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -133,21 +136,23 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     product(s, fwd::smem_addr(sQ + st * S::kQBytes), k_addr);
     product(dp, fwd::smem_addr(sdO + st * S::kQBytes), v_addr);
   };
-  // The thread's rows' LSE (times log2 e) and D; past the tile's rows no query: P = 0, D = 0.
-  auto load_rows = [&](const QTile& c, int rows, float (&l2)[2], float (&dd)[2]) {
-    const long long r = ((long long)b * p.H + c.h) * p.q_rows + c.qrow;
+  // The thread's rows' LSE (times log2 e) and D from stage st (TMA brought them with the tile's Q and dO); past the
+  // tile's rows no query: P = 0, D = 0.
+  auto load_rows = [&](int st, const QTile& c, int rows, float (&l2)[2], float (&dd)[2]) {
+    const float* lse = reinterpret_cast<const float*>(sRows + st * 2 * S::kRowArr) + (rows_first(p, b, c.h, c.qrow) & 3);
+    const float* dsum = lse + S::kRowArr / 4;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int q = row0 + 8 * i;
-      l2[i] = q < rows ? __ldg(p.lse + r + q) * 1.4426950408889634f : INFINITY;
-      dd[i] = q < rows ? __ldg(p.dsum + r + q) : 0.f;
+      l2[i] = q < rows ? lse[q] * 1.4426950408889634f : INFINITY;
+      dd[i] = q < rows ? dsum[q] : 0.f;
     }
   };
   float l2n[2], ddn[2];  // PIPE: the next tile's, fetched under its S and dP (fetched at the tile's start: 8% of the samples)
   if constexpr (PIPE) {  // a CTA walks at least one tile; done here, so that no wgmma is in flight at the loop's exit
     sm90::mbar_wait(ld.qd_full(0), 0);
     issue_sdp(0);
-    load_rows(slots[0], slots[0].rows, l2n, ddn);
+    load_rows(0, slots[0], slots[0].rows, l2n, ddn);
     sm90::wgmma_wait<0>();
   }
   int t = 0;
@@ -175,7 +180,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (PIPE) {
       l2[0] = l2n[0], l2[1] = l2n[1], dd[0] = ddn[0], dd[1] = ddn[1];
     } else {
-      load_rows(c, c.rows, l2, dd);
+      load_rows(st, c, c.rows, l2, dd);
     }
     sm90::wgmma_wait<1>();
     fwd::fence_regs<16>(s);
@@ -243,7 +248,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       issue_sdp(st ^ 1);
       {
         const QTile& cn = slots[(t + 1) % S::kSlots];
-        load_rows(cn, cn.tile < 0 ? 0 : cn.rows, l2n, ddn);
+        load_rows(st ^ 1, cn, cn.tile < 0 ? 0 : cn.rows, l2n, ddn);
       }
       sm90::wgmma_wait<2>();
 #pragma unroll

@@ -34,13 +34,13 @@ EncodeFn encode_fn() {
   return fn;
 }
 
-// A tiled map with the 128-byte swizzle; `what` names the tensor in the error.
+// A tiled map (by default with the 128-byte swizzle); `what` names the tensor in the error.
 void encode(void* dst, CUtensorMapDataType type, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
-            const cuuint32_t* box, const std::string& what) {
+            const cuuint32_t* box, const std::string& what, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap size");
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r = encode_fn()(static_cast<CUtensorMap*>(dst), type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("attention: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ") for " + what);
@@ -74,6 +74,14 @@ void encode_bshd_f32_map(void* dst, const float* base, int B, long long rows, in
   const cuuint64_t strides[3] = {cuuint64_t(D) * 4, cuuint64_t(heads) * D * 4, cuuint64_t(rows) * heads * D * 4};
   const cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
   encode(dst, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, strides, box, "the fp32 output, " + shape_text(B, rows, heads, D));
+}
+
+void encode_f32_rows_map(void* dst, const float* base, long long n, int box, const char* what) {
+  const cuuint64_t dims[1] = {cuuint64_t(n)};
+  const cuuint64_t none[1] = {cuuint64_t(n) * 4};  // a rank-1 map has no strides (the array is not read)
+  const cuuint32_t boxes[1] = {cuuint32_t(box)};
+  encode(dst, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, base, dims, none, boxes,
+         std::string(what) + " (" + std::to_string(n) + " floats)", CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace tasp::kernels

@@ -19,4 +19,8 @@ void encode_bshd_map(void* dst, const void* base, bool bf16, int B, long long ro
 // the 128-byte swizzle) x `box_rows` rows of one head; writes past the tensor's ends are dropped.
 void encode_bshd_f32_map(void* dst, const float* base, int B, long long rows, int heads, int D, int box_rows);
 
+// The tensor map of `n` contiguous fp32 values read in boxes of `box` values (a multiple of 4, at most 256), each from
+// a multiple of 4 (tma_load_1d), unswizzled; past the end reads as zeros. `base` 16-byte aligned.
+void encode_f32_rows_map(void* dst, const float* base, long long n, int box, const char* what);
+
 }  // namespace tasp::kernels

@@ -57,6 +57,13 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void fence_tensormap(const void* map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
 }
+// One box of a 1-d tensor map from element c0 on (c0 at a 16-byte boundary: an unaligned one is an illegal
+// instruction) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_1d(uint32_t dst, const void* map, uint32_t bar, int c0) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::"r"(dst),
+               "l"(map), "r"(c0), "r"(bar)
+               : "memory");
+}
 // One box of a 4-d tensor map (coordinates innermost first) into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -131,6 +138,7 @@ __device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_expect_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void fence_tensormap(const void*) {}
+__device__ __forceinline__ void tma_load_1d(uint32_t, const void*, uint32_t, int) { __trap(); }
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void tma_load_5d(uint32_t, const void*, uint32_t, int, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void bar_sync(int, int) {}
