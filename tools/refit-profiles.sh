@@ -15,7 +15,8 @@
 #             absorb their difference to the new rates);
 #   H100 profiles: compute only, from data/kernels/h100-sweep-* (tools/gpu/model.sh sweep on one H100); the rest of
 #             each profile is kept (--base);
-#   fabrics:  the socket fabric's comm from its NCCL steps (data/fabrics/), on the H100 profile.
+#   fabrics:  the slow fabrics' comm from their NCCL steps (data/fabrics/): sockets on 2x H100 on the H100 profile,
+#             sockets and host memory on 2x H200 on the H200 profile.
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,4 +59,14 @@ $T calibrate --fit $D/fabrics/h100x2-socket-steps-2026-11-25.csv --base topologi
 tasp calibrate --measure there (docs/measurements/data/fabrics/h100x2-socket-steps-2026-11-25.csv; its ncclAllGather rows \
 give collective_gbps, the rate of the steps tasp run --collectives runs as NCCL collectives); compute and executor terms the \
 H100 profile's."
-echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml"
+# The 2x H200 host's slow fabrics (sockets, host memory): comm from their NCCL steps there, the rest the H200 profile's.
+fabric_h200() {  # fabric, steps' date, what NCCL ran over
+  $T calibrate --fit $D/fabrics/h200x2-$1-steps-$2.csv --base topologies/h200-hgx-8.profile.yaml \
+    -t topologies/h200x2-$1.yaml --name h200x2-$1 -q -o topologies/h200x2-$1.profile.yaml --description \
+    "2x H200 with NCCL over $3: comm fitted by tools/refit-profiles.sh from tasp calibrate --measure there \
+(docs/measurements/data/fabrics/h200x2-$1-steps-$2.csv; its ncclAllGather rows give collective_gbps); compute and \
+executor terms the H200 profile's."
+}
+fabric_h200 socket 2026-11-26 "sockets on loopback (NCCL's default socket threads)"
+fabric_h200 shm 2026-11-26 "host memory (NCCL_P2P_DISABLE=1)"
+echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml topologies/h200x2-*.profile.yaml"

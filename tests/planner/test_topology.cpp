@@ -43,8 +43,9 @@ TEST(Topology, ShippedFilesLoad) {
   EXPECT_TRUE(rank_digraph(h).is_complete());
   // Built-in names load the compiled-in copies.
   EXPECT_EQ(load_topology("h200-hgx-8").ranks(), 8);
-  EXPECT_EQ(builtin_topology_names().size(), 9u);
-  EXPECT_EQ(load_topology("h100x2-socket").ranks(), 2);  // the socket fabric of docs/measurements/fabrics.md
+  EXPECT_EQ(builtin_topology_names().size(), 11u);
+  for (const char* fabric : {"h100x2-socket", "h200x2-socket", "h200x2-shm"})  // docs/measurements/fabrics.md
+    EXPECT_EQ(load_topology(fabric).ranks(), 2) << fabric;
   EXPECT_TRUE(rank_digraph(load_topology("gb200-nvl72")).is_complete());  // one NVLink domain of 72
   Topology mi = load_topology(std::string(TASP_SOURCE_DIR) + "/topologies/mi300x-8.yaml");
   EXPECT_EQ(rank_digraph(mi).arc_count(), 56);

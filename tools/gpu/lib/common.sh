@@ -21,15 +21,15 @@ case ${FABRIC:-nvlink} in
 esac
 
 # The shipped profile of this machine's GPU kind (PROFILE overrides): the H100 one on H100s, else the H200 box's of this
-# size (h200-hgx-4 on 4 GPUs, else h200-hgx-8); on the
-# socket fabric of 2 GPUs its own machine file and profile (fitted there: docs/measurements/fabrics.md).
+# size (h200-hgx-4 on 4 GPUs, else h200-hgx-8); on a forced fabric of 2 GPUs the machine file and profile fitted on
+# such a host where one is shipped (h100x2-socket, h200x2-socket, h200x2-shm: docs/measurements/fabrics.md).
 case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1) in
-  *H100*) KIND_PROFILE=topologies/h100-hgx-8.profile.yaml ;;
-  *) KIND_PROFILE=topologies/h200-hgx-8.profile.yaml; [ -f "topologies/$TOPO.profile.yaml" ] && KIND_PROFILE=topologies/$TOPO.profile.yaml ;;
+  *H100*) KIND_PROFILE=topologies/h100-hgx-8.profile.yaml KIND=h100 ;;
+  *) KIND_PROFILE=topologies/h200-hgx-8.profile.yaml KIND=h200; [ -f "topologies/$TOPO.profile.yaml" ] && KIND_PROFILE=topologies/$TOPO.profile.yaml ;;
 esac
-if [ "${FABRIC:-nvlink}" = socket ] && [ "$N" = 2 ]; then
-  TOPO=${TOPO_SOCKET:-topologies/h100x2-socket.yaml}
-  PROFILE=${PROFILE:-topologies/h100x2-socket.profile.yaml}
+if [ "${FABRIC:-nvlink}" != nvlink ] && [ "$N" = 2 ] && [ -f "topologies/${KIND}x2-$FABRIC.yaml" ]; then
+  TOPO=topologies/${KIND}x2-$FABRIC.yaml
+  PROFILE=${PROFILE:-topologies/${KIND}x2-$FABRIC.profile.yaml}
 fi
 PROFILE=${PROFILE:-$KIND_PROFILE}
 
