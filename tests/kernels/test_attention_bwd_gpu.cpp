@@ -573,6 +573,15 @@ TEST(AttentionBwdGpu, RejectsBadBatches) {
   EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);
   b.H = 2, b.Hkv = 2;
   EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);  // no buffers
+  // Every buffer set (none is read: the checks come first), the LSE off the 16-byte grid that TMA reads it from.
+  alignas(16) static float fake[8];
+  b.q = b.dout = fake, b.dsum = fake, b.dq_accum = fake, b.lse = fake + 1;
+  try {
+    attention_backward(b, ws, nullptr);
+    ADD_FAILURE() << "a misaligned lse was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lse"), std::string::npos) << e.what();
+  }
 }
 
 // Documents and windows (masked_cases): dQ, dK, dV exact against the reference; key tiles see only their
