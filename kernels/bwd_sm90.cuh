@@ -26,9 +26,10 @@
 // for more work, and the products read less shared memory per flop. dQ^T is staged in shared memory in the
 // order the threads hold it and added to the dQ scratch with one bulk reduce of a contiguous block (FA3's dQ accumulation;
 // attention_backward_finish turns the scratch into dQ), issued from the next tile's front behind the barrier
-// that publishes its LSE and D (TMA brings them with the tile's Q and dO). Every fence and barrier left sits where the warpgroup would wait anyway. dK and dV
-// stay in registers across the walk and are added to the piece's fp32 accumulator at the end: where a CTA is the
-// only writer of its keys (MHA, or the whole group in one CTA) their sums are ordered. dQ's sums are ordered only
+// that publishes its clipped LSE and D (TMA brings them with the tile's Q and dO). Every fence and barrier left
+// sits where the warpgroup would wait anyway. dK and dV stay in registers across the walk and are added to the
+// piece's fp32 accumulator at the end: where a CTA is the only writer of its keys (MHA, or the whole group in one
+// CTA) their sums are ordered. dQ's sums are ordered only
 // when asked (DET: the CTAs that add into one dQ tile take turns in launch order, bwd_plan.hpp's turns; the grid
 // then runs the KV heads fastest, so that those CTAs mostly run in different waves and seldom wait for each other).
 //

@@ -20,9 +20,10 @@
 // 32 KB of K and V each, two stages of Q and dO (64 KB each), P and dS double-buffered (32 KB): 224 KB. Measured
 // step by step on one H100 (docs/measurements/kernels.md): 1.25x the two-CTA split this replaced; the pipelined dQ^T
 // +4-6%; the next tile's LSE and D fetched under its S and dP and the reductions at the end +8-16% (each had held the
-// warps 8% of Nsight Compute's samples); since then the LSE and D come by TMA with the tile's Q and dO (Loader). Tried and dropped at the short walk (B=2 S=8192 causal, where the next tile's
+// warps 8% of Nsight Compute's samples). Tried and dropped at the short walk (B=2 S=8192 causal, where the next tile's
 // LSE/D loads and the read of its entry still hold 23% of the samples): the entry read before the stage's wait (4.7%
-// slower), the loads' scaling and select moved to the softmax so nothing waits where they are issued (level).
+// slower), the loads' scaling and select moved to the softmax so nothing waits where they are issued (level). Since
+// then the LSE and D come by TMA with the tile's Q and dO (Loader: level, +0.1% at that walk).
 #include <cstdint>
 
 #include "kernels/bwd_sm90.cuh"
