@@ -243,7 +243,12 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 // its copies.
 #define TASP_BWD_SPLIT_START() const long long split0 = clock64()
 #define TASP_BWD_SPLIT(ev, tile) TASP_BWD_RECORD(0, tile, ev, clock64() - split0)
+// The CTA's own clocks, by thread 0 in warpgroup 0's event 11: its entry in tile 0's, its end (the dK/dV reductions
+// issued) in tile 1's, so that its prologue and end weigh against its walk.
+#define TASP_BWD_CTA(which) \
+  if (threadIdx.x == 0) TASP_BWD_RECORD(0, which, 11, clock64())
 #else
+#define TASP_BWD_CTA(which)
 #define TASP_BWD_SPLIT_START()
 #define TASP_BWD_SPLIT(ev, tile)
 #define TASP_BWD_MARK(ev)
@@ -388,6 +393,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // [STAGES][LSE, D]: kRowArr bytes each
   QTile* slots = reinterpret_cast<QTile*>(sRows + S::kRowBytes);  // [kSlots]
   Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
+  TASP_BWD_CTA(0);
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
@@ -504,8 +510,8 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     for (int kt = 0; kt < BM / 16; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
     sm90::wgmma_wait<0>();
     fwd::fence_regs<BM / 2>(dp);
-#pragma unroll
     const float* dsum = dsum_of(c);
+#pragma unroll
     for (int ch = 0; ch < BM / 8; ++ch) {
       const float2 d2 = make_float2(dsum[8 * ch + 2 * t4], dsum[8 * ch + 2 * t4 + 1]);
 #pragma unroll
@@ -638,6 +644,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
     }
   }
+  TASP_BWD_CTA(1);
 }
 
 // kv_ctas: CTAs per key tile and batch (Hkv times the group's splits).

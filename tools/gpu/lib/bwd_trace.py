@@ -7,9 +7,11 @@ Each file: int64 [128 CTAs][2 warpgroups][256 tiles][12 events], clock64 at: 0 t
 other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "ready" arrived, 5 dQ staged,
 6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (issuing the next tile's
 copies), 8-10 its parts by the tile they are for: resolving it (at the end of the tile two before), waiting for its
-stage, that and issuing the copies.
+stage, that and issuing the copies; 11 (warpgroup 0) the CTA's entry (tile 0's) and end (tile 1's: its dK/dV
+reductions issued).
 Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
-the other's, in tile periods).
+the other's, in tile periods); then the CTAs' prologue (entry to the first tile's Q/dO in), walk and end (the last tile
+done to the CTA's end), and their shares of the CTAs' time: what a persistent grid could hide.
 """
 import statistics as st
 import struct
@@ -74,6 +76,26 @@ def summary(path):
             s = sorted(x / p for x in skew)
             q = lambda f: s[int(f * (len(s) - 1))]
             print(f"    skew (WG1 start - WG0 start) in periods: p10 {q(0.1):+.2f}  median {q(0.5):+.2f}  p90 {q(0.9):+.2f}")
+    ctas(v)
+
+
+def ctas(v):
+    """The CTAs' prologue, walk and end from event 11 (traces made before it have none)."""
+    pro, walk, end, total = [], [], [], []
+    for c in range(CTAS):
+        entry, done, first = at(v, c, 0, 0, 11), at(v, c, 0, 1, 11), at(v, c, 0, 0, 0)
+        n = 0
+        while n < TILES and at(v, c, 0, n, 0) != 0:
+            n += 1
+        if not (entry and done and first and n):
+            continue
+        last = at(v, c, 0, n - 1, 6)
+        pro.append(first - entry), walk.append(last - first), end.append(done - last), total.append(done - entry)
+    if not total:
+        return
+    t = sum(total)
+    print(f"  CTAs: {len(total)}; median cycles: prologue {st.median(pro):.0f}, walk {st.median(walk):.0f}, "
+          f"end {st.median(end):.0f}; of all CTAs' time: prologue {100 * sum(pro) / t:.1f}%, end {100 * sum(end) / t:.1f}%")
 
 
 for f in sys.argv[1:]:
