@@ -288,9 +288,13 @@ struct Loader {
   int resolved_n = 0;  // tiles resolved
   int loaded = 0;      // tiles whose copies are issued (-1 once the end has been)
 
-  __device__ __forceinline__ Loader(const Params& p_, const Cta& cta, QTile* slots_, Visit* cache, unsigned char* sQ_,
-                                    unsigned char* sdO_, unsigned char* rows_, uint32_t bars_)
-      : p(p_), slots(slots_), ahead(cta.tile, p_.heads_per_cta, cache), sQ(sQ_), sdO(sdO_), rows(rows_), bars(bars_), h0(cta.h0), b(cta.b) {}
+  // Its shared memory at `own` (kBytes: the stages' LSE/D arrays, the QTile slots, the walk's cache, the barriers).
+  static constexpr int kSlotsAt = S::kRowBytes, kCacheAt = kSlotsAt + S::kSlots * S::kSlotBytes;
+  static constexpr int kBarsAt = kCacheAt + 2 * int(sizeof(Visit)), kBytes = kBarsAt + 8 * S::kBarriers;
+  __device__ __forceinline__ Loader(const Params& p_, const Cta& cta, unsigned char* own, unsigned char* sQ_, unsigned char* sdO_)
+      : p(p_), slots(reinterpret_cast<QTile*>(own + kSlotsAt)),
+        ahead(cta.tile, p_.heads_per_cta, reinterpret_cast<Visit*>(own + kCacheAt)), sQ(sQ_), sdO(sdO_), rows(own),
+        bars(fwd::smem_addr(own + kBarsAt)), h0(cta.h0), b(cta.b) {}
   __device__ __forceinline__ uint32_t kv_full() const { return bars; }
   __device__ __forceinline__ uint32_t qd_full(int st) const { return bars + 8 * (1 + st); }
   __device__ __forceinline__ uint32_t qd_empty(int st) const { return bars + 8 * (1 + S::STAGES + st); }
@@ -390,15 +394,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdO = sQ + STAGES * S::kQBytes;             // [STAGES][BM rows][DP]
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
-  unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // [STAGES][LSE, D]: kRowArr bytes each
-  QTile* slots = reinterpret_cast<QTile*>(sRows + S::kRowBytes);  // [kSlots]
-  Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
+  unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // the Loader's: [STAGES][LSE, D] first
   TASP_BWD_CTA(0);
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
-  Loader<S, qd_blocks_per_copy(D, DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, sRows, fwd::smem_addr(walk_cache + 2));
+  Loader<S, qd_blocks_per_copy(D, DET), DET> ld(p, cta, sRows, sQ, sdO);
+  const QTile* const slots = ld.slots;
   if (threadIdx.x == 0) ld.init(S::kConsumers);
   __syncthreads();
   if (threadIdx.x == 0) ld.start(tile, hk, sK, sV), ld.load_next();

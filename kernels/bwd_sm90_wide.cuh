@@ -79,16 +79,15 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sdO = sQ + STAGES * S::kQBytes;
   unsigned char* sP = sdO + STAGES * S::kQBytes;    // [2 buffers][64 queries][64 keys]
   unsigned char* sdS = sP + 2 * S::kPBytes;
-  unsigned char* sRows = sdS + 2 * S::kPBytes;      // [STAGES][LSE, D]: kRowArr bytes each
-  QTile* slots = reinterpret_cast<QTile*>(sRows + S::kRowBytes);  // [kSlots]
-  Visit* walk_cache = reinterpret_cast<Visit*>(reinterpret_cast<unsigned char*>(slots) + S::kSlots * S::kSlotBytes);  // [2]
+  unsigned char* sRows = sdS + 2 * S::kPBytes;      // the Loader's: [STAGES][LSE, D] first
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
   // Thread 0 walks and loads as in bwd_sm90.cuh; with PIPE tile t + 2's copies are issued in tile t (a stage is free
   // earlier), so the walk is resolved a tile further ahead.
-  Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, slots, walk_cache, sQ, sdO, sRows, fwd::smem_addr(walk_cache + 2));
+  Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
+  const QTile* const slots = ld.slots;
   if (threadIdx.x == 0) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
   if (threadIdx.x == 0) {
