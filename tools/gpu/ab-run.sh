@@ -16,14 +16,9 @@ shift 3
 [ "$N" -ge 2 ] || { echo "ab-run.sh needs 2 or more GPUs"; exit 2; }
 device_info
 build tasp
-if [ -n "${BASE_PATCH:-}" ]; then
-  tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 || { tail -20 "$OUT/build-base.txt"; exit 1; }
-  spec="${spec:+$spec|}BIN=build-base/tools/tasp"
-fi
-cfgs=()
-for a in "$@"; do
-  case $a in set:*) cfgs+=($(workload_set "${a#set:}")) || exit 2 ;; *) cfgs+=("$a") ;; esac
-done
+spec=$(base_variant "$spec") || exit 1
+list=$(workloads "$@") || exit 2
+mapfile -t cfgs <<< "$list"
 tag=${AB_TAG:-ab}
 raw="$OUT/ab-run-$tag.txt" log="$OUT/ab-run-$tag.log"
 IFS='|' read -ra variants <<< "$spec"

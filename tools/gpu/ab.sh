@@ -15,10 +15,7 @@ source "$(dirname "$0")/lib/common.sh"
 pass=$1 rounds=$2 spec=$3
 shift 3
 [ -x "$T" ] || build tasp
-if [ -n "${BASE_PATCH:-}" ]; then
-  tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 || { tail -20 "$OUT/build-base.txt"; exit 1; }
-  spec="${spec:+$spec|}BIN=build-base/tools/tasp"  # '' alone: the base against the default
-fi
+spec=$(base_variant "$spec") || exit 1  # '' alone: the base against the default
 tag=${AB_TAG:-ab}
 raw="$OUT/ab-$tag.txt"
 IFS='|' read -ra variants <<< "$spec"

@@ -24,11 +24,9 @@ HEAT=${HEAT_MS:-2000}
 device_info
 build tasp
 fabric_profile
-cfgs=()
 [ $# -eq 0 ] && set -- set:$([ "$N" -ge 4 ] && echo anchor || echo long)
-for a in "$@"; do
-  case $a in set:*) cfgs+=($(workload_set "${a#set:}")) || exit 2 ;; *) cfgs+=("$a") ;; esac
-done
+list=$(workloads "$@") || exit 2
+mapfile -t cfgs <<< "$list"
 # baselines -w W...: the PyTorch baselines on these workloads, appended to baseline.csv (BASELINES=none: none).
 baselines() {
   [ "${BASELINES:-}" = none ] && return 0

@@ -100,6 +100,22 @@ predict_ms() {
   rm -f "$j"
 }
 
+# workloads ARG...: the workloads named by WORKLOAD or set:NAME arguments, one a line (a bad set name: status 2).
+workloads() {
+  local a
+  for a in "$@"; do
+    case $a in set:*) workload_set "${a#set:}" | tr ' ' '\n' || return 2 ;; *) echo "$a" ;; esac
+  done
+}
+
+# base_variant SPEC: SPEC with the change's base as one more variant (BIN=build-base/tools/tasp) when BASE_PATCH names
+# a patch (git diff BASE -- DIR > file), built by lib/build-base.sh (log in $OUT/build-base.txt); exits on failure.
+base_variant() {
+  if [ -z "${BASE_PATCH:-}" ]; then echo "$1"; return 0; fi
+  tools/gpu/lib/build-base.sh "$BASE_PATCH" > "$OUT/build-base.txt" 2>&1 || { tail -20 "$OUT/build-base.txt" >&2; exit 1; }
+  echo "${1:+$1|}BIN=build-base/tools/tasp"
+}
+
 # Named workload sets (set:NAME) for compare.sh and check.sh.
 workload_set() {
   case $1 in
