@@ -58,6 +58,25 @@ bool backward_supported() {
   return prop.major == 9;
 }
 
+namespace {
+
+// 16-bit grads are written, not added to: key rows that no CTA walks (no query sees them, under windows or
+// documents) get their zero sums here, the whole piece where any of its key tiles has no walk.
+void clear_unwritten(const AttentionBackwardBatch& b, const bwd::Plan& plan, int bn, cudaStream_t s) {
+  std::vector<long long> walked(b.pieces.size(), 0);
+  for (const bwd::Tile& t : plan.tiles) ++walked[t.piece];
+  for (size_t pc = 0; pc < b.pieces.size(); ++pc) {
+    const KvPiece& kp = b.pieces[pc];
+    const GradPiece& gp = b.grads[pc];
+    if (!gp.dk16 || kp.len <= 0 || walked[pc] == (kp.len + bn - 1) / bn) continue;
+    const size_t width = size_t(kp.len) * b.Hkv * b.D * 2, pitch = gp.batch_stride ? size_t(gp.batch_stride) * 2 : width;
+    TASP_CUDA(cudaMemset2DAsync(gp.dk16, pitch, 0, width, b.B, s));
+    TASP_CUDA(cudaMemset2DAsync(gp.dv16, pitch, 0, width, b.B, s));
+  }
+}
+
+}  // namespace
+
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("attention backward: " + m); };
   if (!head_dim_supported(b.D, true)) bad("head dim D=" + std::to_string(b.D) + " not supported by the backward (" + head_dims_text(true) + ")");
@@ -67,7 +86,6 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   if (misaligned(b.q) || misaligned(b.dout) || misaligned(b.dq_accum) || misaligned(b.lse) || misaligned(b.dsum))
     bad("q, dout, lse, dsum and dq_accum must be 16-byte aligned");
   if (b.grads.size() != b.pieces.size()) bad("grads: one accumulator per piece (" + std::to_string(b.pieces.size()) + ")");
-  if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
   const int kBlockM = query_tile(b.D), kBlockN = key_tile(b.D);
   for (size_t i = 0; i < b.items.size(); ++i) check_item(b.items[i], i, b.q_rows, b.pieces.size());
   for (size_t pc = 0; pc < b.pieces.size(); ++pc) {
@@ -77,9 +95,19 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     if (kp.len < 0 || (kp.len > 0 && (!kp.k || !kp.v))) bad(at + ": empty pointer or negative length");
     if (misaligned(kp.k) || misaligned(kp.v) || kp.batch_stride % 8 || kp.batch_stride < 0)
       bad(at + ": k, v must be 16-byte aligned and batch_stride a non-negative multiple of 8");
-    if (kp.len > 0 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8) || gp.batch_stride % 2 || gp.batch_stride < 0))
-      bad("grads[" + std::to_string(pc) + "]: dk, dv must be set, 8-byte aligned, batch_stride a non-negative even number");
+    const std::string ga = "grads[" + std::to_string(pc) + "]";
+    if (kp.len <= 0) continue;
+    if (gp.batch_stride % 2 || gp.batch_stride < 0) bad(ga + ": batch_stride must be a non-negative even number");
+    const bool f32 = gp.dk || gp.dv, half = gp.dk16 || gp.dv16;
+    if (f32 == half) bad(ga + ": set either dk and dv (fp32, added into) or dk16 and dv16 (16-bit, written)");
+    if (f32 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8))) bad(ga + ": dk, dv must both be set and 8-byte aligned");
+    if (half && (!gp.dk16 || !gp.dv16 || misaligned(gp.dk16, 4) || misaligned(gp.dv16, 4)))
+      bad(ga + ": dk16, dv16 must both be set and 4-byte aligned");
+    if (half && heads_per_cta(b.H / b.Hkv, b.deterministic) != b.H / b.Hkv)
+      bad(ga + ": dk16/dv16 need one writer per key row: H == Hkv or deterministic (H=" + std::to_string(b.H) +
+          " Hkv=" + std::to_string(b.Hkv) + " splits each group over CTAs that add); use fp32 dk/dv");
   }
+  if (!backward_supported()) bad("needs a Hopper GPU (compute capability 9.0): the kernel uses wgmma and TMA");
   // Staggered walks measured +2.1-2.7% at D=128, S=16k, full mask, level at D=64 and 0-1.3% slower on causal walks
   // (docs/measurements/kernels.md), hence only walks without masks; not with the deterministic dQ, whose turns would then wait on
   // CTAs behind. TASP_BWD_STAGGER=0/1 overrides (A/B runs).
@@ -92,6 +120,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
                          [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger); },
                          staging_of(ws), s);
   const bwd::Plan& plan = cached.plan;
+  clear_unwritten(b, plan, kBlockN, s);
   if (plan.tiles.empty()) return;
   if (plan.tiles.size() > (b.deterministic ? 65535u : 0x7fffffffu)) bad("too many key tiles");
 

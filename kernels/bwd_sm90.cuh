@@ -626,12 +626,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   reduce_staged();
   if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
   if constexpr (DET) after_reduce();
-  // dK (scaled) and dV into the piece's accumulator: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}. Always by
-  // reductions: where the CTA is its keys' only writer, one add per element leaves the same sums as a read, an
+  // dK (scaled) and dV: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}. Into the piece's fp32 accumulator always
+  // by reductions: where the CTA is its keys' only writer, one add per element leaves the same sums as a read, an
   // add and a write, without waiting for the read (the end's read-add-write held 6.6% of the warps' samples at
-  // B=2 S=8192 causal, D=128; Nsight Compute, 2026-11-26).
+  // B=2 S=8192 causal, D=128; Nsight Compute, 2026-11-26). Or, where the caller asked (GradPiece::dk16: the CTA is
+  // then its keys' only writer), written in T.
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+  const bool half = gp.dk16 != nullptr;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int j = tile.j0 + key0 + 8 * hf;
@@ -639,10 +641,15 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
 #pragma unroll
     for (int c = 0; c < D / 8; ++c) {
-      float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
-      float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
       const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
       const float2 v = make_float2(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
+      if (half) {
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(gp.dk16) + off + 8 * c) = fwd::pack2<T>(a.x, a.y);
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(gp.dv16) + off + 8 * c) = fwd::pack2<T>(v.x, v.y);
+        continue;
+      }
+      float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
+      float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
       asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
       asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
     }

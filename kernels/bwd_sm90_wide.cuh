@@ -305,10 +305,27 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (DET)
       if (held) sm90::fence_proxy_async_global(), sm90::st_release(held, held_next), sm90::st_release(held + 1, held_next);
   }
-  // dK (scaled) and dV into the piece's accumulator: warpgroup w's head-dim rows 128 w + 64 hh + row0 + 8 (e / 2) of
-  // keys 8 c + 2 t4 + (e % 2).
+  // dK (scaled) and dV into the piece's accumulator, or written in T (GradPiece::dk16): warpgroup w's head-dim rows
+  // 128 w + 64 hh + row0 + 8 (e / 2) of keys 8 c + 2 t4 + (e % 2).
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+  if (gp.dk16) {
+    T* const k16 = static_cast<T*>(gp.dk16);
+    T* const v16 = static_cast<T*>(gp.dv16);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int ch = 0; ch < 8; ++ch)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = tile.j0 + 8 * ch + 2 * t4 + (e & 1);
+          if (j >= kp.len) continue;
+          const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 128 * w + 64 * hh + row0 + 8 * (e / 2);
+          k16[off] = T(p.scale * dk[hh][4 * ch + e]);
+          v16[off] = T(dv[hh][4 * ch + e]);
+        }
+    return;
+  }
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh)
 #pragma unroll

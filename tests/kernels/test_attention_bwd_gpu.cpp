@@ -582,6 +582,20 @@ TEST(AttentionBwdGpu, RejectsBadBatches) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("lse"), std::string::npos) << e.what();
   }
+  // 16-bit grads where a GQA group's CTAs would each write its keys.
+  b.lse = fake, b.H = 4, b.Hkv = 2;
+  b.pieces = {{fake, fake, 10, 0}};
+  GradPiece g;
+  g.dk16 = g.dv16 = fake;
+  b.grads = {g};
+  try {
+    attention_backward(b, ws, nullptr);
+    ADD_FAILURE() << "16-bit grads under a split GQA group were taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dk16"), std::string::npos) << e.what();
+  }
+  b.grads[0].dk = fake;  // both kinds
+  EXPECT_THROW(attention_backward(b, ws, nullptr), std::invalid_argument);
 }
 
 // Documents and windows (masked_cases): dQ, dK, dV exact against the reference; key tiles see only their
@@ -666,5 +680,70 @@ TEST(AttentionBwdGpu, Outputs16MatchTheFp32PathBitForBit) {
             written += dq_ref[i] != 0;
           }
       EXPECT_GT(written, nq / 2);  // the comparison saw real gradients
+    }
+}
+
+// dK/dV written in 16 bits (GradPiece::dk16): each element the fp32 path's sum from zero rounded once, bit for bit,
+// on MHA (ragged pieces, a batch stride with gaps that must keep their marker), on key rows no query sees (causal
+// rows ending before the piece does: zero, written although no CTA walks them) and on GQA's deterministic grid
+// (a CTA per group); the fp32 path itself is held to the fp64 reference.
+TEST(AttentionBwdGpu, Grads16AreTheFp32SumsRounded) {
+  NEED_HOPPER();
+  for (int D : bwd_head_dims())
+    for (int variant = 0; variant < 3; ++variant) {
+      Case c;
+      c.dtype = variant == 1 ? DType::FP16 : DType::BF16;
+      c.B = 2, c.H = 4, c.Hkv = variant == 2 ? 2 : 4, c.D = D, c.q_rows = 300;
+      if (variant == 1) c.pieces = {{300, 0}, {700, 300}}, c.items = {{0, 300, 0, {0, 1}, true}};  // keys 300.. unseen
+      else c.pieces = {{100, 0}, {37, 100}, {200, 137}}, c.items = {{0, 300, 0, {0, 1, 2}, variant == 2}};
+      SCOPED_TRACE("D=" + std::to_string(D) + " variant " + std::to_string(variant));
+      BwdCase bc(c, 51 + D + variant);
+      bc.batch.deterministic = variant == 2;
+      for (size_t p = 0; p < c.pieces.size(); ++p) {  // fp32 sums from zero
+        std::fill(bc.dk0[p].begin(), bc.dk0[p].end(), 0.f), std::fill(bc.dv0[p].begin(), bc.dv0[p].end(), 0.f);
+        cudaMemset(bc.d_dk[p], 0, bc.dk0[p].size() * 4), cudaMemset(bc.d_dv[p], 0, bc.dv0[p].size() * 4);
+      }
+      Workspace ws;
+      bc.run_and_check(ws);
+      // The same launch with 16-bit grads: pieces as views of buffers [B][len + gap] holding a marker.
+      const size_t row = size_t(c.Hkv) * D;
+      const int gap = 3;
+      std::vector<uint16_t*> k16, v16;
+      const auto grads32 = bc.batch.grads;
+      for (size_t p = 0; p < c.pieces.size(); ++p) {
+        const size_t n = size_t(c.B) * (c.pieces[p].len + gap) * row;
+        k16.push_back(static_cast<uint16_t*>(bc.upload16(std::vector<uint16_t>(n, 0x7bcd))));
+        v16.push_back(static_cast<uint16_t*>(bc.upload16(std::vector<uint16_t>(n, 0x7bcd))));
+        GradPiece g;
+        g.dk16 = k16.back(), g.dv16 = v16.back(), g.batch_stride = (c.pieces[p].len + gap) * (long long)row;
+        bc.batch.grads[p] = g;
+      }
+      cudaMemset(bc.batch.dq_accum, 0, dq_accum_floats(bc.batch) * 4);
+      attention_backward(bc.batch, ws, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      size_t nonzero = 0;
+      for (size_t p = 0; p < c.pieces.size(); ++p) {
+        const size_t n = bc.dk0[p].size(), stride = (c.pieces[p].len + gap) * row;
+        std::vector<float> gk(n), gv(n);
+        cudaMemcpy(gk.data(), grads32[p].dk, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(gv.data(), grads32[p].dv, n * 4, cudaMemcpyDeviceToHost);
+        std::vector<uint16_t> hk(size_t(c.B) * stride), hv(hk.size());
+        cudaMemcpy(hk.data(), k16[p], hk.size() * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hv.data(), v16[p], hv.size() * 2, cudaMemcpyDeviceToHost);
+        for (int b = 0; b < c.B; ++b)
+          for (size_t e = 0; e < stride; ++e) {
+            const size_t at = b * stride + e;
+            if (e >= c.pieces[p].len * row) {
+              ASSERT_EQ(hk[at], 0x7bcd) << "piece " << p << ": the gap after the piece was written";
+              ASSERT_EQ(hv[at], 0x7bcd) << "piece " << p << ": the gap after the piece was written";
+              continue;
+            }
+            const size_t src = b * c.pieces[p].len * row + e;
+            ASSERT_EQ(hk[at], to_bits(gk[src], c.dtype)) << "dk piece " << p << " element " << src;
+            ASSERT_EQ(hv[at], to_bits(gv[src], c.dtype)) << "dv piece " << p << " element " << src;
+            nonzero += gk[src] != 0;
+          }
+      }
+      EXPECT_GT(nonzero, 1000u);  // real gradients compared
     }
 }

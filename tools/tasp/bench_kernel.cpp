@@ -68,6 +68,7 @@ struct Timing {
   int warmup = 3, iters = 20;
   double heat_ms = 0;
   bool mix = false, deterministic = false;
+  bool accumulate = false;  // the backward's fp32 ends (a ring step's), not a training step's 16-bit ones
 };
 
 // Median ms of the forward launch, or with `backward` of the backward (row sums, kernel, dQ finish) on the
@@ -98,7 +99,9 @@ double time_shape(const Shape& sh, DType dt, bool backward, const Timing& tm) {
   b.items = executor::cuda::masked_items(sh.workload(), sh.mask(), {0, sh.S}, 0, sh.pieces, false);
   kernels::Workspace ws;
   kernels::AttentionBackwardBatch bb;
-  float* dq = nullptr;
+  float* dq = nullptr;  // fp32, or the 16-bit dQ without `accumulate`
+  void *out16 = nullptr, *grad16 = nullptr;
+  bool grads_direct = false;
   if (backward || mix) {
     kernels::attention_forward(b, ws, nullptr);
     bb.dtype = dt, bb.B = sh.B, bb.H = sh.H, bb.Hkv = sh.kv_heads(), bb.D = sh.D, bb.q = q, bb.q_rows = int(sh.S);
@@ -112,18 +115,35 @@ double time_shape(const Shape& sh, DType dt, bool backward, const Timing& tm) {
     bb.items = b.items, bb.pieces = b.pieces;
     bb.deterministic = tm.deterministic;
     bb.dq_accum = static_cast<float*>(dev(kernels::dq_accum_floats(bb) * 4));
+    // A training step's ends: the output as the framework keeps it (16 bits), dK/dV written in 16 bits where one
+    // CTA writes each key row, else into fp32 and cast (timed: clearing, kernel, cast).
+    out16 = dev(qn * elt);
+    kernels::cast_out(out, out16, dt, qn, nullptr);
+    grad16 = dev(2 * kn * elt);
+    grads_direct = !tm.accumulate && (sh.kv_heads() == sh.H || tm.deterministic);
     for (const auto& kp : b.pieces) {
       const size_t off = size_t(sh.B) * kp.pos0 * sh.kv_heads() * sh.D;
-      bb.grads.push_back({grad + off, grad + kn + off, 0});
+      kernels::GradPiece g{grad + off, grad + kn + off, 0};
+      if (grads_direct) g = {}, g.dk16 = static_cast<char*>(grad16) + off * elt, g.dv16 = static_cast<char*>(grad16) + (kn + off) * elt;
+      bb.grads.push_back(g);
     }
   }
   auto forward = [&] { kernels::attention_forward(b, ws, nullptr); };
   auto backward_launch = [&] {
-    // What one backward costs: row sums, the scratch cleared, the kernel, dQ out of the scratch.
-    kernels::attention_backward_prepare(out, bb.dout, dt, sh.B, int(sh.S), sh.H, sh.D, const_cast<float*>(bb.dsum), nullptr);
+    // What one backward costs: row sums, the scratch cleared, the kernel, dQ out of the scratch; without
+    // `accumulate`, as SDPA's: from the 16-bit output to 16-bit dQ, dK, dV.
     TASP_CUDA(cudaMemsetAsync(bb.dq_accum, 0, kernels::dq_accum_floats(bb) * 4));
+    if (tm.accumulate) {
+      kernels::attention_backward_prepare(out, bb.dout, dt, sh.B, int(sh.S), sh.H, sh.D, const_cast<float*>(bb.dsum), nullptr);
+      kernels::attention_backward(bb, ws, nullptr);
+      kernels::attention_backward_finish(bb, dq, ws, nullptr);
+      return;
+    }
+    kernels::attention_backward_prepare16(out16, bb.dout, dt, sh.B, int(sh.S), sh.H, sh.D, const_cast<float*>(bb.dsum), nullptr);
+    if (!grads_direct) TASP_CUDA(cudaMemsetAsync(bb.grads[0].dk, 0, 2 * kn * 4));
     kernels::attention_backward(bb, ws, nullptr);
-    kernels::attention_backward_finish(bb, dq, ws, nullptr);
+    kernels::attention_backward_finish16(bb, dq, ws, nullptr);
+    if (!grads_direct) kernels::cast_out(bb.grads[0].dk, grad16, dt, 2 * kn, nullptr);
   };
   auto launch = [&] { backward ? backward_launch() : forward(); };
   auto other = [&] {  // the other pass, with `mix`
@@ -188,6 +208,11 @@ void register_bench_kernel(CLI::App& bench) {
                                "as in training; each is timed in that mix (a mixed hot sample)");
   cmd->add_flag("--deterministic", tm->deterministic, "The backward with dQ bit-identical run to run (the CTAs that share a dQ tile add into it\n"
                                                    "in launch order; docs/measurements/kernels.md has what it costs)");
+  cmd->add_flag("--accumulate", tm->accumulate,
+                "The backward's fp32 ends, as a ring step runs it (the executor's rank path; calibration rows): row sums\n"
+                "from an fp32 output, dQ added into fp32, dK/dV into fp32 accumulators. Default: a training step's ends,\n"
+                "as SDPA's: from the 16-bit output to 16-bit dQ, dK, dV (dK/dV through fp32 and a cast where GQA splits\n"
+                "a group over CTAs)");
   cmd->add_option("--shape", *shapes, "B=..,S=..,H=..[,Hkv=..],D=..[,causal][,window=L[:R]][,docs=L1+..][,pieces=P] (repeatable;\n"
                                       "default: the issue's set); masked shapes count TFLOP/s over the pairs the mask leaves");
   cmd->add_option("-c,--config", *configs, "A named workload's shape (tasp configs; repeatable)");
@@ -202,6 +227,8 @@ void register_bench_kernel(CLI::App& bench) {
       throw planner::InputError("--csv: calibration rows come from the default backward, not --deterministic");
     planner::Passes passes;
     if (!planner::parse_passes(*pass, &passes)) throw planner::InputError("--pass: expected fwd, bwd or fwd+bwd");
+    if (!csv->empty() && (passes.bwd || tm->mix) && !tm->accumulate)
+      throw planner::InputError("--csv: calibration rows time the backward as the executor's steps run it: add --accumulate");
     if (!kernels::cuda_device_available()) throw Exit(kBadInput, "bench kernel: no CUDA device visible");
     if ((passes.bwd || tm->mix) && !kernels::backward_supported())
       throw Exit(kBadInput, "bench kernel: the backward kernel needs a Hopper GPU (compute capability 9.0)");
@@ -237,7 +264,8 @@ void register_bench_kernel(CLI::App& bench) {
     TASP_CUDA(cudaGetDeviceProperties(&prop, dev));
     std::cout << "# tasp bench kernel: " << prop.name << ", " << *dtype << ", median of " << tm->iters << " after " << tm->warmup
               << " warm-up" << (tm->heat_ms > 0 ? ", each kernel heated " + std::to_string(long(tm->heat_ms)) + " ms first" : "")
-              << (tm->mix ? ", forward and backward taking turns" : "") << (tm->deterministic ? ", deterministic dQ" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
+              << (tm->mix ? ", forward and backward taking turns" : "") << (tm->deterministic ? ", deterministic dQ" : "")
+              << (passes.bwd ? tm->accumulate ? ", backward into fp32 accumulators" : ", backward from and to 16 bits" : "") << "\n#" << std::setw(4) << "pass" << std::setw(5) << "B" << std::setw(6) << "H" << std::setw(5) << "Hkv"
               << std::setw(8) << "S" << std::setw(6) << "D" << std::setw(9) << "mask" << std::setw(8) << "pieces" << std::setw(11)
               << "ms" << std::setw(10) << "TFLOP/s" << std::setw(10) << "Mtok/s\n";
     nlohmann::json rows = nlohmann::json::array();
@@ -258,7 +286,8 @@ void register_bench_kernel(CLI::App& bench) {
                         {"window_right", s.window_right}, {"docs", s.docs.size()}, {"pairs", pairs}, {"pieces", s.pieces},
                         {"ms", ms}, {"tflops", tf},
                         {"tokens_per_s", s.B * double(s.S) / (ms * 1e-3)}, {"dtype", *dtype},
-                        {"device", prop.name}, {"heat_ms", tm->heat_ms}, {"mix", tm->mix}, {"deterministic", tm->deterministic}});
+                        {"device", prop.name}, {"heat_ms", tm->heat_ms}, {"mix", tm->mix}, {"deterministic", tm->deterministic},
+                        {"accumulate", tm->accumulate}});
       }
     if (!json->empty()) write_output(*json, [&](std::ostream& o) { o << rows.dump(1) << "\n"; });
     if (!csv->empty())

@@ -36,22 +36,22 @@ done
 for m in "" ,causal; do hot_other+=(--shape B=1,S=16k,H=32,D=80$m --shape B=1,S=16k,H=32,D=96$m --shape B=1,S=16k,H=16,D=256$m); done
 # The head dims 80, 96 and 256: cold, hot alone (each pass) and mixed, into R/kernel-other.csv.
 other_dims() {
-  timeout 100 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-other-cold.csv" "${other[@]}" >> "$R/kernel.txt" 2>&1
+  timeout 100 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-other-cold.csv" "${other[@]}" >> "$R/kernel.txt" 2>&1
   for pass in fwd bwd; do
-    timeout 100 $T bench kernel --pass $pass --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-other-hot-$pass.csv" \
+    timeout 100 $T bench kernel --accumulate --pass $pass --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-other-hot-$pass.csv" \
       "${hot_other[@]}" >> "$R/kernel.txt" 2>&1
   done
-  timeout 100 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 2000 --mix --csv "$R/kernel-other-hot-mix.csv" \
+  timeout 100 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 2000 --mix --csv "$R/kernel-other-hot-mix.csv" \
     "${hot_other[@]}" >> "$R/kernel.txt" 2>&1
   { cat "$R/kernel-other-cold.csv"; for f in hot-fwd hot-bwd hot-mix; do tail -n +2 "$R/kernel-other-$f.csv"; done; } > "$R/kernel-other.csv"
 }
 : > "$R/kernel.txt"
 if [ "${OTHER_DIMS_ONLY:-0}" = 1 ]; then other_dims; exit 0; fi
-timeout 200 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-cold.csv" "${both[@]}" >> "$R/kernel.txt" 2>&1
+timeout 200 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-cold.csv" "${both[@]}" >> "$R/kernel.txt" 2>&1
 timeout 100 $T bench kernel --pass fwd --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-hot-fwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 100 $T bench kernel --pass bwd --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-hot-bwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 150 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 2000 --mix --csv "$R/kernel-hot-mix.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
-timeout 100 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-gqa-cold.csv" "${gqa[@]}" >> "$R/kernel.txt" 2>&1
-timeout 250 $T bench kernel --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 1500 --csv "$R/kernel-gqa-hot.csv" "${gqa[@]}" >> "$R/kernel.txt" 2>&1
+timeout 100 $T bench kernel --accumulate --pass bwd --iters 10 --warmup 2 --heat-ms 2000 --csv "$R/kernel-hot-bwd.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
+timeout 150 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 2000 --mix --csv "$R/kernel-hot-mix.csv" "${hot[@]}" >> "$R/kernel.txt" 2>&1
+timeout 100 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --csv "$R/kernel-gqa-cold.csv" "${gqa[@]}" >> "$R/kernel.txt" 2>&1
+timeout 250 $T bench kernel --accumulate --pass fwd+bwd --iters 10 --warmup 2 --heat-ms 1500 --csv "$R/kernel-gqa-hot.csv" "${gqa[@]}" >> "$R/kernel.txt" 2>&1
 other_dims
 { cat "$R/kernel-cold.csv"; for f in hot-fwd hot-bwd hot-mix gqa-cold gqa-hot other; do tail -n +2 "$R/kernel-$f.csv"; done; } > "$R/kernel.csv"
