@@ -9,7 +9,7 @@
 #   masks: packed documents and a sliding window against PyTorch's varlen_attn and cuDNN per document;
 #   all:   the three (default); quick: two shapes each of fwd and bwd, one round.
 #   ROUNDS (2): rounds over the shape list; DTYPE (bf16): fp16 for both sides. Extra --shape arguments replace the
-#   mode's list. Needs PyTorch.
+#   mode's list (and, in bwd, leave out the deterministic dQ's A/B). Needs PyTorch.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 mode=${1:-all}; [ $# -gt 0 ] && shift
@@ -44,7 +44,7 @@ fi
 case $mode in fwd|all|quick) side fwd fwd "${fwd_shapes[@]}" ;; esac
 case $mode in bwd|all|quick) side fwd+bwd bwd "${bwd_shapes[@]}" ;; esac
 
-if [ "$mode" = bwd ] || [ "$mode" = all ]; then
+if { [ "$mode" = bwd ] || [ "$mode" = all ]; } && [ ${#user[@]} -eq 0 ]; then
   echo "== what the deterministic dQ costs (the backward with and without --deterministic, taking turns, two rounds)"
   args=(); for s in "${bwd_shapes[@]:0:4}"; do args+=(--shape "$s"); done
   OUT="$OUT" AB_TAG=deterministic tools/gpu/ab.sh bwd 2 "--deterministic" "${args[@]}" | tee -a "$OUT/summary.md"

@@ -12,6 +12,7 @@
 #   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the forward's epilogue stores left out).
 #   BASE_PATCH=file (git diff BASE -- kernels/ > file): the change's base built too (lib/build-base.sh) and A/B'd.
 #   TRACE_ENV="VAR=1|VAR=2" (fwd): environment variants of the plain build traced too; AB_ENV (bwd): in the A/B too.
+#   SHAPES="B=..,S=.. ..." (bwd): the shapes traced and A/B'd, instead of the D=128/D=64 S=16384 four.
 #   TESTS=1: the plain build's GPU tests of that pass first (and, fwd, memcheck of the small ones).
 # Everything goes to $OUT/trace.tar.gz (the device tool returns few files), the summaries also to stdout.
 set -uo pipefail
@@ -61,16 +62,19 @@ bwd)
     echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
     grep -E "Failure|FAILED  \]|what\(\)" "$OUT/tests.log" | head -10
   fi
-  shapes=(--shape B=1,S=16384,H=32,D=128 --shape B=1,S=16384,H=32,D=128,causal --shape B=2,S=16384,H=16,D=64
-          --shape B=2,S=16384,H=16,D=64,causal)
-  names=(d128 d128c d64 d64c)
+  read -ra list <<< "${SHAPES:-B=1,S=16384,H=32,D=128 B=1,S=16384,H=32,D=128,causal B=2,S=16384,H=16,D=64 B=2,S=16384,H=16,D=64,causal}"
+  shapes=()
+  for s in "${list[@]}"; do shapes+=(--shape "$s"); done
   for b in "${builds[@]}"; do
     name=${b%%:*}
     case $name in *trace) ;; *) continue ;; esac
-    for i in 0 1 2 3; do
-      TASP_BWD_TRACE_FILE="$OUT/$name-${names[$i]}.bin" timeout 120 build-$name/tools/tasp bench kernel --pass bwd --iters 3 \
-        --warmup 1 --heat-ms 300 "${shapes[$((2 * i))]}" "${shapes[$((2 * i + 1))]}" > "$OUT/$name-${names[$i]}.txt" 2>&1
-      python3 tools/gpu/lib/bwd_trace.py "$OUT/$name-${names[$i]}.bin" | tee -a "$OUT/trace-summary.txt"
+    for i in "${!list[@]}"; do
+      f="$OUT/$name-${list[$i]//[^A-Za-z0-9]/_}"
+      echo "== $name ${list[$i]}" | tee -a "$OUT/trace-summary.txt"
+      TASP_BWD_TRACE_FILE="$f.bin" timeout 120 build-$name/tools/tasp bench kernel --pass bwd --iters 3 \
+        --warmup 1 --heat-ms 300 --shape "${list[$i]}" > "$f.txt" 2>&1
+      grep -E "TFLOP|ms" "$f.txt" | tail -2 | tee -a "$OUT/trace-summary.txt"
+      python3 tools/gpu/lib/bwd_trace.py "$f.bin" | tee -a "$OUT/trace-summary.txt"
     done
   done
   spec=$(ab_variants)
