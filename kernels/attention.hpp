@@ -103,10 +103,10 @@ struct GradPiece {
   float* dk = nullptr;
   float* dv = nullptr;
   long long batch_stride = 0;  // elements between batches; 0: len * Hkv * D
-  // Instead of dk/dv: the launch's sums written (not added) in the batch's 16-bit type, 4-byte aligned, where one
-  // launch makes a piece's whole gradient (one GPU, Ulysses' heads, a gathered K/V's last step) and every key row
-  // has one writing CTA (H == Hkv, or the deterministic grid's CTA per group). No fp32 accumulator to clear, add
-  // into and cast: B=4 H=32 S=4096 D=128 moves 1.07 GB by fp32 reductions where 16-bit stores move 0.27 GB.
+  // Instead of dk/dv: the launch's sums written (not added) in the batch's 16-bit type (16-byte aligned, batch_stride
+  // a multiple of 8), where one launch makes a piece's whole gradient (one GPU, Ulysses' heads) and every key row has
+  // one writing CTA (H == Hkv, or the deterministic grid's CTA per group). No fp32 accumulator to clear, add into and
+  // cast: B=4 H=32 S=4096 D=128 moves 1.07 GB by fp32 reductions where 16-bit stores move 0.27 GB.
   void* dk16 = nullptr;
   void* dv16 = nullptr;
 };

@@ -101,8 +101,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     const bool f32 = gp.dk || gp.dv, half = gp.dk16 || gp.dv16;
     if (f32 == half) bad(ga + ": set either dk and dv (fp32, added into) or dk16 and dv16 (16-bit, written)");
     if (f32 && (!gp.dk || !gp.dv || misaligned(gp.dk, 8) || misaligned(gp.dv, 8))) bad(ga + ": dk, dv must both be set and 8-byte aligned");
-    if (half && (!gp.dk16 || !gp.dv16 || misaligned(gp.dk16, 4) || misaligned(gp.dv16, 4)))
-      bad(ga + ": dk16, dv16 must both be set and 4-byte aligned");
+    if (half && (!gp.dk16 || !gp.dv16 || misaligned(gp.dk16) || misaligned(gp.dv16) || gp.batch_stride % 8))
+      bad(ga + ": dk16, dv16 must both be set and 16-byte aligned, batch_stride a multiple of 8 (rows leave in 16-byte chunks)");
     if (half && heads_per_cta(b.H / b.Hkv, b.deterministic) != b.H / b.Hkv)
       bad(ga + ": dk16/dv16 need one writer per key row: H == Hkv or deterministic (H=" + std::to_string(b.H) +
           " Hkv=" + std::to_string(b.Hkv) + " splits each group over CTAs that add); use fp32 dk/dv");

@@ -310,20 +310,33 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
   if (gp.dk16) {
-    T* const k16 = static_cast<T*>(gp.dk16);
-    T* const v16 = static_cast<T*>(gp.dv16);
+    // Written in T: transposed through shared memory (K and V's, read by no product now) into [key][head dim] rows,
+    // 16-byte chunks swizzled by the key (the four keys a store's lanes hold land in different banks), then copied
+    // out a 16-byte chunk a thread, whole rows at a time.
+    __syncthreads();  // both warpgroups' last products have read K and V
+    T* const tk = reinterpret_cast<T*>(sK);
+    T* const tv = reinterpret_cast<T*>(sV);
+    auto spot = [](int j, int d) { return j * D + (((d / 8) ^ (j & 7)) * 8) + d % 8; };
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
       for (int ch = 0; ch < 8; ++ch)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int j = tile.j0 + 8 * ch + 2 * t4 + (e & 1);
-          if (j >= kp.len) continue;
-          const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 128 * w + 64 * hh + row0 + 8 * (e / 2);
-          k16[off] = T(p.scale * dk[hh][4 * ch + e]);
-          v16[off] = T(dv[hh][4 * ch + e]);
+          const int at = spot(8 * ch + 2 * t4 + (e & 1), 128 * w + 64 * hh + row0 + 8 * (e / 2));
+          tk[at] = T(p.scale * dk[hh][4 * ch + e]);
+          tv[at] = T(dv[hh][4 * ch + e]);
         }
+    __syncthreads();
+    constexpr int kChunks = D / 8;  // 16-byte chunks of a row
+    for (int i = threadIdx.x; i < S::BN * kChunks; i += S::kThreads) {
+      const int j = i / kChunks, c = i % kChunks;
+      if (tile.j0 + j >= kp.len) continue;
+      const long long off = b * bs + ((long long)(tile.j0 + j) * p.Hkv + hk) * D + 8 * c;
+      const int at = spot(j, 8 * c);
+      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
+      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
+    }
     return;
   }
 #pragma unroll
