@@ -153,13 +153,18 @@ HeadExchange make_head_exchange(const Geometry& g, const planner::Workload& w, i
     if (theirs.size > 0) {
       x.fwd_out.pack.push_back(block({b.out + theirs.begin * hq, Elem::FP32, rows * hq, hq}, send_o, e16, chunk * hq, hq, B, theirs.size, hq));
       if (!grad_final.empty()) {
-        x.bwd_out.pack.push_back(block({b.dq + theirs.begin * hq, Elem::FP32, rows * hq, hq}, send_q, e16, chunk * hq, hq, B, theirs.size, hq));
+        // dQ and dK/dV as the backward left them: 16-bit where it wrote them so (RankBuffers::dq16, grad16).
+        const Side dq = b.dq16 ? Side{at(static_cast<const void*>(b.dq16), theirs.begin * hq, 2), e16, rows * hq, hq}
+                               : Side{b.dq + theirs.begin * hq, Elem::FP32, rows * hq, hq};
+        x.bwd_out.pack.push_back(block(dq, send_q, e16, chunk * hq, hq, B, theirs.size, hq));
         for (const auto& run : piece_runs(g, r, theirs))
-          for (int kv = 0; kv < 2; ++kv)
-            x.bwd_out.pack.push_back(
-                block({b.grad + se * grad_final.at(g.key(r, run.piece)) + kv * g.half_slot() + run.piece_off * hkv, Elem::FP32,
-                       g.max_piece * hkv, hkv},
-                      at(send_q, n_q + kv * n_kv + run.part_off * hkv, 2), e16, chunk * hkv, hkv, B, run.len, hkv));
+          for (int kv = 0; kv < 2; ++kv) {
+            const size_t acc = se * grad_final.at(g.key(r, run.piece)) + kv * g.half_slot() + run.piece_off * hkv;
+            const Side from = b.grad16 ? Side{b.grad16 + acc, e16, g.max_piece * hkv, hkv}
+                                       : Side{b.grad + acc, Elem::FP32, g.max_piece * hkv, hkv};
+            x.bwd_out.pack.push_back(block(from, at(send_q, n_q + kv * n_kv + run.part_off * hkv, 2), e16, chunk * hkv, hkv, B,
+                                           run.len, hkv));
+          }
       }
     }
     if (own.size > 0) {

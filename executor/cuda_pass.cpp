@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "planner/collective.hpp"
 
@@ -46,6 +47,12 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
     items.push_back(it);
   }
   return items;
+}
+
+bool grads_written_once(const planner::RankSlots& rs) {
+  if (rs.steps.size() != 1) return false;
+  const planner::StepSlots& s = rs.steps[0];
+  return s.grad_send.empty() && s.grad_recv.empty() && s.grad_add.empty();
 }
 
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s) {
@@ -137,6 +144,8 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     // Head-parallel passes keep their local steps off the comm stream (the head groups' all-to-alls queue there).
     if (bwd && u == 1) pw.grad_zero_ahead[gpu] = slots_zeroed_ahead(pw.slots[gpu]);
     const RankBuffers& x = bufs[gpu];
+    if (bwd && x.grad16 && !(grads_written_once(pw.slots[gpu]) && w.H == w.Hkv))
+      throw std::logic_error("make_pass_work: 16-bit accumulators where a launch does not write each one whole");
     bool first = true;
     for (int t = 0; t < steps; ++t) {
       const planner::StepSlots& s = pw.slots[gpu].steps[t];
@@ -149,7 +158,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
         if (c.rank != r) continue;
         const long k = g.key(c.owner, c.piece);
         const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
-        float* acc = bwd ? x.grad + g.slot_elems() * s.grad_compute.at(k) : nullptr;
+        const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;
         long off = 0;
         for (const Range& rg : g.pranges[k]) {
           kernels::KvPiece kp;
@@ -157,7 +166,14 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
           kp.v = kv + g.half_slot() + off * g.row_elems;
           kp.len = int(rg.size()), kp.pos0 = rg.begin, kp.batch_stride = g.max_piece * g.row_elems;
           pieces.push_back(kp);
-          if (bwd) grads.push_back({acc + off * g.row_elems, acc + g.half_slot() + off * g.row_elems, kp.batch_stride});
+          if (bwd) {
+            const size_t dk = acc_at + off * g.row_elems, dv = dk + g.half_slot();
+            kernels::GradPiece gp;
+            gp.batch_stride = kp.batch_stride;
+            if (x.grad16) gp.dk16 = x.grad16 + dk, gp.dv16 = x.grad16 + dv;
+            else gp.dk = x.grad + dk, gp.dv = x.grad + dv;
+            grads.push_back(gp);
+          }
           off += rg.size();
           keys.push_back(rg);
         }

@@ -50,6 +50,11 @@ struct RankBuffers {
   const void* own_k = nullptr;
   const void* own_v = nullptr;
   float* grad = nullptr;  // accumulator slots (fp32)
+  // Instead of `grad`, where every accumulator is one launch's whole sum (grads_written_once) and one CTA writes each
+  // key row (H == Hkv): the same slots in the workload's 16-bit type, which the kernel writes (kernels::GradPiece::dk16)
+  // and the all-to-all out reads as they are. Nothing to clear, no fp32 reductions, no cast: at B=1 S=8192 H=32
+  // D=128 on 2 GPUs, 134 MB of fp32 slots cleared, reduced into and read back, where 34 MB of 16-bit ones are written.
+  uint16_t* grad16 = nullptr;
   // Accumulators that travel in bf16 (Plan::accumulator_bytes = 2): cast into `grad_send16` before they leave,
   // received into `grad_recv16`, then added to (or made) the rank's own fp32 ones; slots of slot_elems each.
   uint16_t* grad_send16 = nullptr;
@@ -102,6 +107,10 @@ struct PassWork {
 // any way (clears, adds into, sends, receives into, adds from): they can be cleared when the pass starts, off the
 // critical path (allgather's own accumulators: 134 MB at B=1 S=8192 H=32 per rank, about 50 us of a 2.7 ms fwd+bwd).
 std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs);  // (step, slot)
+
+// Whether each accumulator of a backward's slot plan is one launch's whole sum: one step, no accumulator sent,
+// received or added (a head-parallel pass on its own GPU: Ulysses).
+bool grads_written_once(const planner::RankSlots& rs);
 
 // The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);

@@ -166,8 +166,8 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   if (clear_ahead && moves) clear();  // after this step's transfers, not before them
   TASP_CUDA(cudaEventRecord(e[1], on));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
-  for (int slot : s.grad_zero)
-    if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
+  for (int slot : s.grad_zero)  // (16-bit accumulators are written, not added to: nothing to clear)
+    if (buf.grad && std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
       TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
     const auto& b = pw.bwd[gpu][t];
@@ -259,10 +259,18 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   b.out = x.alloc<float>(nq);
   b.lse = x.alloc<float>(nl);
   if (!backward) return b;
-  if (!caller_io) b.dout = x.alloc<uint16_t>(nq), b.dq = x.alloc<float>(nq);
+  // A head-parallel pass's dQ and (where a launch writes each whole) dK/dV leave through the all-to-all out in 16
+  // bits: the kernels write them so (kernels.md, "What a backward writes").
+  const bool heads = p.ulysses > 1 && !caller_io;
+  if (!caller_io) b.dout = x.alloc<uint16_t>(nq);
+  if (heads) b.dq16 = x.alloc<uint16_t>(nq);
+  else if (!caller_io) b.dq = x.alloc<float>(nq);
   b.dsum = x.alloc<float>(nl);
   b.dq_accum = x.alloc<float>(dq_scratch_floats(w, dq_scratch_tiles(w, g, r)));
-  b.grad = x.alloc<float>(se * std::max(1, grad_slots));
+  if (heads && w.H == w.Hkv && grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, r, collectives)))
+    b.grad16 = x.alloc<uint16_t>(se * std::max(1, grad_slots));
+  else
+    b.grad = x.alloc<float>(se * std::max(1, grad_slots));
   if (p.accumulator_bytes == 2) {
     const auto [sends, recvs] = most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));
     b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));

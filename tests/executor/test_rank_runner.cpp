@@ -264,3 +264,24 @@ TEST(SlotPlan, FinalAddsFusedWithTheCastGiveTheSameSums) {
   EXPECT_GT(deferred["allgather"], 0);
   EXPECT_GT(deferred["ring"], 0);
 }
+
+// 16-bit accumulators (RankBuffers::grad16) only where one launch makes each whole: Ulysses' heads on their own GPU,
+// not a ring's or a gather's steps, nor usp's ring inside its head groups.
+TEST(CudaPass, GradsWrittenOnceOnlyInOneStepWithoutTransfers) {
+  for (int n : {2, 4, 8}) {
+    const Plan u = build_plan(load_topology("complete:" + std::to_string(n)), "ulysses", PlanOptions{});
+    ASSERT_EQ(u.ulysses, n);
+    for (int r = 0; r < u.ranks; ++r) EXPECT_TRUE(executor::cuda::grads_written_once(plan_slots(u, Pass::Bwd, r))) << n;
+    for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton", "usp"}) {
+      PlanOptions o;
+      o.causal = true;
+      if (std::string(scheme) == "usp") {
+        if (n < 4) continue;
+        o.ulysses = 2;
+      }
+      const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+      for (int r = 0; r < p.ranks; ++r)
+        EXPECT_FALSE(executor::cuda::grads_written_once(plan_slots(p, Pass::Bwd, r))) << scheme << " on " << n << " rank " << r;
+    }
+  }
+}
