@@ -55,6 +55,31 @@ bool grads_written_once(const planner::RankSlots& rs) {
   return s.grad_send.empty() && s.grad_recv.empty() && s.grad_add.empty();
 }
 
+std::vector<SendWrittenOnce> sends_written_once(const planner::RankSlots& rs) {
+  // Every use of every slot: (step, how) with how 0 cleared, 1 computed into, 2 sent, 3 anything else.
+  std::map<int, std::vector<std::pair<int, int>>> uses;
+  std::map<int, long> key_of;
+  int first_send = int(rs.steps.size());
+  for (int t = 0; t < int(rs.steps.size()); ++t) {
+    const planner::StepSlots& s = rs.steps[t];
+    for (int slot : s.grad_zero) uses[slot].push_back({t, 0});
+    for (const auto& [k, slot] : s.grad_compute) uses[slot].push_back({t, 1}), key_of[slot] = k;
+    for (const auto& [k, slot] : s.grad_send) uses[slot].push_back({t, 2}), first_send = std::min(first_send, t);
+    for (const auto& [ks, slot] : s.grad_recv) uses[slot].push_back({t, 3});
+    for (const auto& [into, from] : s.grad_add) uses[into].push_back({t, 3}), uses[from].push_back({t, 3});
+  }
+  for (const auto& [k, slot] : rs.grad_final) uses[slot].push_back({int(rs.steps.size()), 3});
+  std::vector<SendWrittenOnce> out;
+  for (const auto& [slot, u] : uses) {
+    if (u.size() != 3 || u[0].second != 0 || u[1].second != 1 || u[2].second != 2) continue;
+    const int t = u[0].first, ts = u[2].first;
+    const long k = key_of[slot];
+    if (u[1].first != t || ts <= t || ts != first_send || rs.steps[ts].grad_send.at(k) != slot) continue;
+    out.push_back({t, slot, k, ts});
+  }
+  return out;
+}
+
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s) {
   std::pair<int, int> most{0, 0};
   for (const auto& st : s.steps)
@@ -137,7 +162,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   pw.slots.resize(size_t(n) * u);
   if (bwd) pw.bwd.resize(size_t(n) * u);
   else pw.fwd.resize(size_t(n) * u);
-  if (bwd) pw.grad_zero_ahead.resize(size_t(n) * u);
+  if (bwd) pw.grad_zero_ahead.resize(size_t(n) * u), pw.sent_as_written.resize(size_t(n) * u), pw.not_cleared.resize(size_t(n) * u);
   for (int gpu : local) {
     const int r = gpu / u;
     pw.slots[gpu] = planner::plan_slots(p, pass, r, collectives);
@@ -146,6 +171,30 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     const RankBuffers& x = bufs[gpu];
     if (bwd && x.grad16 && !(grads_written_once(pw.slots[gpu]) && w.H == w.Hkv))
       throw std::logic_error("make_pass_work: 16-bit accumulators where a launch does not write each one whole");
+    // bf16 accumulators that one launch makes whole and that then only leave: written by the kernel in 16 bits into
+    // their staging, where the send reads them (MHA: one writing CTA a key row).
+    std::map<std::pair<int, long>, uint16_t*> written16;  // (step, key) -> its 16-bit slot in the staging
+    if (bwd && p.accumulator_bytes == 2 && w.H == w.Hkv && !x.grad16)
+      for (const SendWrittenOnce& o : sends_written_once(pw.slots[gpu])) {
+        const planner::Step& st = pw.steps[o.send_step];
+        uint16_t* to = nullptr;
+        int nth = 0;  // the send's place among the rank's accumulator sends of its step (the p2p staging's order)
+        for (const auto& tr : st.transfers) {
+          if (!tr.grad || tr.src != r) continue;
+          if (g.key(tr.owner, tr.piece) == o.key) {
+            if (pw.exchange[o.send_step] == Exchange::ReduceScatter)
+              to = static_cast<uint16_t*>(x.rs_send) + g.slot_elems() * (size_t(g.P) * tr.owner + tr.piece);
+            else if (pw.exchange[o.send_step] == Exchange::PointToPoint)
+              to = x.grad_send16 + g.slot_elems() * nth;
+            break;
+          }
+          ++nth;
+        }
+        if (!to) continue;
+        written16[{o.step, o.key}] = to;
+        pw.sent_as_written[gpu].insert({o.send_step, o.key});
+        pw.not_cleared[gpu].insert({o.step, o.slot});
+      }
     bool first = true;
     for (int t = 0; t < steps; ++t) {
       const planner::StepSlots& s = pw.slots[gpu].steps[t];
@@ -159,6 +208,8 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
         const long k = g.key(c.owner, c.piece);
         const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
         const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;
+        const auto direct = written16.find({t, k});
+        uint16_t* const to16 = direct != written16.end() ? direct->second : nullptr;
         long off = 0;
         for (const Range& rg : g.pranges[k]) {
           kernels::KvPiece kp;
@@ -171,6 +222,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
             kernels::GradPiece gp;
             gp.batch_stride = kp.batch_stride;
             if (x.grad16) gp.dk16 = x.grad16 + dk, gp.dv16 = x.grad16 + dv;
+            else if (to16) gp.dk16 = to16 + (dk - acc_at), gp.dv16 = to16 + (dv - acc_at);
             else gp.dk = x.grad + dk, gp.dv = x.grad + dv;
             grads.push_back(gp);
           }

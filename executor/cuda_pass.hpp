@@ -2,6 +2,7 @@
 // What the cuda backend works out before a run, for each pass and local rank: the token geometry, the slot
 // plan, every step's work list (forward: attention into the running out/LSE; backward: dQ and the pieces'
 // dK/dV accumulators) and what each step moves and computes (for the timeline). Plain C++: no CUDA calls.
+#include <set>
 #include <vector>
 
 #include "planner/slot_plan.hpp"
@@ -94,6 +95,10 @@ struct PassWork {
   // in the pass, cleared instead on the comm stream at the pass's start, beside step 0's kernel (slots_zeroed_ahead)
   // [gpu].
   std::vector<std::vector<std::pair<int, int>>> grad_zero_ahead;
+  // Backward, bf16 accumulators: the sends whose accumulator the kernel wrote into its staging in 16 bits
+  // (sends_written_once) [gpu]: (send step, key), and the (step, slot)s whose clearing that write makes needless.
+  std::vector<std::set<std::pair<int, long>>> sent_as_written;
+  std::vector<std::set<std::pair<int, int>>> not_cleared;
   // Backward, point to point: the last step leaves these adds (planner::final_adds) to the caller, who makes them with
   // its casts; made once with the lists.
   std::vector<planner::FinalAdd> deferred_adds;
@@ -111,6 +116,17 @@ std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs
 // Whether each accumulator of a backward's slot plan is one launch's whole sum: one step, no accumulator sent,
 // received or added (a head-parallel pass on its own GPU: Ulysses).
 bool grads_written_once(const planner::RankSlots& rs);
+
+// The accumulators of a backward's slot plan that one launch makes whole and that then only leave, once: cleared and
+// computed into at `step` alone, sent at `send_step` and used no other way, and no accumulator leaves the rank before
+// `send_step` (the staging it travels from is not in use). With bf16 accumulators the kernel writes each straight into
+// its staging in 16 bits (allgather's sum for a gathered piece: no fp32 slot to clear, reduce into and cast).
+struct SendWrittenOnce {
+  int step, slot;
+  long key;
+  int send_step;
+};
+std::vector<SendWrittenOnce> sends_written_once(const planner::RankSlots& rs);
 
 // The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);

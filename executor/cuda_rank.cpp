@@ -97,6 +97,8 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
   const size_t own = se * g.P;  // elements of this rank's pieces (or of one owner's accumulators)
   const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
+  // Accumulators the kernel already wrote into this step's staging in 16 bits (PassWork::sent_as_written).
+  const auto written = [&](long key) { return bwd && pw.sent_as_written[gpu].count({t, key}) > 0; };
   // The transfer interval [e0, e1]: on the comm stream after the previous step when this rank moves something,
   // else an empty one on the compute stream. A backward's first step also clears, on the comm stream, the
   // accumulators later steps start (grad_zero_ahead): the compute stream waits for e1 before its second step.
@@ -120,7 +122,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     auto* send = static_cast<char*>(buf.rs_send);
     TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
     for (const auto& tr : pw.steps[t].transfers) {
-      if (tr.src != r) continue;
+      if (tr.src != r || written(g.key(tr.owner, tr.piece))) continue;  // (the kernel wrote it there in 16 bits)
       const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
       char* to = send + (own * tr.owner + se * tr.piece) * bytes;
       if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
@@ -133,9 +135,11 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     int sends16 = 0;
     if (half)
       for (const auto& tr : pw.steps[t].transfers)
-        if (tr.grad && tr.src == r)
+        if (tr.grad && tr.src == r && !written(g.key(tr.owner, tr.piece)))
           kernels::cast_out(buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece)), buf.grad_send16 + se * sends16++,
                             kernels::DType::BF16, se, x.comm);
+        else if (tr.grad && tr.src == r)
+          ++sends16;
     sends16 = 0;
     TASP_NCCL(ncclGroupStart());
     for (const auto& tr : pw.steps[t].transfers) {
@@ -167,7 +171,8 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   TASP_CUDA(cudaEventRecord(e[1], on));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
   for (int slot : s.grad_zero)  // (16-bit accumulators are written, not added to: nothing to clear)
-    if (buf.grad && std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end())
+    if (buf.grad && std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end() &&
+        !(bwd && pw.not_cleared[gpu].count({t, slot})))
       TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
   if (bwd) {
     const auto& b = pw.bwd[gpu][t];

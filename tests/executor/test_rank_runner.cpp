@@ -285,3 +285,48 @@ TEST(CudaPass, GradsWrittenOnceOnlyInOneStepWithoutTransfers) {
     }
   }
 }
+
+// Accumulators the kernel may write into their send's staging in 16 bits (sends_written_once): replaying every
+// scheme's backward slot plan (point to point and by owner), each one found is cleared and computed into at its step
+// alone, sent once at the pass's first sending step and touched nowhere else; allgather's every gathered piece is one.
+TEST(CudaPass, SendsWrittenOnceAreClearedComputedAndSentOnly) {
+  size_t gathered = 0;
+  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
+    for (int n : {2, 3, 4, 5})
+      for (bool causal : {false, true})
+        for (bool by_owner : {false, true}) {
+          if (std::string(scheme) == "zigzag" && !causal) continue;
+          SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : "") + (by_owner ? " by owner" : ""));
+          PlanOptions o;
+          o.causal = causal;
+          const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+          for (int r = 0; r < n; ++r) {
+            const RankSlots rs = plan_slots(p, Pass::Bwd, r, by_owner);
+            const auto found = executor::cuda::sends_written_once(rs);
+            if (std::string(scheme) == "allgather") {
+              EXPECT_EQ(found.size(), size_t(n - 1) * p.pieces_per_rank) << "rank " << r;
+              gathered += found.size();
+            }
+            for (const auto& f : found) {
+              ASSERT_LT(f.step, f.send_step);
+              int uses = 0;
+              for (int t = 0; t < int(rs.steps.size()); ++t) {
+                const StepSlots& s = rs.steps[t];
+                for (int slot : s.grad_zero) uses += slot == f.slot && t != f.step ? 100 : 0;
+                for (const auto& [k, slot] : s.grad_compute)
+                  if (slot == f.slot) uses += t == f.step && k == f.key ? 1 : 100;
+                for (const auto& [k, slot] : s.grad_send) {
+                  if (slot == f.slot) uses += t == f.send_step && k == f.key ? 1 : 100;
+                  EXPECT_GE(t, f.send_step) << "an accumulator leaves before the staging's first use";
+                }
+                for (const auto& [ks, slot] : s.grad_recv) uses += slot == f.slot ? 100 : 0;
+                for (const auto& [into, from] : s.grad_add) uses += into == f.slot || from == f.slot ? 100 : 0;
+              }
+              for (const auto& [k, slot] : rs.grad_final) uses += slot == f.slot ? 100 : 0;
+              EXPECT_EQ(uses, 2) << "slot " << f.slot;
+              EXPECT_TRUE(std::count(rs.steps[f.step].grad_zero.begin(), rs.steps[f.step].grad_zero.end(), f.slot));
+            }
+          }
+        }
+  EXPECT_GT(gathered, 0u);
+}

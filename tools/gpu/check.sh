@@ -63,7 +63,9 @@ for wg in "B=2,S=$((N * 1000 + 6)),H=8,Hkv=4,D=128,causal:1 2 4" "B=1,S=$((N * 5
 done
 echo "== allgather's gather and reduce-scatter each way (--collectives: NCCL collectives, --sendrecv: grouped send/recv;"
 echo "   the runs above take whichever the profile times faster)"
-for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128"; do
+# (MHA: the gathered pieces' dK/dV written by the kernel in 16 bits into the reduce-scatter's or the sends' staging)
+for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128" \
+         "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal"; do
   for f in --collectives --sendrecv; do
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
@@ -76,10 +78,11 @@ for w in "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 
   done
 done
 echo "== what bf16 accumulators cost a ring in accuracy (dK, dV against one GPU; fp32 beside them)"
-for acc in fp32 bf16; do
-  w="B=1,S=$((N * 2 * 2048)),H=16,Hkv=4,D=128,causal"
-  r=$(timeout 120 $T run --backend cuda -t $TOPO -s zigzag --accumulator $acc -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1 2>&1)
-  note "zigzag --accumulator $acc $w: $(echo "$r" | grep -oE 'PASS|FAIL' | head -1) ($(echo "$r" | grep -E '^ +d[kv] ' | awk '{print $1, $4}' | tr '\n' ' '))"
+for w in "B=1,S=$((N * 2 * 2048)),H=16,Hkv=4,D=128,causal" "B=1,S=$((N * 2 * 2048)),H=16,D=128,causal"; do
+  for acc in fp32 bf16; do  # (MHA bf16: each first hop's sums written by the kernel in 16 bits)
+    r=$(timeout 120 $T run --backend cuda -t $TOPO -s zigzag --accumulator $acc -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1 2>&1)
+    note "zigzag --accumulator $acc $w: $(echo "$r" | grep -oE 'PASS|FAIL' | head -1) ($(echo "$r" | grep -E '^ +d[kv] ' | awk '{print $1, $4}' | tr '\n' ' '))"
+  done
 done
 echo "== masks: packed documents and windows"
 masked=("B=2,S=8192,H=8,D=128,causal,docs=3000+1+4000+1191" "B=1,S=8191,H=8,Hkv=2,D=64,causal,window=300")
