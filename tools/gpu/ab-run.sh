@@ -26,7 +26,8 @@ IFS='|' read -ra variants <<< "$spec"
 for ((r = 1; r <= rounds; ++r)); do
   for w in "${cfgs[@]}"; do
     for s in ${schemes//,/ }; do
-      for v in "" "${variants[@]}"; do
+      round_order "$r" "" "${variants[@]}"
+      for v in "${order[@]}"; do
         name=${v:-default} bin=$T envs=()
         for x in $v; do case $x in BIN=*) bin=${x#BIN=} ;; *) envs+=("$x") ;; esac; done
         out=$(env "${envs[@]}" timeout 300 $bin run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "${ITERS:-5}" \

@@ -21,7 +21,8 @@ raw="$OUT/ab-$tag.txt"
 IFS='|' read -ra variants <<< "$spec"
 : > "$raw"
 for ((r = 1; r <= rounds; ++r)); do
-  for v in "" "${variants[@]}"; do
+  round_order "$r" "" "${variants[@]}"
+  for v in "${order[@]}"; do
     name=${v:-default}
     bin=$T envs=() args=()
     for w in $v; do case $w in BIN=*) bin=${w#BIN=} ;; --*) args+=("$w") ;; *) envs+=("$w") ;; esac; done
