@@ -49,37 +49,6 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
   return items;
 }
 
-bool grads_written_once(const planner::RankSlots& rs) {
-  if (rs.steps.size() != 1) return false;
-  const planner::StepSlots& s = rs.steps[0];
-  return s.grad_send.empty() && s.grad_recv.empty() && s.grad_add.empty();
-}
-
-std::vector<SendWrittenOnce> sends_written_once(const planner::RankSlots& rs) {
-  // Every use of every slot: (step, how) with how 0 cleared, 1 computed into, 2 sent, 3 anything else.
-  std::map<int, std::vector<std::pair<int, int>>> uses;
-  std::map<int, long> key_of;
-  int first_send = int(rs.steps.size());
-  for (int t = 0; t < int(rs.steps.size()); ++t) {
-    const planner::StepSlots& s = rs.steps[t];
-    for (int slot : s.grad_zero) uses[slot].push_back({t, 0});
-    for (const auto& [k, slot] : s.grad_compute) uses[slot].push_back({t, 1}), key_of[slot] = k;
-    for (const auto& [k, slot] : s.grad_send) uses[slot].push_back({t, 2}), first_send = std::min(first_send, t);
-    for (const auto& [ks, slot] : s.grad_recv) uses[slot].push_back({t, 3});
-    for (const auto& [into, from] : s.grad_add) uses[into].push_back({t, 3}), uses[from].push_back({t, 3});
-  }
-  for (const auto& [k, slot] : rs.grad_final) uses[slot].push_back({int(rs.steps.size()), 3});
-  std::vector<SendWrittenOnce> out;
-  for (const auto& [slot, u] : uses) {
-    if (u.size() != 3 || u[0].second != 0 || u[1].second != 1 || u[2].second != 2) continue;
-    const int t = u[0].first, ts = u[2].first;
-    const long k = key_of[slot];
-    if (u[1].first != t || ts <= t || ts != first_send || rs.steps[ts].grad_send.at(k) != slot) continue;
-    out.push_back({t, slot, k, ts});
-  }
-  return out;
-}
-
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s) {
   std::pair<int, int> most{0, 0};
   for (const auto& st : s.steps)
@@ -169,13 +138,13 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     // Head-parallel passes keep their local steps off the comm stream (the head groups' all-to-alls queue there).
     if (bwd && u == 1) pw.grad_zero_ahead[gpu] = slots_zeroed_ahead(pw.slots[gpu]);
     const RankBuffers& x = bufs[gpu];
-    if (bwd && x.grad16 && !(grads_written_once(pw.slots[gpu]) && w.H == w.Hkv))
+    if (bwd && x.grad16 && !(planner::grads_written_once(pw.slots[gpu]) && w.H == w.Hkv))
       throw std::logic_error("make_pass_work: 16-bit accumulators where a launch does not write each one whole");
     // bf16 accumulators that one launch makes whole and that then only leave: written by the kernel in 16 bits into
     // their staging, where the send reads them (MHA: one writing CTA a key row).
     std::map<std::pair<int, long>, uint16_t*> written16;  // (step, key) -> its 16-bit slot in the staging
     if (bwd && p.accumulator_bytes == 2 && w.H == w.Hkv && !x.grad16)
-      for (const SendWrittenOnce& o : sends_written_once(pw.slots[gpu])) {
+      for (const planner::SendWrittenOnce& o : planner::sends_written_once(pw.slots[gpu])) {
         const planner::Step& st = pw.steps[o.send_step];
         uint16_t* to = nullptr;
         int nth = 0;  // the send's place among the rank's accumulator sends of its step (the p2p staging's order)

@@ -113,21 +113,6 @@ struct PassWork {
 // critical path (allgather's own accumulators: 134 MB at B=1 S=8192 H=32 per rank, about 50 us of a 2.7 ms fwd+bwd).
 std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs);  // (step, slot)
 
-// Whether each accumulator of a backward's slot plan is one launch's whole sum: one step, no accumulator sent,
-// received or added (a head-parallel pass on its own GPU: Ulysses).
-bool grads_written_once(const planner::RankSlots& rs);
-
-// The accumulators of a backward's slot plan that one launch makes whole and that then only leave, once: cleared and
-// computed into at `step` alone, sent at `send_step` and used no other way, and no accumulator leaves the rank before
-// `send_step` (the staging it travels from is not in use). With bf16 accumulators the kernel writes each straight into
-// its staging in 16 bits (allgather's sum for a gathered piece: no fp32 slot to clear, reduce into and cast).
-struct SendWrittenOnce {
-  int step, slot;
-  long key;
-  int send_step;
-};
-std::vector<SendWrittenOnce> sends_written_once(const planner::RankSlots& rs);
-
 // The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
 std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);
 

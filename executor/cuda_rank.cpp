@@ -272,7 +272,7 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   else if (!caller_io) b.dq = x.alloc<float>(nq);
   b.dsum = x.alloc<float>(nl);
   b.dq_accum = x.alloc<float>(dq_scratch_floats(w, dq_scratch_tiles(w, g, r)));
-  if (heads && w.H == w.Hkv && grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, r, collectives)))
+  if (heads && w.H == w.Hkv && planner::grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, r, collectives)))
     b.grad16 = x.alloc<uint16_t>(se * std::max(1, grad_slots));
   else
     b.grad = x.alloc<float>(se * std::max(1, grad_slots));

@@ -58,7 +58,7 @@ Workload slot_workload(int u, const Workload& w) {
   return s;
 }
 
-A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
+A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens, bool grads16) {
   const HeadSlice h = head_slice(u, w, 0);
   const double row = double(w.B) * tokens * w.D * w.dtype_bytes;
   A2aBytes b;
@@ -71,7 +71,8 @@ A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens) {
   b.fwd_in_copy = (eq + 2 * ekv) * 4 * s;                              // pack and unpack: read and write
   b.fwd_out_copy = eq * ((4 + s) + 2 * s);                              // O leaves fp32
   b.bwd_in_copy = eq * 4 * s;
-  b.bwd_out_copy = (eq + 2 * ekv) * ((4 + s) + 2 * s);                    // results leave fp32, arrive 16-bit
+  // dQ leaves the kernels in 16 bits (attention_backward_finish16), dK/dV too with `grads16`, else from fp32.
+  b.bwd_out_copy = eq * 4 * s + 2 * ekv * (grads16 ? 4 * s : (4 + s) + 2 * s);
   return b;
 }
 

@@ -37,10 +37,12 @@ struct A2aBytes {
   // Memory traffic of one GPU's packing (head slices into per-peer send buffers) and unpacking around each
   // all-to-all, every slot's share included (the cuda backend's copies, as frameworks' reshapes around
   // all_to_all_single): reads and writes, 16-bit on the wire and on the layer's side, fp32 where results leave
-  // the kernels.
+  // the kernels so (the forward's O; the backward's dK/dV unless `grads16`).
   double fwd_in_copy = 0, fwd_out_copy = 0, bwd_in_copy = 0, bwd_out_copy = 0;
 };
-A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens);
+// `grads16`: the backward's dK/dV leave the kernels in 16 bits (one launch makes them, MHA: grads_written_once), as
+// its dQ always does; else they leave their fp32 accumulators.
+A2aBytes a2a_bytes_per_peer(int u, const Workload& w, double tokens, bool grads16 = false);
 
 // The groups' digraph of a GPU digraph cut into groups of u consecutive GPUs: g -> h when every slot's GPU
 // of g reaches the same slot's GPU of h. "" in `why` when every group is linked pairwise (its all-to-all),

@@ -1,5 +1,6 @@
 #include "planner/slot_plan.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace tasp::planner {
@@ -150,6 +151,37 @@ std::vector<FinalAdd> final_adds(const RankSlots& rs, int r, int pieces_per_rank
     else last.erase(adds[i].into);
   }
   for (const auto& [slot, a] : last) out.push_back(a);
+  return out;
+}
+
+bool grads_written_once(const RankSlots& rs) {
+  if (rs.steps.size() != 1) return false;
+  const StepSlots& s = rs.steps[0];
+  return s.grad_send.empty() && s.grad_recv.empty() && s.grad_add.empty();
+}
+
+std::vector<SendWrittenOnce> sends_written_once(const RankSlots& rs) {
+  // Every use of every slot: (step, how) with how 0 cleared, 1 computed into, 2 sent, 3 anything else.
+  std::map<int, std::vector<std::pair<int, int>>> uses;
+  std::map<int, long> key_of;
+  int first_send = int(rs.steps.size());
+  for (int t = 0; t < int(rs.steps.size()); ++t) {
+    const StepSlots& s = rs.steps[t];
+    for (int slot : s.grad_zero) uses[slot].push_back({t, 0});
+    for (const auto& [k, slot] : s.grad_compute) uses[slot].push_back({t, 1}), key_of[slot] = k;
+    for (const auto& [k, slot] : s.grad_send) uses[slot].push_back({t, 2}), first_send = std::min(first_send, t);
+    for (const auto& [ks, slot] : s.grad_recv) uses[slot].push_back({t, 3});
+    for (const auto& [into, from] : s.grad_add) uses[into].push_back({t, 3}), uses[from].push_back({t, 3});
+  }
+  for (const auto& [k, slot] : rs.grad_final) uses[slot].push_back({int(rs.steps.size()), 3});
+  std::vector<SendWrittenOnce> out;
+  for (const auto& [slot, u] : uses) {
+    if (u.size() != 3 || u[0].second != 0 || u[1].second != 1 || u[2].second != 2) continue;
+    const int t = u[0].first, ts = u[2].first;
+    const long k = key_of[slot];
+    if (u[1].first != t || ts <= t || ts != first_send || rs.steps[ts].grad_send.at(k) != slot) continue;
+    out.push_back({t, slot, k, ts});
+  }
   return out;
 }
 

@@ -61,4 +61,20 @@ struct FinalAdd : StepAdd {
 };
 std::vector<FinalAdd> final_adds(const RankSlots& rs, int rank, int pieces_per_rank, bool half);
 
+// Whether each accumulator of a backward's slot plan is one launch's whole sum: one step, no accumulator sent,
+// received or added (a head-parallel pass on its own GPU: Ulysses):
+// the backward can write each in 16 bits (kernels::GradPiece::dk16) where one CTA writes each key row.
+bool grads_written_once(const RankSlots& rs);
+
+// The accumulators of a backward's slot plan that one launch makes whole and that then only leave, once: cleared and
+// computed into at `step` alone, sent at `send_step` and used no other way, and no accumulator leaves the rank before
+// `send_step` (the staging it travels from is not in use). With bf16 accumulators the kernel writes each straight into
+// its staging in 16 bits (allgather's sum for a gathered piece: no fp32 slot to clear, reduce into and cast).
+struct SendWrittenOnce {
+  int step, slot;
+  long key;
+  int send_step;
+};
+std::vector<SendWrittenOnce> sends_written_once(const RankSlots& rs);
+
 }  // namespace tasp::planner

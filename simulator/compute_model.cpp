@@ -131,8 +131,11 @@ double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, d
   return cp.launch_us + pre;
 }
 
-double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq) {
-  return 2 * cp.small_launch_us + 3 * double(w.B) * w.H * lq * w.D * 4 / (cp.elementwise_gbps * 1e3);
+double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool dq16) {
+  // The scratch read and an fp32 dq read and written (`tasp run`, calibration's --accumulate), or with `dq16` (a
+  // head-parallel pass, a training framework's rank) the scratch read and a 16-bit dq written.
+  const double bytes = dq16 ? 4.0 + w.dtype_bytes : 3 * 4.0;
+  return 2 * cp.small_launch_us + bytes * double(w.B) * w.H * lq * w.D / (cp.elementwise_gbps * 1e3);
 }
 
 double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool first) {

@@ -62,8 +62,9 @@ double backward_compute_us(const ComputeProfile& cp, const planner::Workload& w,
 // Its part that does not depend on the FLOPs: the launch, and with `first` the row sums over lq queries and
 // clearing the dQ scratch.
 double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first);
-// After the pass's last backward launch: dQ cleared and read out of the scratch (3 x its fp32 bytes).
-double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq);
+// After the pass's last backward launch: dQ read out of the scratch into an fp32 dq (3 x its fp32 bytes), or with
+// `dq16` into a 16-bit one (the scratch read, 16 bits written).
+double backward_finish_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool dq16 = false);
 // A whole backward of one work list on its own (what tasp bench kernel --pass bwd times): row sums, scratch,
 // kernel, finish.
 double backward_alone_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum);

@@ -10,6 +10,7 @@
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/rank_memory.hpp"
+#include "planner/slot_plan.hpp"
 #include "simulator/comm_rules.hpp"
 #include "simulator/compute_model.hpp"
 #include "simulator/fluid.hpp"
@@ -126,7 +127,7 @@ SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, i
     const double bytes = (sends_kv ? b : 0) + (sends_grad ? g : 0);
     const std::vector<double>* comm = bytes > 0 ? &comm_of(bytes) : nullptr;
     const double max_comm = comm ? *std::max_element(comm->begin(), comm->end()) : 0;
-    const double fin = m.bwd() && s == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, 0)) : 0;
+    const double fin = m.bwd() && s == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, 0), p.ulysses > 1) : 0;
     const double base = (computes ? (s == 0 ? comp0 : comp1) : 0) + fin, add_s = sends_grad ? add : 0;
     const double lead = s == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
     const double lost = m.overlap_us(base, max_comm - lead), comp = base + lost;
@@ -312,7 +313,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece, &m.mask));
     }
     for (int r = 0; r < n; ++r) {
-      const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r)) : 0;
+      const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r), p.ulysses > 1) : 0;
       const double base = m.launch_us(work[r], !computed[r]) + fin;
       const double lost = m.overlap_us(base, comm_end[r] - ready[r] - lead), comp = base + lost;
       terms[r].overlap_us += lost;
@@ -516,8 +517,11 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
                                                    : simulate_general(m, net, opt, keep);
     if (p.ulysses > 1) {
-      const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_group, double(w_in.S) / p.gpus());
+      // dK/dV leave the kernels in 16 bits where one launch makes them and one CTA writes each key row (the executor's
+      // RankBuffers::grad16).
       const bool b = pass == planner::Pass::Bwd;
+      const bool grads16 = b && w.H == w.Hkv && planner::grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, 0));
+      const planner::A2aBytes a = planner::a2a_bytes_per_peer(p.ulysses, w_group, double(w_in.S) / p.gpus(), grads16);
       const double mem = prof.compute.hbm_gbps * kBytesPerUsPerGBps, launches = 2 * prof.compute.small_launch_us;
       add_all_to_alls(r, net, prof.comm_for(p.gpus()), prof.executor.comm_compute_share, p, groups, b ? a.bwd_in : a.fwd_in,
                       b ? a.bwd_out : a.fwd_out, (b ? a.bwd_in_copy : a.fwd_in_copy) / mem + launches,

@@ -3,6 +3,9 @@
 // while its content is still needed, and every piece's dK/dV ends at its owner with all ranks' contributions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "planner/slot_plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
@@ -114,4 +117,70 @@ TEST(SlotPlan, RingBackwardUsesFewSlotsAndKeepsOwnPieces) {
     for (const auto& st : s.steps)
       for (int c = 0; c < p.pieces_per_rank; ++c) EXPECT_EQ(st.held.at(long(r) * p.pieces_per_rank + c), c);
   }
+}
+
+// 16-bit accumulators (RankBuffers::grad16) only where one launch makes each whole: Ulysses' heads on their own GPU,
+// not a ring's or a gather's steps, nor usp's ring inside its head groups.
+TEST(SlotPlan, GradsWrittenOnceOnlyInOneStepWithoutTransfers) {
+  for (int n : {2, 4, 8}) {
+    const Plan u = build_plan(load_topology("complete:" + std::to_string(n)), "ulysses", PlanOptions{});
+    ASSERT_EQ(u.ulysses, n);
+    for (int r = 0; r < u.ranks; ++r) EXPECT_TRUE(grads_written_once(plan_slots(u, Pass::Bwd, r))) << n;
+    for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton", "usp"}) {
+      PlanOptions o;
+      o.causal = true;
+      if (std::string(scheme) == "usp") {
+        if (n < 4) continue;
+        o.ulysses = 2;
+      }
+      const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+      for (int r = 0; r < p.ranks; ++r)
+        EXPECT_FALSE(grads_written_once(plan_slots(p, Pass::Bwd, r))) << scheme << " on " << n << " rank " << r;
+    }
+  }
+}
+
+// Accumulators the kernel may write into their send's staging in 16 bits (sends_written_once): replaying every
+// scheme's backward slot plan (point to point and by owner), each one found is cleared and computed into at its step
+// alone, sent once at the pass's first sending step and touched nowhere else; allgather's every gathered piece is one.
+TEST(SlotPlan, SendsWrittenOnceAreClearedComputedAndSentOnly) {
+  size_t gathered = 0;
+  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
+    for (int n : {2, 3, 4, 5})
+      for (bool causal : {false, true})
+        for (bool by_owner : {false, true}) {
+          if (std::string(scheme) == "zigzag" && !causal) continue;
+          SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : "") + (by_owner ? " by owner" : ""));
+          PlanOptions o;
+          o.causal = causal;
+          const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+          for (int r = 0; r < n; ++r) {
+            const RankSlots rs = plan_slots(p, Pass::Bwd, r, by_owner);
+            const auto found = sends_written_once(rs);
+            if (std::string(scheme) == "allgather") {
+              EXPECT_EQ(found.size(), size_t(n - 1) * p.pieces_per_rank) << "rank " << r;
+              gathered += found.size();
+            }
+            for (const auto& f : found) {
+              ASSERT_LT(f.step, f.send_step);
+              int uses = 0;
+              for (int t = 0; t < int(rs.steps.size()); ++t) {
+                const StepSlots& s = rs.steps[t];
+                for (int slot : s.grad_zero) uses += slot == f.slot && t != f.step ? 100 : 0;
+                for (const auto& [k, slot] : s.grad_compute)
+                  if (slot == f.slot) uses += t == f.step && k == f.key ? 1 : 100;
+                for (const auto& [k, slot] : s.grad_send) {
+                  if (slot == f.slot) uses += t == f.send_step && k == f.key ? 1 : 100;
+                  EXPECT_GE(t, f.send_step) << "an accumulator leaves before the staging's first use";
+                }
+                for (const auto& [ks, slot] : s.grad_recv) uses += slot == f.slot ? 100 : 0;
+                for (const auto& [into, from] : s.grad_add) uses += into == f.slot || from == f.slot ? 100 : 0;
+              }
+              for (const auto& [k, slot] : rs.grad_final) uses += slot == f.slot ? 100 : 0;
+              EXPECT_EQ(uses, 2) << "slot " << f.slot;
+              EXPECT_TRUE(std::count(rs.steps[f.step].grad_zero.begin(), rs.steps[f.step].grad_zero.end(), f.slot));
+            }
+          }
+        }
+  EXPECT_GT(gathered, 0u);
 }

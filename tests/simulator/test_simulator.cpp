@@ -347,7 +347,9 @@ TEST(Engine, HeadGroupsPipelineTheAllToAlls) {
     const auto r = simulator::simulate(p, t, w, prof, so);
     EXPECT_NEAR(r.max_rank_bytes, one.max_rank_bytes, 1e-6 * one.max_rank_bytes);
     EXPECT_NEAR(r.max_rank_flops, one.max_rank_flops, 1e-6 * one.max_rank_flops);
-    EXPECT_LT(r.total_us, 0.95 * one.total_us);  // at S=8192 on 2 GPUs the exchanges are a third of the pass
+    // At S=8192 on 2 GPUs the exchanges and their copies are about a quarter of the pass (less since the backward's
+    // results leave in 16 bits): G groups hide some 5% of it.
+    EXPECT_LT(r.total_us, 0.96 * one.total_us);
     // Not below either stream's own work in each pass (the executor's step gaps and launches are the floor's slack).
     EXPECT_GT(r.total_us, std::max(r.comm_us, r.compute_us) * 0.95);
     ASSERT_EQ(r.timeline.per_rank.size(), 1u);
