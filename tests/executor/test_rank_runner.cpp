@@ -16,6 +16,7 @@
 #include "planner/schemes/schemes.hpp"
 #include "planner/slot_plan.hpp"
 #include "planner/topology.hpp"
+#include "tests/planner/scheme_plans.hpp"
 
 using namespace tasp;
 using namespace tasp::planner;
@@ -171,45 +172,38 @@ TEST(CudaPass, ItemsCoverRows) {
 TEST(CudaPass, AccumulatorsClearedAheadAreUntouchedUntilTheirStep) {
   enum State { Garbage, Zero, Data };
   size_t ahead_total = 0;
-  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
-    for (int n : {2, 3, 4, 5})
-      for (bool causal : {false, true}) {
-        if (std::string(scheme) == "zigzag" && !causal) continue;
-        SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : ""));
-        PlanOptions o;
-        o.causal = causal;
-        const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
-        for (int r = 0; r < n; ++r) {
-          const RankSlots rs = plan_slots(p, Pass::Bwd, r);
-          const auto ahead = executor::cuda::slots_zeroed_ahead(rs);
-          ahead_total += ahead.size();
-          std::vector<State> st(size_t(rs.grad_slots) + 1, Garbage);
-          for (const auto& [step, slot] : ahead) {
-            ASSERT_GT(step, 0);
+  tasp::testing::for_each_scheme_plan([&](const Plan& p, const std::string&) {
+    for (int r = 0; r < p.ranks; ++r) {
+      const RankSlots rs = plan_slots(p, Pass::Bwd, r);
+      const auto ahead = executor::cuda::slots_zeroed_ahead(rs);
+      ahead_total += ahead.size();
+      std::vector<State> st(size_t(rs.grad_slots) + 1, Garbage);
+      for (const auto& [step, slot] : ahead) {
+        ASSERT_GT(step, 0);
+        st.at(slot) = Zero;
+      }
+      for (size_t t = 0; t < rs.steps.size(); ++t) {
+        const StepSlots& s = rs.steps[t];
+        for (int slot : s.grad_zero) {
+          if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{int(t), slot}) != ahead.end())
+            EXPECT_EQ(st.at(slot), Zero) << "slot " << slot << " used before its step " << t;
+          else
             st.at(slot) = Zero;
-          }
-          for (size_t t = 0; t < rs.steps.size(); ++t) {
-            const StepSlots& s = rs.steps[t];
-            for (int slot : s.grad_zero) {
-              if (std::find(ahead.begin(), ahead.end(), std::pair<int, int>{int(t), slot}) != ahead.end())
-                EXPECT_EQ(st.at(slot), Zero) << "slot " << slot << " used before its step " << t;
-              else
-                st.at(slot) = Zero;
-            }
-            for (const auto& [k, slot] : s.grad_compute) {
-              EXPECT_NE(st.at(slot), Garbage) << "step " << t << " adds into uncleared slot " << slot;
-              st.at(slot) = Data;
-            }
-            for (const auto& [k, slot] : s.grad_send) EXPECT_NE(st.at(slot), Garbage) << "step " << t << " sends slot " << slot;
-            for (const auto& [k, slot] : s.grad_recv) st.at(slot) = Data;
-            for (const auto& [into, from] : s.grad_add) {
-              EXPECT_NE(st.at(into), Garbage);
-              EXPECT_NE(st.at(from), Garbage);
-              st.at(into) = Data;
-            }
-          }
+        }
+        for (const auto& [k, slot] : s.grad_compute) {
+          EXPECT_NE(st.at(slot), Garbage) << "step " << t << " adds into uncleared slot " << slot;
+          st.at(slot) = Data;
+        }
+        for (const auto& [k, slot] : s.grad_send) EXPECT_NE(st.at(slot), Garbage) << "step " << t << " sends slot " << slot;
+        for (const auto& [k, slot] : s.grad_recv) st.at(slot) = Data;
+        for (const auto& [into, from] : s.grad_add) {
+          EXPECT_NE(st.at(into), Garbage);
+          EXPECT_NE(st.at(from), Garbage);
+          st.at(into) = Data;
         }
       }
+    }
+  });
   EXPECT_GT(ahead_total, 0u);  // some scheme's later steps start accumulators (allgather's own pieces)
 }
 
@@ -218,48 +212,43 @@ TEST(CudaPass, AccumulatorsClearedAheadAreUntouchedUntilTheirStep) {
 // every own piece the same sum, in the same order, for every scheme and accumulator type.
 TEST(SlotPlan, FinalAddsFusedWithTheCastGiveTheSameSums) {
   std::map<std::string, int> deferred;  // scheme -> adds deferred over all cases
-  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
-    for (int n : {2, 3, 4, 5})
-      for (bool causal : {false, true})
-        for (bool half : {false, true}) {
-          if (std::string(scheme) == "zigzag" && !causal) continue;
-          SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : "") + (half ? " bf16" : ""));
-          PlanOptions o;
-          o.causal = causal;
-          const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
-          for (int r = 0; r < n; ++r) {
-            const RankSlots rs = plan_slots(p, Pass::Bwd, r);
-            const StepSlots& s = rs.steps.back();
-            std::vector<double> slots(size_t(rs.grad_slots) + 1), stage(s.grad_recv.size());
-            for (size_t i = 0; i < slots.size(); ++i) slots[i] = std::sin(1.0 + 7.0 * i + r);
-            for (size_t i = 0; i < stage.size(); ++i) stage[i] = std::cos(3.0 + 5.0 * i + r);
-            const std::vector<FinalAdd> fused = final_adds(rs, r, p.pieces_per_rank, half);
-            deferred[scheme] += int(fused.size());
-            // The step's adds in the backend's order (step_adds), skipping the deferred ones when asked.
-            auto replay = [&](bool defer) {
-              std::vector<double> v = slots;
-              for (const StepAdd& a : step_adds(s, half)) {
-                const bool skipped = defer && std::any_of(fused.begin(), fused.end(), [&](const FinalAdd& d) {
-                  return d.into == a.into && d.from == a.from && d.from16 == a.from16;
-                });
-                if (!skipped) v.at(a.into) = (a.adopt ? 0.0 : v.at(a.into)) + (a.from16 >= 0 ? stage.at(a.from16) : v.at(a.from));
-              }
-              return v;
-            };
-            const std::vector<double> plain = replay(false), left = replay(true);
-            for (int c = 0; c < p.pieces_per_rank; ++c) {
-              const auto f = rs.grad_final.find(long(r) * p.pieces_per_rank + c);
-              if (f == rs.grad_final.end()) continue;
-              double got = left.at(f->second);
-              for (const FinalAdd& a : fused)
-                if (a.piece == c) {
-                  ASSERT_EQ(a.into, f->second);
-                  got = (a.adopt ? 0.0 : got) + (a.from16 >= 0 ? stage.at(a.from16) : left.at(a.from));
-                }
-              EXPECT_EQ(got, plain.at(f->second)) << "rank " << r << " piece " << c;
-            }
+  tasp::testing::for_each_scheme_plan([&](const Plan& p, const std::string& scheme) {
+    for (bool half : {false, true}) {
+      SCOPED_TRACE(half ? "bf16" : "fp32");
+      for (int r = 0; r < p.ranks; ++r) {
+        const RankSlots rs = plan_slots(p, Pass::Bwd, r);
+        const StepSlots& s = rs.steps.back();
+        std::vector<double> slots(size_t(rs.grad_slots) + 1), stage(s.grad_recv.size());
+        for (size_t i = 0; i < slots.size(); ++i) slots[i] = std::sin(1.0 + 7.0 * i + r);
+        for (size_t i = 0; i < stage.size(); ++i) stage[i] = std::cos(3.0 + 5.0 * i + r);
+        const std::vector<FinalAdd> fused = final_adds(rs, r, p.pieces_per_rank, half);
+        deferred[scheme] += int(fused.size());
+        // The step's adds in the backend's order (step_adds), skipping the deferred ones when asked.
+        auto replay = [&](bool defer) {
+          std::vector<double> v = slots;
+          for (const StepAdd& a : step_adds(s, half)) {
+            const bool skipped = defer && std::any_of(fused.begin(), fused.end(), [&](const FinalAdd& d) {
+              return d.into == a.into && d.from == a.from && d.from16 == a.from16;
+            });
+            if (!skipped) v.at(a.into) = (a.adopt ? 0.0 : v.at(a.into)) + (a.from16 >= 0 ? stage.at(a.from16) : v.at(a.from));
           }
+          return v;
+        };
+        const std::vector<double> plain = replay(false), left = replay(true);
+        for (int c = 0; c < p.pieces_per_rank; ++c) {
+          const auto f = rs.grad_final.find(long(r) * p.pieces_per_rank + c);
+          if (f == rs.grad_final.end()) continue;
+          double got = left.at(f->second);
+          for (const FinalAdd& a : fused)
+            if (a.piece == c) {
+              ASSERT_EQ(a.into, f->second);
+              got = (a.adopt ? 0.0 : got) + (a.from16 >= 0 ? stage.at(a.from16) : left.at(a.from));
+            }
+          EXPECT_EQ(got, plain.at(f->second)) << "rank " << r << " piece " << c;
         }
+      }
+    }
+  });
   // Not vacuous: the schemes whose own accumulators take their last partial in the last step defer it.
   EXPECT_GT(deferred["allgather"], 0);
   EXPECT_GT(deferred["ring"], 0);

@@ -9,6 +9,7 @@
 #include "planner/slot_plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
+#include "tests/planner/scheme_plans.hpp"
 
 using namespace tasp;
 using namespace tasp::planner;
@@ -145,19 +146,14 @@ TEST(SlotPlan, GradsWrittenOnceOnlyInOneStepWithoutTransfers) {
 // alone, sent once at the pass's first sending step and touched nowhere else; allgather's every gathered piece is one.
 TEST(SlotPlan, SendsWrittenOnceAreClearedComputedAndSentOnly) {
   size_t gathered = 0;
-  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
-    for (int n : {2, 3, 4, 5})
-      for (bool causal : {false, true})
-        for (bool by_owner : {false, true}) {
-          if (std::string(scheme) == "zigzag" && !causal) continue;
-          SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : "") + (by_owner ? " by owner" : ""));
-          PlanOptions o;
-          o.causal = causal;
-          const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), scheme, o);
+  tasp::testing::for_each_scheme_plan([&](const Plan& p, const std::string& scheme) {
+    const int n = p.ranks;
+    for (bool by_owner : {false, true}) {
+          SCOPED_TRACE(by_owner ? "by owner" : "point to point");
           for (int r = 0; r < n; ++r) {
             const RankSlots rs = plan_slots(p, Pass::Bwd, r, by_owner);
             const auto found = sends_written_once(rs);
-            if (std::string(scheme) == "allgather") {
+            if (scheme == "allgather") {
               EXPECT_EQ(found.size(), size_t(n - 1) * p.pieces_per_rank) << "rank " << r;
               gathered += found.size();
             }
@@ -181,6 +177,7 @@ TEST(SlotPlan, SendsWrittenOnceAreClearedComputedAndSentOnly) {
               EXPECT_TRUE(std::count(rs.steps[f.step].grad_zero.begin(), rs.steps[f.step].grad_zero.end(), f.slot));
             }
           }
-        }
+    }
+  });
   EXPECT_GT(gathered, 0u);
 }

@@ -1,0 +1,27 @@
+#pragma once
+// The token-parallel plans the slot-plan tests replay: ring, zigzag (causal only), allgather and hamilton on
+// complete:2 to complete:5, full and causal.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/schemes/schemes.hpp"
+#include "planner/topology.hpp"
+
+namespace tasp::testing {
+
+// f(plan, scheme) for each, under a SCOPED_TRACE naming it.
+template <class F>
+void for_each_scheme_plan(F f) {
+  for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
+    for (int n : {2, 3, 4, 5})
+      for (bool causal : {false, true}) {
+        if (std::string(scheme) == "zigzag" && !causal) continue;
+        SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : ""));
+        planner::PlanOptions o;
+        o.causal = causal;
+        f(planner::build_plan(planner::load_topology("complete:" + std::to_string(n)), scheme, o), std::string(scheme));
+      }
+}
+
+}  // namespace tasp::testing
