@@ -2,7 +2,7 @@
 # Does the simulator predict this machine? The steps behind a profile and its check (docs/simulator.md):
 #   sweep      this build's kernel rates, cold and hot (lib/kernel-profile.sh) -> $OUT/kernel.csv (one GPU);
 #   comm       NCCL's step rates on this machine's GPUs (tasp calibrate --measure) -> $OUT/comm.csv, $OUT/comm.profile.yaml;
-#   fit-set    six runs with timelines for the executor's terms (lib/fit-set.sh) -> $OUT/fit-*.json;
+#   fit-set    eight runs with timelines (two of them under 2 ms) for the executor's terms (lib/fit-set.sh) -> $OUT/fit-*.json;
 #   validate   a validation set (1, 2 or 3, or quick) measured through every scheme, fwd+bwd and fwd, predicted with
 #              PROFILE (default: the shipped profile of the GPU kind), and `tasp report` over it;
 #   all        sweep, fit-set and comm, a profile calibrated from them, and validation set 3 with that profile.
