@@ -80,8 +80,12 @@ def summary(path):
 
 
 def ctas(v):
-    """The CTAs' prologue, walk and end from event 11 (traces made before it have none)."""
-    pro, walk, end, total = [], [], [], []
+    """The CTAs' prologue, walk and end from event 11 (traces made before it have none), and the walk's ramp: its first
+    two tiles' time beyond two steady periods (nothing of the tile before overlaps them)."""
+    pro, walk, end, total, ramp = [], [], [], [], []
+    periods = [at(v, c, 0, t + 1, 0) - at(v, c, 0, t, 0) for c in range(CTAS) for t in range(2, TILES - 3)
+               if at(v, c, 0, t + 3, 0) != 0]
+    steady = st.median(periods) if periods else 0
     for c in range(CTAS):
         entry, done, first = at(v, c, 0, 0, 11), at(v, c, 0, 1, 11), at(v, c, 0, 0, 0)
         n = 0
@@ -91,11 +95,14 @@ def ctas(v):
             continue
         last = at(v, c, 0, n - 1, 6)
         pro.append(first - entry), walk.append(last - first), end.append(done - last), total.append(done - entry)
+        if n > 2 and steady:
+            ramp.append(max(0, at(v, c, 0, 2, 0) - first - 2 * steady))
     if not total:
         return
     t = sum(total)
     print(f"  CTAs: {len(total)}; median cycles: prologue {st.median(pro):.0f}, walk {st.median(walk):.0f}, "
-          f"end {st.median(end):.0f}; of all CTAs' time: prologue {100 * sum(pro) / t:.1f}%, end {100 * sum(end) / t:.1f}%")
+          f"end {st.median(end):.0f}; of all CTAs' time: prologue {100 * sum(pro) / t:.1f}%, end {100 * sum(end) / t:.1f}%"
+          + (f", the walks' ramp {100 * sum(ramp) / t:.1f}% (median {st.median(ramp):.0f} cycles)" if ramp else ""))
 
 
 for f in sys.argv[1:]:
