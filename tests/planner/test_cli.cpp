@@ -261,6 +261,16 @@ TEST(Cli, GpuCommandsWithoutGpu) {
   EXPECT_EQ(run("run --backend cuda -t complete:2 -s ring -w B=1,S=64,H=2,D=64"), 2);
   EXPECT_EQ(run("bench kernel"), 2);
   EXPECT_EQ(run("calibrate --measure --ranks 2"), 2);
+  // Calibration rows of the backward time a ring step's fp32 ends: --csv without --accumulate is refused by name,
+  // before any device is looked for (in a build with the CUDA bench, whose help lists the flag).
+  const std::string help = ::testing::TempDir() + "/bench_help.log", log = ::testing::TempDir() + "/bench_csv.log";
+  std::system((std::string(TASP_BINARY) + " bench kernel --help > " + help + " 2>&1").c_str());
+  if (slurp(help).find("--accumulate") != std::string::npos) {
+    const int rc = std::system((std::string(TASP_BINARY) + " bench kernel --pass bwd --csv " + ::testing::TempDir() +
+                                "/rows.csv > " + log + " 2>&1").c_str());
+    EXPECT_EQ(WEXITSTATUS(rc), 2);
+    EXPECT_NE(slurp(log).find("add --accumulate"), std::string::npos) << slurp(log);
+  }
 }
 
 TEST(Cli, ReportFromRunsAndTimelines) {
