@@ -161,27 +161,36 @@ bool grads_written_once(const RankSlots& rs) {
 }
 
 std::vector<SendWrittenOnce> sends_written_once(const RankSlots& rs) {
-  // Every use of every slot: (step, how) with how 0 cleared, 1 computed into, 2 sent, 3 anything else.
-  std::map<int, std::vector<std::pair<int, int>>> uses;
-  std::map<int, long> key_of;
+  // Every use of every slot in order: (step, how, key) with how 0 cleared, 1 computed into, 2 sent, 3 received into
+  // (overwritten), 4 anything else. A clear or a receive starts a new accumulator in the slot (a lifetime); the one
+  // asked for is cleared, computed into and sent, nothing else, in its lifetime (the 16-bit write leaves the slot
+  // itself unused, free for the next lifetime).
+  struct Use {
+    int step, how;
+    long key;
+  };
+  std::map<int, std::vector<Use>> uses;
   int first_send = int(rs.steps.size());
   for (int t = 0; t < int(rs.steps.size()); ++t) {
     const StepSlots& s = rs.steps[t];
-    for (int slot : s.grad_zero) uses[slot].push_back({t, 0});
-    for (const auto& [k, slot] : s.grad_compute) uses[slot].push_back({t, 1}), key_of[slot] = k;
-    for (const auto& [k, slot] : s.grad_send) uses[slot].push_back({t, 2}), first_send = std::min(first_send, t);
-    for (const auto& [ks, slot] : s.grad_recv) uses[slot].push_back({t, 3});
-    for (const auto& [into, from] : s.grad_add) uses[into].push_back({t, 3}), uses[from].push_back({t, 3});
+    for (int slot : s.grad_zero) uses[slot].push_back({t, 0, -1});
+    for (const auto& [k, slot] : s.grad_compute) uses[slot].push_back({t, 1, k});
+    for (const auto& [k, slot] : s.grad_send) uses[slot].push_back({t, 2, k}), first_send = std::min(first_send, t);
+    for (const auto& [ks, slot] : s.grad_recv) uses[slot].push_back({t, 3, ks.first});
+    for (const auto& [into, from] : s.grad_add) uses[into].push_back({t, 4, -1}), uses[from].push_back({t, 4, -1});
   }
-  for (const auto& [k, slot] : rs.grad_final) uses[slot].push_back({int(rs.steps.size()), 3});
+  for (const auto& [k, slot] : rs.grad_final) uses[slot].push_back({int(rs.steps.size()), 4, k});
   std::vector<SendWrittenOnce> out;
-  for (const auto& [slot, u] : uses) {
-    if (u.size() != 3 || u[0].second != 0 || u[1].second != 1 || u[2].second != 2) continue;
-    const int t = u[0].first, ts = u[2].first;
-    const long k = key_of[slot];
-    if (u[1].first != t || ts <= t || ts != first_send || rs.steps[ts].grad_send.at(k) != slot) continue;
-    out.push_back({t, slot, k, ts});
-  }
+  for (const auto& [slot, u] : uses)
+    for (size_t a = 0; a < u.size(); ++a) {
+      if (u[a].how != 0) continue;
+      size_t b = a + 1;
+      while (b < u.size() && u[b].how != 0 && u[b].how != 3) ++b;  // [a, b): one lifetime
+      if (b - a == 3 && u[a + 1].how == 1 && u[a + 2].how == 2 && u[a + 1].step == u[a].step && u[a + 2].key == u[a + 1].key &&
+          u[a + 2].step > u[a].step && u[a + 2].step == first_send)
+        out.push_back({u[a].step, slot, u[a + 1].key, u[a + 2].step});
+      a = b - 1;
+    }
   return out;
 }
 

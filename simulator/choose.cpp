@@ -22,6 +22,8 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.head_groups = std::max(1, h.head_groups);
   o.prune_plain = h.prune_plain;
   o.accumulator_bytes = accumulator_bytes_of(h.accumulator);
+  if (h.gather_pieces < 1 || h.gather_pieces > 64) throw InputError("--gather-pieces: must be 1 to 64");
+  o.gather_pieces = scheme == "allgather" ? h.gather_pieces : 1;
   if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
   o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");

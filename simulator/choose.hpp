@@ -34,6 +34,7 @@ struct PlanChoices {
                                  // documents, the fastest of the three)
   bool prune_plain = false;      // planner::PlanOptions::prune_plain
   std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
+  int gather_pieces = 1;             // allgather: PlanOptions::gather_pieces
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
 // PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError naming `what`

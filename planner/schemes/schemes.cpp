@@ -37,7 +37,7 @@ double plan_memory_bytes(const Topology& t, const std::string& scheme, const Pla
   const double k = scheme == "hamilton" || scheme == "two-level" ? std::max(1.0, n - 1) : 1;
   const bool listed = t.ranks() <= o.expand_max_ranks;
   // A listed step holds every rank's transfers and computes (about 32 bytes each), the backward about twice.
-  const double pieces = scheme == "allgather" ? n : k;
+  const double pieces = scheme == "allgather" ? n * std::max(1, o.gather_pieces) : k;
   const double steps = listed ? n * n * pieces * 32 * (o.backward ? 3 : 1) : 0;
   return n * n + k * n * 4 + steps;
 }
@@ -73,7 +73,10 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
       throw InputError("zigzag: the zigzag scheme lays tokens out in zigzag chunks; for contiguous shards use ring");
     p = build_zigzag(t, ex);
   }
-  else if (scheme == "allgather") p = build_allgather(n, o.causal, layout, ex);
+  else if (scheme == "allgather") {
+    if (o.gather_pieces < 1 || o.gather_pieces > 64) throw InputError("allgather: gather pieces must be 1 to 64");
+    p = build_allgather(n, o.causal, layout, ex, o.gather_pieces);
+  }
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);
   if (p.topology.empty()) p.topology = t.source;

@@ -23,6 +23,9 @@ struct PlanOptions {
   // the workload would then pass `memory_budget_bytes` (0: no limit; planner::rank_memory).
   bool keep_kv = true;
   double memory_budget_bytes = 0;
+  // allgather: each rank's shard in this many pieces, gathered (and their dK/dV sent home) one piece a step beside
+  // the compute on the pieces before it (planner/schemes/allgather.cpp); 1: the whole shard in one step.
+  int gather_pieces = 1;
   double max_bytes = 8.0 * (1 << 30);  // refuse plans whose building would take more memory than this
   // usp: GPUs per head-parallel group (0: the GPUs of a node) and the scheme across groups.
   int ulysses = 0;
@@ -47,7 +50,7 @@ double plan_memory_bytes(const Topology& t, const std::string& scheme, const Pla
 
 Plan build_ring(const Topology& t, bool causal, Layout layout, bool expand_steps);
 Plan build_zigzag(const Topology& t, bool expand_steps);
-Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps);
+Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps, int pieces = 1);
 Step allgather_step(const Plan& p, int t);
 Step allgather_backward_step(const Plan& p, int t);
 // Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).

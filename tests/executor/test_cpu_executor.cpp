@@ -26,6 +26,8 @@ std::string test_name(std::string s) {
 struct Config {
   std::string topology, scheme;
   bool causal;
+  int gather_pieces = 1;  // allgather: PlanOptions::gather_pieces
+  bool keep_kv = true;
 };
 
 // The fewest tokens the plan's split gives every piece one: a zigzag head-parallel plan chunks over all its GPUs.
@@ -55,6 +57,7 @@ void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::
   Topology t = load_topology(c.topology);
   PlanOptions o;
   o.causal = c.causal;
+  o.gather_pieces = c.gather_pieces, o.keep_kv = c.keep_kv;
   Plan p = build_plan(t, c.scheme, o);
   Workload w;
   w.B = mult == 1 ? 2 : 1;
@@ -77,6 +80,12 @@ std::vector<Config> configs() {
     v.push_back({t, "hamilton", false});
     v.push_back({t, "hamilton", true});
   }
+  // allgather piece by piece (the gathers and reduce-scatters beside the compute), kept K/V and gathered again.
+  for (int n : {2, 3, 5, 8})
+    for (bool causal : {false, true}) {
+      v.push_back({"complete:" + std::to_string(n), "allgather", causal, 2});
+      v.push_back({"complete:" + std::to_string(n), "allgather", causal, 3, false});
+    }
   for (const char* c : {"cluster:2x4", "cluster:3x4"}) {
     v.push_back({c, "two-level", false});
     v.push_back({c, "two-level", true});
@@ -103,7 +112,9 @@ TEST_P(EveryScheme, UnevenSequenceInFp64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](const auto& info) {
-  return test_name(info.param.topology + "_" + info.param.scheme + (info.param.causal ? "_causal" : "_full"));
+  const Config& c = info.param;
+  return test_name(c.topology + "_" + c.scheme + (c.causal ? "_causal" : "_full") +
+                   (c.gather_pieces > 1 ? "_pieces" + std::to_string(c.gather_pieces) : "") + (c.keep_kv ? "" : "_gathered_again"));
 });
 
 // Packed documents and sliding windows: plans pruned for the mask (fewer blocks and transfers), exact in fp64

@@ -1,6 +1,6 @@
 #pragma once
-// The token-parallel plans the slot-plan tests replay: ring, zigzag (causal only), allgather and hamilton on
-// complete:2 to complete:5, full and causal.
+// The token-parallel plans the slot-plan tests replay: ring, zigzag (causal only), allgather (also in 2 pieces a rank,
+// PlanOptions::gather_pieces) and hamilton on complete:2 to complete:5, full and causal.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,13 +15,15 @@ template <class F>
 void for_each_scheme_plan(F f) {
   for (const char* scheme : {"ring", "zigzag", "allgather", "hamilton"})
     for (int n : {2, 3, 4, 5})
-      for (bool causal : {false, true}) {
-        if (std::string(scheme) == "zigzag" && !causal) continue;
-        SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : ""));
-        planner::PlanOptions o;
-        o.causal = causal;
-        f(planner::build_plan(planner::load_topology("complete:" + std::to_string(n)), scheme, o), std::string(scheme));
-      }
+      for (bool causal : {false, true})
+        for (int pieces : {1, 2}) {
+          if ((std::string(scheme) == "zigzag" && !causal) || (pieces > 1 && std::string(scheme) != "allgather")) continue;
+          SCOPED_TRACE(std::string(scheme) + " on " + std::to_string(n) + (causal ? " causal" : "") +
+                       (pieces > 1 ? " in " + std::to_string(pieces) + " pieces" : ""));
+          planner::PlanOptions o;
+          o.causal = causal, o.gather_pieces = pieces;
+          f(planner::build_plan(planner::load_topology("complete:" + std::to_string(n)), scheme, o), std::string(scheme));
+        }
 }
 
 }  // namespace tasp::testing

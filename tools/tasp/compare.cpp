@@ -27,6 +27,10 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                   "Precision of the dK/dV accumulators the backward moves: fp32 | bf16 | auto (bf16 for allgather's one\n"
                   "reduce-scatter, fp32 for rings' many hops)")
       ->capture_default_str();
+  cmd->add_option("--gather-pieces", h.gather_pieces,
+                  "allgather: each rank's shard in this many pieces, gathered and its dK/dV reduce-scattered one piece a\n"
+                  "step beside the compute on the pieces before it (the link idles only for the first and the last)")
+      ->capture_default_str();
   cmd->add_flag("--prune-plain", h.prune_plain,
                 "Prune for a plain mask too: under a causal mask a rank gets only the K/V its queries see and returns\n"
                 "only the dK/dV they made; each owner's partial dK/dV stays home (accumulators travel n-1 hops)");
