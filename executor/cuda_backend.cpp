@@ -241,7 +241,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
       const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D;
-      const int own0 = collectives ? r * g.P : 0;  // the slot of the rank's first own K/V piece
+      // The slot of the rank's own K/V piece c: c, or by owner with collective exchanges (planner::by_owner_slot).
+      auto own_slot = [&](int c) { return collectives ? planner::by_owner_slot(plan, r, c) : c; };
       x.groups.resize(G);
       for (cuda::HeadGroupDevice& hg : x.groups) {
         hg.buf = cuda::alloc_rank_buffers(x, plan, sw, g, r, kv_slots[gpu], grad_slots[gpu], passes.bwd, collectives);
@@ -283,19 +284,19 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       } else if (host_inputs) {
         // Inputs: queries (and dO), own K/V pieces in their slots (0..P-1, or by owner with collective exchanges);
         // from the host problem or random here.
-        auto* kv = static_cast<uint16_t*>(b.kv) + se * own0;
+        auto* kv = static_cast<uint16_t*>(b.kv);
         put(b.q, cuda::pack_rows(pr.q, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         if (passes.bwd) put(b.dout, cuda::pack_rows(pr.dout, g.qranges[r], w.B, w.S, long(w.H) * w.D, g.qrows[r], dt));
         for (int c = 0; c < g.P; ++c) {
           const auto& rg = g.pranges[g.key(r, c)];
-          put(kv + se * c, cuda::pack_rows(pr.k, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
-          put(kv + se * c + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
+          put(kv + se * own_slot(c), cuda::pack_rows(pr.k, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
+          put(kv + se * own_slot(c) + g.half_slot(), cuda::pack_rows(pr.v, rg, w.B, w.S, g.row_elems, g.max_piece, dt));
         }
       } else {
-        auto* kv = static_cast<uint16_t*>(b.kv) + se * own0;
+        auto* kv = static_cast<uint16_t*>(b.kv);
         kernels::fill_random(b.q, dt, nq, 17 + r, nullptr);
         if (passes.bwd) kernels::fill_random(b.dout, dt, nq, 29 + r, nullptr);
-        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * c, dt, se, 1000 + g.key(r, c), nullptr);
+        for (int c = 0; c < g.P; ++c) kernels::fill_random(kv + se * own_slot(c), dt, se, 1000 + g.key(r, c), nullptr);
       }
       TASP_CUDA(cudaDeviceSynchronize());
     }

@@ -152,7 +152,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
           if (!tr.grad || tr.src != r) continue;
           if (g.key(tr.owner, tr.piece) == o.key) {
             if (pw.exchange[o.send_step] == Exchange::ReduceScatter)
-              to = static_cast<uint16_t*>(x.rs_send) + g.slot_elems() * (size_t(g.P) * tr.owner + tr.piece);
+              to = static_cast<uint16_t*>(x.rs_send) + g.slot_elems() * (size_t(tr.piece) * g.n + tr.owner);  // piece-major
             else if (pw.exchange[o.send_step] == Exchange::PointToPoint)
               to = x.grad_send16 + g.slot_elems() * nth;
             break;

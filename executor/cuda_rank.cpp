@@ -6,6 +6,7 @@
 #include <map>
 
 #include "kernels/staging.hpp"
+#include "planner/collective.hpp"
 
 namespace tasp::executor::cuda {
 
@@ -95,7 +96,6 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   bool moves = false;
   for (const auto& tr : pw.steps[t].transfers) moves = moves || tr.src == r || tr.dst == r;
   const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
-  const size_t own = se * g.P;  // elements of this rank's pieces (or of one owner's accumulators)
   const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
   // Accumulators the kernel already wrote into this step's staging in 16 bits (PassWork::sent_as_written).
   const auto written = [&](long key) { return bwd && pw.sent_as_written[gpu].count({t, key}) > 0; };
@@ -113,22 +113,32 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   if (clear_ahead && !moves) clear();
   TASP_CUDA(cudaEventRecord(e[0], on));
   if (moves && how == Exchange::AllGather) {
-    // Slots by owner: this rank's pieces are block r of the slots, which the all-gather fills in place.
-    TASP_NCCL(ncclAllGather(kv + own * r, kv, own, kv_type, x.nccl, x.comm));
+    // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
+    // them, which the all-gather fills in place; one all-gather per piece the step moves.
+    TASP_NCCL(ncclGroupStart());
+    for (int c : planner::collective_pieces(pw.steps[t]))
+      TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
+    TASP_NCCL(ncclGroupEnd());
   } else if (moves && how == Exchange::ReduceScatter) {
-    // Every owner's accumulators in its block of rs_send (this rank's own block zero: its own accumulators are being
-    // computed beside), summed across ranks into rs_recv: what the others added to this rank's pieces.
+    // Every owner's accumulators of piece c in block (c, owner) of rs_send, piece-major (this rank's own block zero:
+    // its own accumulators are being computed beside), summed across ranks into rs_recv's block c: what the others
+    // added to this rank's piece c. One reduce-scatter per piece the step moves.
     const size_t bytes = size_t(pw.accumulator_bytes);
     auto* send = static_cast<char*>(buf.rs_send);
-    TASP_CUDA(cudaMemsetAsync(send + own * r * bytes, 0, own * bytes, x.comm));
+    const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
+    for (int c : pieces) TASP_CUDA(cudaMemsetAsync(send + se * (size_t(c) * g.n + r) * bytes, 0, se * bytes, x.comm));
     for (const auto& tr : pw.steps[t].transfers) {
       if (tr.src != r || written(g.key(tr.owner, tr.piece))) continue;  // (the kernel wrote it there in 16 bits)
       const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
-      char* to = send + (own * tr.owner + se * tr.piece) * bytes;
+      char* to = send + se * (size_t(tr.piece) * g.n + tr.owner) * bytes;
       if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
       else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
-    TASP_NCCL(ncclReduceScatter(send, buf.rs_recv, own, half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
+    TASP_NCCL(ncclGroupStart());
+    for (int c : pieces)
+      TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
+                                  half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
+    TASP_NCCL(ncclGroupEnd());
   } else if (moves) {
     // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
     // made in), received ones land in staging and are added after the step (below).

@@ -195,7 +195,9 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   s->deterministic = deterministic;
-  s->collectives = collectives && planner::collectives_apply(p);
+  // (One piece a rank: the own slots below are staged as block r of them, which an allgather in pieces, whose
+  // slots are piece-major, does not keep; a training framework's Context plans one piece.)
+  s->collectives = collectives && planner::collectives_apply(p) && p.pieces_per_rank == 1;
   // An all-gather fills the slots in place, the own pieces' among them: those are staged, not read from the caller's.
   s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0 || s->collectives;
   if (p.ulysses > 1) {

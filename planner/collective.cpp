@@ -1,5 +1,6 @@
 #include "planner/collective.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace tasp::planner {
@@ -9,9 +10,10 @@ bool collectives_apply(const Plan& p) { return p.ulysses == 1 && p.scheme == "al
 Collective collective_of(const Step& s, int n, int P) {
   if (s.transfers.empty() || n < 2 || P < 1) return Collective::None;
   const bool grad = s.transfers.front().grad;
-  if (s.transfers.size() != size_t(n) * (n - 1) * P) return Collective::None;
-  // Every (sender, owner, piece, receiver) once: own pieces to every other rank, or accumulators to their owners.
+  // Every (sender, owner, piece, receiver) once, for each piece moved: own pieces to every other rank, or
+  // accumulators to their owners.
   std::vector<char> seen(size_t(n) * n * P, 0);
+  std::vector<long> per_piece(P, 0);
   for (const auto& x : s.transfers) {
     if (x.grad != grad || x.src == x.dst || x.src < 0 || x.dst < 0 || x.src >= n || x.dst >= n || x.owner < 0 ||
         x.owner >= n || x.piece < 0 || x.piece >= P)
@@ -19,9 +21,19 @@ Collective collective_of(const Step& s, int n, int P) {
     if (grad ? x.dst != x.owner : x.src != x.owner) return Collective::None;
     char& c = seen[(size_t(grad ? x.src : x.dst) * n + x.owner) * P + x.piece];
     if (c) return Collective::None;
-    c = 1;
+    c = 1, ++per_piece[x.piece];
   }
+  for (long k : per_piece)
+    if (k != 0 && k != long(n) * (n - 1)) return Collective::None;
   return grad ? Collective::ReduceScatter : Collective::AllGather;
+}
+
+std::vector<int> collective_pieces(const Step& s) {
+  std::vector<int> pieces;
+  for (const auto& x : s.transfers) pieces.push_back(x.piece);
+  std::sort(pieces.begin(), pieces.end());
+  pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+  return pieces;
 }
 
 }  // namespace tasp::planner

@@ -22,6 +22,8 @@ struct Pool {
 
 }  // namespace
 
+int by_owner_slot(const Plan& p, int owner, int piece) { return piece * p.ranks + owner; }
+
 RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
   const int P = p.pieces_per_rank, steps = p.num_steps(pass);
   auto key = [P](int owner, int piece) { return long(owner) * P + piece; };
@@ -50,7 +52,7 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
       if (!used[s]) kv.free.push_back(s);
   } else if (by_owner) {
     kv.count = p.ranks * P;
-    for (int c = 0; c < P; ++c) held[key(r, c)] = int(key(r, c));
+    for (int c = 0; c < P; ++c) held[key(r, c)] = by_owner_slot(p, r, c);
   } else {
     for (int c = 0; c < P; ++c) held[key(r, c)] = kv.take();
   }
@@ -64,7 +66,7 @@ RankSlots plan_slots(const Plan& p, Pass pass, int r, bool by_owner) {
         if (x.grad) {
           s.grad_recv[{k, x.src}] = grad.take();
         } else {
-          s.arrivals[k] = by_owner ? int(k) : kv.take();
+          s.arrivals[k] = by_owner ? by_owner_slot(p, x.owner, x.piece) : kv.take();
         }
       }
       if (x.src == r && x.grad) {

@@ -34,9 +34,11 @@ struct RankSlots {
 // key = owner * pieces_per_rank + piece. Several accumulators of one piece may arrive in one step (a
 // reduce-scatter): each gets its slot and all are added. A backward that keeps K/V (Schedule::keeps_kv) starts
 // where the forward ends: the forward frees no piece it received, and the backward finds each in its slot.
-// `by_owner`: every K/V piece in slot owner * pieces_per_rank + piece (n * P slots, own ones included), so that a
-// step gathering every piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
+// `by_owner`: every K/V piece in its slot by_owner_slot (n * P slots, own ones included, piece-major), so that a step
+// gathering a piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
 RankSlots plan_slots(const Plan& p, Pass pass, int rank, bool by_owner = false);
+// K/V piece (owner, piece)'s slot when slots are by owner: piece * ranks + owner (piece c's n blocks side by side).
+int by_owner_slot(const Plan& p, int owner, int piece);
 
 // One add of received dK/dV accumulators into a rank's own at the end of a point-to-point step, in the order a backend
 // makes them (step_adds): fp32 accumulators as grad_add lists them; `half` (bf16 in transit) each received one from

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "planner/collective.hpp"
 #include "planner/slot_plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
@@ -194,4 +195,52 @@ TEST(SlotPlan, SendsWrittenOnceAreClearedComputedAndSentOnly) {
     }
   });
   EXPECT_GT(gathered, 0u);
+}
+
+// allgather in pieces as collectives: each exchanging step moves whole pieces (one collective each), K/V slots by
+// owner are piece-major (piece c's n blocks side by side, as an in-place all-gather fills them), and a step that
+// leaves a (sender, owner) pair of a piece out is no collective.
+TEST(SlotPlan, AllgatherInPiecesIsOneCollectivePerPiece) {
+  for (int n : {2, 3, 5})
+    for (int P : {1, 2, 3})
+      for (bool keep : {true, false}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(P) + " pieces" + (keep ? "" : ", gathered again"));
+        PlanOptions o;
+        o.causal = true, o.gather_pieces = P, o.keep_kv = keep;
+        const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), "allgather", o);
+        ASSERT_EQ(p.pieces_per_rank, P);
+        ASSERT_EQ(p.num_steps(), P + 1);
+        for (int t = 0; t < p.num_steps(); ++t) {
+          Step scratch;
+          const Step& s = step_at(p, t, scratch, Pass::Fwd);
+          if (t < P) {
+            EXPECT_EQ(collective_of(s, n, P), Collective::AllGather) << "step " << t;
+            EXPECT_EQ(collective_pieces(s), std::vector<int>{t});
+          } else {
+            EXPECT_TRUE(s.transfers.empty());
+          }
+        }
+        for (int t = 0; t < p.num_steps(Pass::Bwd); ++t) {
+          Step scratch;
+          const Step& s = step_at(p, t, scratch, Pass::Bwd);
+          if (s.transfers.empty()) continue;
+          const bool grads = s.transfers.front().grad;
+          EXPECT_EQ(collective_of(s, n, P), grads ? Collective::ReduceScatter : Collective::AllGather) << "step " << t;
+          if (keep) EXPECT_EQ(collective_pieces(s), std::vector<int>{t - 1});
+        }
+        for (int r = 0; r < n; ++r) {
+          const RankSlots rs = plan_slots(p, Pass::Fwd, r, true);
+          for (int c = 0; c < P; ++c) EXPECT_EQ(rs.steps[0].held.at(long(r) * P + c), c * n + r);
+          for (int t = 0; t < P; ++t)
+            for (const auto& [k, slot] : rs.steps[t].arrivals) EXPECT_EQ(slot, int(k % P) * n + int(k / P));
+        }
+      }
+  // A gather step missing one (sender, owner) pair of its piece: send/recv, not a collective.
+  PlanOptions o;
+  o.gather_pieces = 2;
+  const Plan p = build_plan(load_topology("complete:3"), "allgather", o);
+  Step scratch;
+  Step s = step_at(p, 0, scratch, Pass::Fwd);
+  s.transfers.pop_back();
+  EXPECT_EQ(collective_of(s, 3, 2), Collective::None);
 }

@@ -70,6 +70,18 @@ for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 +
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
+echo "== allgather in pieces (--gather-pieces: each piece gathered and reduce-scattered beside the compute on the ones"
+echo "   before; as collectives, one per piece into piece-major slots), kept K/V and gathered again"
+for w in "B=2,S=$((N * 3 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 300)),H=4,D=64"; do
+  for f in --collectives --sendrecv; do
+    for P in 2 3; do
+      check "allgather --gather-pieces $P $f $w" 120 $T run --backend cuda -t $TOPO -s allgather --gather-pieces $P $f \
+        -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+    done
+  done
+  check "allgather --gather-pieces 2 --collectives --memory-budget 0.001 $w" 120 $T run --backend cuda -t $TOPO -s allgather \
+    --gather-pieces 2 --collectives --memory-budget 0.001 -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+done
 echo "== plain masks pruned on request (--prune-plain: only the K/V a rank's queries see; partial dK/dV home once)"
 for w in "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64"; do
   for s in $(schemes_for "$w"); do
