@@ -3,7 +3,8 @@
 # default build and with each variant, taking turns for ROUNDS rounds in one call (the order cancels the GPUs' drift),
 # then one line per workload and scheme with every run's median ms and each variant's median over the default's
 # (< 1: the variant is faster). Each run is heated $HEAT_MS (2000) ms first.
-# Usage: tools/gpu/ab-run.sh ROUNDS 'VAR=a|BIN=path ...' SCHEMES [WORKLOAD | set:NAME ...]
+# Usage: tools/gpu/ab-run.sh ROUNDS 'VAR=a|BIN=path|--option=value ...' SCHEMES [WORKLOAD | set:NAME ...]
+#   (a variant's --option=value goes to its `tasp run`, e.g. '--gather-pieces=2|--gather-pieces=3')
 #   SCHEMES: comma-separated (e.g. allgather,ulysses); the workloads as compare.sh takes them (FABRIC= too).
 #   BASE_PATCH=file (git diff BASE -- executor/ > file): the change's base is built too (lib/build-base.sh) and taken
 #   as one more variant, BIN=build-base/tools/tasp. ITERS (5) timed runs each; TASP_RUN_ARGS more `tasp run` options.
@@ -28,10 +29,10 @@ for ((r = 1; r <= rounds; ++r)); do
     for s in ${schemes//,/ }; do
       round_order "$r" "" "${variants[@]}"
       for v in "${order[@]}"; do
-        name=${v:-default} bin=$T envs=()
-        for x in $v; do case $x in BIN=*) bin=${x#BIN=} ;; *) envs+=("$x") ;; esac; done
+        name=${v:-default} bin=$T envs=() args=()
+        for x in $v; do case $x in BIN=*) bin=${x#BIN=} ;; --*) args+=("${x/=/ }") ;; *) envs+=("$x") ;; esac; done
         out=$(env "${envs[@]}" timeout 300 $bin run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "${ITERS:-5}" \
-              --warmup 2 --heat-ms "${HEAT_MS:-2000}" ${TASP_RUN_ARGS:-} 2>&1)
+              --warmup 2 --heat-ms "${HEAT_MS:-2000}" ${TASP_RUN_ARGS:-} ${args[@]+${args[@]}} 2>&1)
         echo "== round $r $name $s $w"$'\n'"$out" >> "$log"
         m=$(echo "$out" | ms_of)
         [ "$m" != 0 ] && printf '%s\t%s\t%s\t%s\n' "$name" "$w $s" fwd+bwd "$m" >> "$raw" || echo "[$name] $s $w round $r failed" | tee -a "$raw"
