@@ -253,3 +253,79 @@ TEST(SlotPlan, FinalAddsFusedWithTheCastGiveTheSameSums) {
   EXPECT_GT(deferred["allgather"], 0);
   EXPECT_GT(deferred["ring"], 0);
 }
+
+// Where the backward writes an accumulator that only leaves (sends_written_once): the work lists' 16-bit gradients
+// of that piece point into the staging the step that sends it reads (point to point: the n-th of the rank's
+// accumulator sends in that step, in its transfers' order, as issue_step casts them; collectives: the piece-major block
+// (piece, owner) of the reduce-scatter's send buffer), at the same offset in the slot as the fp32 accumulator would
+// be; every other accumulator stays fp32. Host buffers: nothing is dereferenced.
+TEST(CudaPass, SendsWrittenOnceGoIntoTheirStaging) {
+  for (int n : {2, 3})
+    for (int P : {1, 2})
+      for (bool coll : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(P) + " pieces" + (coll ? ", collectives" : ""));
+        PlanOptions o;
+        o.causal = true, o.gather_pieces = P;
+        const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), "allgather", o);
+        ASSERT_EQ(p.accumulator_bytes, 2);
+        Workload w;
+        w.B = 1, w.S = 48L * n * P, w.H = 2, w.Hkv = 2, w.D = 16, w.causal = true;
+        const executor::cuda::Geometry g = executor::cuda::make_geometry(p, w);
+        const size_t se = g.slot_elems();
+        std::vector<char> mem(size_t(64) << 20);
+        auto [bufs, local] = executor::cuda::host_buffers(p.ranks, mem, 1 << 16);
+        for (auto& b : bufs) {
+          b.grad = reinterpret_cast<float*>(mem.data() + (size_t(8) << 20));
+          b.grad_send16 = reinterpret_cast<uint16_t*>(mem.data() + (size_t(24) << 20));
+          b.rs_send = mem.data() + (size_t(40) << 20);
+        }
+        const executor::cuda::PassWork pw = executor::cuda::make_pass_work(p, Pass::Bwd, w, g, local, bufs, 1, coll);
+        for (int r = 0; r < p.ranks; ++r) {
+          const RankSlots rs = plan_slots(p, Pass::Bwd, r, coll);
+          std::map<std::pair<int, long>, int> dest;  // (compute step, key) -> staging slot expected
+          for (const SendWrittenOnce& f : sends_written_once(rs)) {
+            int nth = 0;
+            Step scratch;
+            for (const auto& tr : step_at(p, f.send_step, scratch, Pass::Bwd).transfers) {
+              if (!tr.grad || tr.src != r) continue;
+              if (g.key(tr.owner, tr.piece) == f.key) {
+                dest[{f.step, f.key}] = coll ? tr.piece * n + tr.owner : nth;
+                break;
+              }
+              ++nth;
+            }
+            EXPECT_TRUE(pw.sent_as_written[r].count({f.send_step, f.key}));
+            EXPECT_TRUE(pw.not_cleared[r].count({f.step, f.slot}));
+          }
+          EXPECT_EQ(dest.size(), size_t(n - 1)) << "rank " << r;
+          const auto* staging = coll ? static_cast<const uint16_t*>(bufs[r].rs_send) : bufs[r].grad_send16;
+          const auto* kv = static_cast<const uint16_t*>(bufs[r].kv);
+          size_t written = 0, fp32 = 0;
+          for (int t = 0; t < pw.num_steps(); ++t) {
+            const auto& batch = pw.bwd[r][t];
+            for (size_t i = 0; i < batch.pieces.size(); ++i) {
+              const size_t at = static_cast<const uint16_t*>(batch.pieces[i].k) - kv;
+              long key = -1;
+              for (const auto& [k, slot] : rs.steps[t].held)
+                if (size_t(slot) == at / se) key = k;
+              ASSERT_GE(key, 0);
+              const kernels::GradPiece& gp = batch.grads[i];
+              const auto d = dest.find({t, key});
+              if (d == dest.end()) {
+                EXPECT_TRUE(gp.dk && !gp.dk16) << "step " << t << " key " << key;
+                ++fp32;
+                continue;
+              }
+              ASSERT_TRUE(gp.dk16 && !gp.dk);
+              const size_t to = static_cast<const uint16_t*>(gp.dk16) - staging;
+              EXPECT_EQ(to / se, size_t(d->second)) << "step " << t << " key " << key;
+              EXPECT_EQ(to % se, at % se);  // the same place in the slot
+              EXPECT_EQ(static_cast<const uint16_t*>(gp.dv16) - static_cast<const uint16_t*>(gp.dk16), long(g.half_slot()));
+              ++written;
+            }
+          }
+          EXPECT_GT(written, 0u);
+          EXPECT_GT(fp32, 0u);  // the own pieces' accumulators (and later pieces') stay fp32
+        }
+      }
+}
