@@ -127,6 +127,7 @@ Options parse_options(const char* text) {
     else if (k == "inner") o.choices.inner = text_of();
     else if (k == "ulysses") o.choices.ulysses = integer();
     else if (k == "head_groups") o.choices.head_groups = integer();
+    else if (k == "gather_pieces") o.choices.gather_pieces = integer();
     else if (k == "memory_budget_gib") {
       if (!v.is_number() || v.get<double>() < 0) throw planner::InputError("options.memory_budget_gib: expected a non-negative number");
       o.choices.memory_budget_gib = v.get<double>();
@@ -135,7 +136,8 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, memory_budget_gib, accumulator, prune_plain, pass, deterministic, framework, collectives)");
+                                "head_groups, gather_pieces, memory_budget_gib, accumulator, prune_plain, pass, deterministic, "
+                                "framework, collectives)");
     }
   }
   return o;
@@ -222,6 +224,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"gpus", p.gpus()},
                         {"ulysses", p.ulysses},
                         {"head_groups", p.head_groups},
+                        {"pieces_per_rank", p.pieces_per_rank},
                         {"layout", planner::layout_name(p.layout)},
                         {"causal", p.causal},
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},

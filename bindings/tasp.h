@@ -39,8 +39,9 @@ TASP_API const char* tasp_last_error(void);
  * ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]"). `options_json`: NULL or a JSON object with
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
- * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups",
- * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
+ * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
+ * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; its ranks run
+ * send/recv then, not collectives), "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
  * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
  * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
  * and its own layout, as tasp_rank_* runs it), "collectives" (its ranks run allgather's gathers and reduce-scatters as
@@ -48,7 +49,7 @@ TASP_API const char* tasp_last_error(void);
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);
-/* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, layout, causal, accumulator, keeps_kv,
+/* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, pieces_per_rank, layout, causal, accumulator, keeps_kv,
  * deterministic, collectives (whether its ranks run NCCL collectives), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
  * token ranges [begin, end) of the sequence it holds, in the order it holds them (zigzag chunks, documents split).
  * The text lives as long as the plan. */

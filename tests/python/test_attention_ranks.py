@@ -10,7 +10,7 @@ from tasp.torch import attention_ranks
 PLANS = [
     (2, "ring", {}), (3, "ring", {}), (4, "zigzag", {}), (3, "zigzag", {}), (2, "allgather", {}), (4, "allgather", {}),
     (8, "allgather", {}), (4, "hamilton", {}), (8, "hamilton", {}), (4, "ulysses", {}), (2, "ulysses", {"head_groups": 2}),
-    (4, "usp", {"ulysses": 2}), (8, "two-level", {"topology": "cluster:2x4"}),
+    (4, "usp", {"ulysses": 2}), (8, "two-level", {"topology": "cluster:2x4"}), (3, "allgather", {"gather_pieces": 2}),
 ]
 
 MASKS = [dict(), dict(causal=True), dict(window=(5, 3)), dict(causal=True, window=(7, 0)),
