@@ -195,9 +195,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   RankRunnerPtr s(new RankRunner);
   s->plan = p, s->w = w, s->r = rank, s->timeout_s = timeout_s > 0 ? timeout_s : 60, s->group = &group;
   s->deterministic = deterministic;
-  // (One piece a rank: the own slots below are staged as block r of them, which an allgather in pieces, whose
-  // slots are piece-major, does not keep; a training framework's Context plans one piece.)
-  s->collectives = collectives && planner::collectives_apply(p) && p.pieces_per_rank == 1;
+  s->collectives = collectives && planner::collectives_apply(p);
   // An all-gather fills the slots in place, the own pieces' among them: those are staged, not read from the caller's.
   s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0 || s->collectives;
   if (p.ulysses > 1) {
@@ -326,11 +324,12 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
   }
   if (s.own_refs) cuda::point_own_refs_at_slots(s.fwd, s.bwd, s.r, g, *s.own_refs, own_base);
   if (staged) return;
-  // The own pieces' slots: 0..P-1, or by owner (collectives) r * P.. r * P + P - 1.
-  auto* kv = static_cast<uint16_t*>(own_base) + (s.collectives ? g.slot_elems() * size_t(s.r) * g.P : 0);
+  // The own pieces' slots: 0..P-1, or by owner with collectives (planner::by_owner_slot, piece-major).
+  auto* kv = static_cast<uint16_t*>(own_base);
+  auto slot = [&](int c) { return size_t(s.collectives ? planner::by_owner_slot(s.plan, s.r, c) : c); };
   for (const cuda::ShardCopy& c : s.copies)
     for (int half = 0; half < 2; ++half)
-      TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * c.piece + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,
+      TASP_CUDA(cudaMemcpy2DAsync(kv + g.slot_elems() * slot(c.piece) + half * g.half_slot() + c.slot_off, c.slot_pitch * 2,
                                   static_cast<const uint16_t*>(half ? t.v : t.k) + c.shard_off, c.shard_pitch * 2,
                                   c.width * 2, c.height, cudaMemcpyDeviceToDevice, x.compute));
 }
