@@ -7,7 +7,7 @@
 // before it: forward, step t gathers piece t while the others' piece t - 1 computes (the own pieces in step 0);
 // keeping backward, step t sends piece t - 1's accumulators home while the others' piece t computes (the own pieces
 // in the last step, P). On a slow fabric the link then idles only for the first piece's gather and the last's
-// reduce-scatter (the model: qwen3_14b over sockets 99.8 -> 92.0 ms at 2 pieces, docs/measurements/executor.md).
+// reduce-scatter (the model: qwen3_14b over sockets 100.5 -> 92.5 ms at 2 pieces, docs/measurements/executor.md).
 // P = 1 is the schedule above.
 #include "planner/schemes/schemes.hpp"
 
