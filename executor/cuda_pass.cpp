@@ -100,6 +100,39 @@ Exchange exchange_of(const planner::Step& s, int n, int P) {
   }
 }
 
+namespace {
+
+// Rank r's accumulators that one launch makes whole and that then only leave (planner::sends_written_once): (compute
+// step, key) -> where that launch writes it in 16 bits, the staging its send reads: point to point the n-th of the
+// rank's accumulator sends in that step, in its transfers' order (issue_step's), or the reduce-scatter's piece-major
+// block (piece, owner). Each one's send and clearing are marked done in `pw` (sent_as_written, not_cleared).
+std::map<std::pair<int, long>, uint16_t*> sends_into_staging(PassWork& pw, int gpu, int r, const Geometry& g,
+                                                             const RankBuffers& x) {
+  std::map<std::pair<int, long>, uint16_t*> to;
+  for (const planner::SendWrittenOnce& o : planner::sends_written_once(pw.slots[gpu])) {
+    uint16_t* at = nullptr;
+    int nth = 0;
+    for (const auto& tr : pw.steps[o.send_step].transfers) {
+      if (!tr.grad || tr.src != r) continue;
+      if (g.key(tr.owner, tr.piece) == o.key) {
+        if (pw.exchange[o.send_step] == Exchange::ReduceScatter)
+          at = static_cast<uint16_t*>(x.rs_send) + g.slot_elems() * (size_t(tr.piece) * g.n + tr.owner);
+        else if (pw.exchange[o.send_step] == Exchange::PointToPoint)
+          at = x.grad_send16 + g.slot_elems() * nth;
+        break;
+      }
+      ++nth;
+    }
+    if (!at) continue;
+    to[{o.step, o.key}] = at;
+    pw.sent_as_written[gpu].insert({o.send_step, o.key});
+    pw.not_cleared[gpu].insert({o.step, o.slot});
+  }
+  return to;
+}
+
+}  // namespace
+
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
                         const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u, bool collectives) {
   PassWork pw;
@@ -138,32 +171,13 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     // Head-parallel passes keep their local steps off the comm stream (the head groups' all-to-alls queue there).
     if (bwd && u == 1) pw.grad_zero_ahead[gpu] = slots_zeroed_ahead(pw.slots[gpu]);
     const RankBuffers& x = bufs[gpu];
-    if (bwd && x.grad16 && !(planner::grads_written_once(pw.slots[gpu]) && w.H == w.Hkv))
+    if (bwd && x.grad16 && !(planner::grads_written_once(pw.slots[gpu]) && kernels::grads16_allowed(w.H, w.Hkv, false)))
       throw std::logic_error("make_pass_work: 16-bit accumulators where a launch does not write each one whole");
     // bf16 accumulators that one launch makes whole and that then only leave: written by the kernel in 16 bits into
     // their staging, where the send reads them (MHA: one writing CTA a key row).
-    std::map<std::pair<int, long>, uint16_t*> written16;  // (step, key) -> its 16-bit slot in the staging
-    if (bwd && p.accumulator_bytes == 2 && w.H == w.Hkv && !x.grad16)
-      for (const planner::SendWrittenOnce& o : planner::sends_written_once(pw.slots[gpu])) {
-        const planner::Step& st = pw.steps[o.send_step];
-        uint16_t* to = nullptr;
-        int nth = 0;  // the send's place among the rank's accumulator sends of its step (the p2p staging's order)
-        for (const auto& tr : st.transfers) {
-          if (!tr.grad || tr.src != r) continue;
-          if (g.key(tr.owner, tr.piece) == o.key) {
-            if (pw.exchange[o.send_step] == Exchange::ReduceScatter)
-              to = static_cast<uint16_t*>(x.rs_send) + g.slot_elems() * (size_t(tr.piece) * g.n + tr.owner);  // piece-major
-            else if (pw.exchange[o.send_step] == Exchange::PointToPoint)
-              to = x.grad_send16 + g.slot_elems() * nth;
-            break;
-          }
-          ++nth;
-        }
-        if (!to) continue;
-        written16[{o.step, o.key}] = to;
-        pw.sent_as_written[gpu].insert({o.send_step, o.key});
-        pw.not_cleared[gpu].insert({o.step, o.slot});
-      }
+    const auto written16 = bwd && p.accumulator_bytes == 2 && kernels::grads16_allowed(w.H, w.Hkv, false) && !x.grad16
+                               ? sends_into_staging(pw, gpu, r, g, x)
+                               : std::map<std::pair<int, long>, uint16_t*>{};
     bool first = true;
     for (int t = 0; t < steps; ++t) {
       const planner::StepSlots& s = pw.slots[gpu].steps[t];

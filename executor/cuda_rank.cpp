@@ -141,15 +141,15 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     TASP_NCCL(ncclGroupEnd());
   } else if (moves) {
     // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
-    // made in), received ones land in staging and are added after the step (below).
+    // made in; or the kernel wrote it there), received ones land in staging and are added after the step (below).
     int sends16 = 0;
-    if (half)
-      for (const auto& tr : pw.steps[t].transfers)
-        if (tr.grad && tr.src == r && !written(g.key(tr.owner, tr.piece)))
-          kernels::cast_out(buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece)), buf.grad_send16 + se * sends16++,
-                            kernels::DType::BF16, se, x.comm);
-        else if (tr.grad && tr.src == r)
-          ++sends16;
+    for (const auto& tr : pw.steps[t].transfers) {
+      if (!half || !tr.grad || tr.src != r) continue;
+      const long k = g.key(tr.owner, tr.piece);
+      if (!written(k))
+        kernels::cast_out(buf.grad + se * s.grad_send.at(k), buf.grad_send16 + se * sends16, kernels::DType::BF16, se, x.comm);
+      ++sends16;
+    }
     sends16 = 0;
     TASP_NCCL(ncclGroupStart());
     for (const auto& tr : pw.steps[t].transfers) {
@@ -282,7 +282,7 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   else if (!caller_io) b.dq = x.alloc<float>(nq);
   b.dsum = x.alloc<float>(nl);
   b.dq_accum = x.alloc<float>(dq_scratch_floats(w, dq_scratch_tiles(w, g, r)));
-  if (heads && w.H == w.Hkv && planner::grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, r, collectives)))
+  if (heads && kernels::grads16_allowed(w.H, w.Hkv, false) && planner::grads_written_once(planner::plan_slots(p, planner::Pass::Bwd, r, collectives)))
     b.grad16 = x.alloc<uint16_t>(se * std::max(1, grad_slots));
   else
     b.grad = x.alloc<float>(se * std::max(1, grad_slots));

@@ -99,6 +99,10 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 // item at D = 80..128, 128 at D = 64, per (batch, head, warpgroup), in the order the kernel's threads hold them,
 // so each CTA adds its part of a tile with one bulk reduce. attention_backward_finish adds it, scaled, into
 // dq [B, q_rows, H, D].
+// Whether a backward launch of these heads may write its dK/dV in 16 bits (GradPiece::dk16): one CTA writes each
+// key row, as under MHA or with the deterministic grid's CTA per group (a split GQA group's CTAs add instead).
+inline bool grads16_allowed(int H, int Hkv, bool deterministic) { return H == Hkv || deterministic; }
+
 struct GradPiece {
   float* dk = nullptr;
   float* dv = nullptr;

@@ -120,7 +120,7 @@ double time_shape(const Shape& sh, DType dt, bool backward, const Timing& tm) {
     out16 = dev(qn * elt);
     kernels::cast_out(out, out16, dt, qn, nullptr);
     grad16 = dev(2 * kn * elt);
-    grads_direct = !tm.accumulate && (sh.kv_heads() == sh.H || tm.deterministic);
+    grads_direct = !tm.accumulate && kernels::grads16_allowed(sh.H, sh.kv_heads(), tm.deterministic);
     for (const auto& kp : b.pieces) {
       const size_t off = size_t(sh.B) * kp.pos0 * sh.kv_heads() * sh.D;
       kernels::GradPiece g{grad + off, grad + kn + off, 0};
