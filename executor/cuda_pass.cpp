@@ -174,8 +174,11 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
     if (bwd && x.grad16 && !(planner::grads_written_once(pw.slots[gpu]) && kernels::grads16_allowed(w.H, w.Hkv, false)))
       throw std::logic_error("make_pass_work: 16-bit accumulators where a launch does not write each one whole");
     // bf16 accumulators that one launch makes whole and that then only leave: written by the kernel in 16 bits into
-    // their staging, where the send reads them (MHA: one writing CTA a key row).
-    const auto written16 = bwd && p.accumulator_bytes == 2 && kernels::grads16_allowed(w.H, w.Hkv, false) && !x.grad16
+    // their staging, where the send reads them (MHA: one writing CTA a key row). The kernel writes the batch's type and
+    // the staging travels as bf16 (issue_step's casts, ncclBfloat16), so an fp16 workload keeps the fp32 slot and cast:
+    // its fp16 bits read as bf16 were ~1e-19, the peer's share of dK/dV lost (tasp.torch's fp16 check, 2026-11-27).
+    const auto written16 = bwd && p.accumulator_bytes == 2 && dtype_of(w) == kernels::DType::BF16 &&
+                                   kernels::grads16_allowed(w.H, w.Hkv, false) && !x.grad16
                                ? sends_into_staging(pw, gpu, r, g, x)
                                : std::map<std::pair<int, long>, uint16_t*>{};
     bool first = true;

@@ -327,5 +327,13 @@ TEST(CudaPass, SendsWrittenOnceGoIntoTheirStaging) {
           EXPECT_GT(written, 0u);
           EXPECT_GT(fp32, 0u);  // the own pieces' accumulators (and later pieces') stay fp32
         }
+        // fp16: the staging travels as bf16 and the kernel would write fp16 there, so every accumulator stays fp32.
+        w.dtype = "fp16";
+        const executor::cuda::PassWork pw16 = executor::cuda::make_pass_work(p, Pass::Bwd, w, g, local, bufs, 1, coll);
+        for (int r = 0; r < p.ranks; ++r) {
+          EXPECT_TRUE(pw16.sent_as_written[r].empty());
+          for (const auto& batch : pw16.bwd[r])
+            for (const kernels::GradPiece& gp : batch.grads) EXPECT_TRUE(gp.dk && !gp.dk16);
+        }
       }
 }

@@ -63,9 +63,10 @@ for wg in "B=2,S=$((N * 1000 + 6)),H=8,Hkv=4,D=128,causal:1 2 4" "B=1,S=$((N * 5
 done
 echo "== allgather's gather and reduce-scatter each way (--collectives: NCCL collectives, --sendrecv: grouped send/recv;"
 echo "   the runs above take whichever the profile times faster)"
-# (MHA: the gathered pieces' dK/dV written by the kernel in 16 bits into the reduce-scatter's or the sends' staging)
+# (MHA: the gathered pieces' dK/dV written by the kernel in 16 bits into the reduce-scatter's or the sends' staging;
+#  fp16: not, the staging travels as bf16)
 for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128" \
-         "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal"; do
+         "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal,fp16"; do
   for f in --collectives --sendrecv; do
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
