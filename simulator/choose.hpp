@@ -34,7 +34,7 @@ struct PlanChoices {
                                  // documents, the fastest of the three)
   bool prune_plain = false;      // planner::PlanOptions::prune_plain
   std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
-  int gather_pieces = 1;             // allgather: PlanOptions::gather_pieces
+  int gather_pieces = 0;  // allgather: PlanOptions::gather_pieces; 0: the count the simulator finds fastest (a plan alone: 1)
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
 // PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError naming `what`
@@ -71,5 +71,13 @@ std::string near_ties(const std::vector<SchemeRun>& runs, size_t best, double ba
 // 8 and 16 that split the workload's heads; returns what was tried ("" for other plans, which keep one group).
 std::string choose_head_groups(planner::Plan& p, const planner::Topology& t, const planner::Workload& w,
                                const Profile& prof, const SimOptions& opt);
+
+// An allgather plan rebuilt in the count of pieces a rank (PlanOptions::gather_pieces, 1 to 4, pieces of at least a
+// kernel tile) that simulates fastest, `o` otherwise as it was planned; returns what was tried ("" for other plans).
+// More pieces hide more of the exchange and cost a launch and a collective each: on 2x H200 over sockets 2 pieces
+// measured 8.5% faster for qwen3_14b, through shm 6.5% slower, and the model said so both times
+// (docs/measurements/executor.md, "allgather in pieces").
+std::string choose_gather_pieces(planner::Plan& p, const planner::Topology& t, const planner::Workload& w,
+                                 const Profile& prof, const SimOptions& opt, planner::PlanOptions o);
 
 }  // namespace tasp::simulator

@@ -13,7 +13,7 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
   std::istringstream in(text);
   std::vector<MeasuredRun> rows;
   std::string line;
-  int n = 0, pass_col = -1, ranks_col = -1, transport_col = -1;
+  int n = 0, pass_col = -1, ranks_col = -1, transport_col = -1, pieces_col = -1;
   auto fail = [&](const std::string& field, const std::string& what) {
     throw planner::InputError(name + ":" + std::to_string(n) + ": " + field + ": " + what);
   };
@@ -27,6 +27,7 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
         if (col == "pass") pass_col = i;
         else if (col == "ranks") ranks_col = i;
         else if (col == "transport") transport_col = i;
+        else if (col == "pieces") pieces_col = i;
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
@@ -44,12 +45,18 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
     std::getline(rest, r.scheme, ',');
     if (r.scheme.empty()) fail("scheme", "missing");
     std::getline(rest, ms, ',');
+    auto count = [&](const std::string& what, long most) {
+      char* end = nullptr;
+      const long v = std::strtol(field.c_str(), &end, 10);
+      if (field.empty() || *end || v < 1 || v > most)
+        fail(what, "expected an integer from 1 to " + std::to_string(most) + ", got '" + field + "'");
+      return int(v);
+    };
     for (int col = 3; std::getline(rest, field, ','); ++col)
       if (col == ranks_col) {
-        char* end = nullptr;
-        const long v = std::strtol(field.c_str(), &end, 10);
-        if (field.empty() || *end || v < 1 || v > 1 << 20) fail("ranks", "expected a positive integer, got '" + field + "'");
-        r.ranks = int(v);
+        r.ranks = count("ranks", 1 << 20);
+      } else if (col == pieces_col) {
+        r.gather_pieces = count("pieces", 64);
       } else if (col == pass_col) {
         planner::Passes p;
         if (!planner::parse_passes(field, &p)) fail("pass", "expected fwd, bwd or fwd+bwd, got '" + field + "'");

@@ -1,7 +1,9 @@
 #pragma once
 // A runs CSV: measured runs to judge the model by (tools/gpu/compare.sh and model.sh write it, `tasp report --runs`
-// reads it). Rows of "WORKLOAD",scheme,measured_ms[,...]; a header naming `pass`, `ranks` or `transport` columns gives
-// each row its pass (fwd, bwd, fwd+bwd), its GPU count and how its allgather steps ran (collectives, sendrecv).
+// reads it). Rows of "WORKLOAD",scheme,measured_ms[,...]; a header naming `pass`, `ranks`, `transport` or `pieces`
+// columns gives each row its pass (fwd, bwd, fwd+bwd), its GPU count, how its allgather steps ran (collectives,
+// sendrecv) and in how many pieces a rank (PlanOptions::gather_pieces; 1 without the column: every run before
+// 2026-11-27, when `tasp run` began to choose the count).
 // Pure: text in, rows out.
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@ struct MeasuredRun {
   std::string config, scheme, pass;  // config: the workload's -w text; pass: fwd | bwd | fwd+bwd
   std::string transport;             // collectives | sendrecv | "" where the CSV does not say
   int ranks = 0;                     // 0 where the CSV does not say
+  int gather_pieces = 1;             // allgather's pieces a rank as run
   int line = 0;                      // in the CSV, for messages
   double measured_ms = 0;
 };

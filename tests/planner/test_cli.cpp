@@ -99,13 +99,16 @@ TEST(Cli, BackwardPlanVerifyRunAndErrors) {
   EXPECT_EQ(run("run --plan " + plan + w + " --pass sideways"), 2);
   EXPECT_EQ(run("plan -t complete:4 --pass bwd -q -o " + dir + "/none.json"), 2);
   EXPECT_EQ(run("plan -t complete:4 --accumulator fp8 -q -o " + dir + "/none.json"), 2);
-  // allgather in pieces: a plan of P + 1 steps that runs exactly; no pieces, or too many, is bad input.
+  // allgather in pieces: a plan of P + 1 steps that runs exactly; fewer than none, or too many, is bad input.
   const std::string pieces = dir + "/cli_pieces.json";
   EXPECT_EQ(run("plan -t complete:4 -s allgather --causal --gather-pieces 2 -q -o " + pieces), 0);
   EXPECT_NE(slurp(pieces).find("\"pieces_per_rank\": 2"), std::string::npos);
   EXPECT_EQ(run("run --plan " + pieces + w + " --check"), 0);
   EXPECT_EQ(run("run --backend cpu -t complete:3 -s allgather --gather-pieces 3" + w + " --check"), 0);
-  EXPECT_EQ(run("plan -t complete:4 -s allgather --gather-pieces 0 -q -o " + dir + "/none.json"), 2);
+  EXPECT_EQ(run("plan -t complete:4 -s allgather --gather-pieces=-1 -q -o " + dir + "/none.json"), 2);
+  // 0 (the default): a plan alone is one piece; run and simulate take the count the profile simulates fastest.
+  EXPECT_EQ(run("plan -t complete:4 -s allgather --causal --gather-pieces 0 -q -o " + pieces), 0);
+  EXPECT_NE(slurp(pieces).find("\"pieces_per_rank\": 1"), std::string::npos);
   EXPECT_EQ(run("simulate -t complete:4 -s allgather --gather-pieces 65" + w), 2);
   // zigzag's layout is its name: a contiguous one given is refused, not ignored.
   EXPECT_EQ(run("plan -t complete:2 -s zigzag --causal --layout contiguous -q -o " + dir + "/none.json"), 2);

@@ -68,8 +68,8 @@ TEST(Validation, NearTiesOfTheAutoPick) {
 TEST(RunsCsv, ColumnsAndBadRows) {
   using tasp::simulator::read_runs_csv;
   const auto rows = read_runs_csv(
-      "config,scheme,measured_ms,ranks,pass,transport\n# a comment\n\"B=1,H=8,D=128,S=8192,causal\",allgather,45.5,2,fwd+bwd,"
-      "collectives\r\n\"B=1,H=8,D=128,S=8192\",ring,1.5,2,fwd,\n",
+      "config,scheme,measured_ms,ranks,pass,transport,pieces\n# a comment\n\"B=1,H=8,D=128,S=8192,causal\",allgather,45.5,2,"
+      "fwd+bwd,collectives,3\r\n\"B=1,H=8,D=128,S=8192\",ring,1.5,2,fwd,,1\n",
       "runs.csv", "bwd");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].config, "B=1,H=8,D=128,S=8192,causal");
@@ -79,7 +79,10 @@ TEST(RunsCsv, ColumnsAndBadRows) {
   EXPECT_EQ(rows[0].pass, "fwd+bwd");
   EXPECT_EQ(rows[0].transport, "collectives");
   EXPECT_EQ(rows[0].line, 3);
+  EXPECT_EQ(rows[0].gather_pieces, 3);
   EXPECT_EQ(rows[1].transport, "");
+  EXPECT_EQ(rows[1].gather_pieces, 1);
+  EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",allgather,2\n", "r", "bwd")[0].gather_pieces, 1);  // no column: one
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"B=1,ring,1\n", "runs.csv:1: config"},
@@ -90,6 +93,8 @@ TEST(RunsCsv, ColumnsAndBadRows) {
       {"config,scheme,measured_ms,ranks\n\"B=1,H=8,D=128,S=64\",ring,1,0\n", "runs.csv:2: ranks"},
       {"config,scheme,measured_ms,pass\n\"B=1,H=8,D=128,S=64\",ring,1,both\n", "runs.csv:2: pass"},
       {"config,scheme,measured_ms,transport\n\"B=1,H=8,D=128,S=64\",ring,1,nccl\n", "runs.csv:2: transport"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,0\n", "runs.csv:2: pieces"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,65\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms\n", "runs.csv: no runs"},
   };
   tasp::test_support::expect_input_errors([](const std::string& t) { read_runs_csv(t, "runs.csv", "fwd"); }, bad);

@@ -34,7 +34,7 @@ baselines() {
     --iters "$ITERS" --heat-ms "$HEAT" --csv "$OUT/b.csv" 2>&1 | tee -a "$OUT/baseline.txt"
   [ -f "$OUT/b.csv" ] && tail -n +2 "$OUT/b.csv" >> "$OUT/baseline.csv" && rm -f "$OUT/b.csv"
 }
-echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms,transport" > "$OUT/runs.csv"
+echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms,transport,pieces" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
   auto=$(auto_scheme "$w" $PASS)
@@ -46,8 +46,9 @@ for w in "${cfgs[@]}"; do
     b=$(echo "$out" | bound_ms)
     # How its allgather steps ran, from the run's own line (tasp report predicts each row so).
     case $out in *"as NCCL collectives"*) tr=collectives sim=(--collectives) ;; *) tr=sendrecv sim=(--sendrecv) ;; esac
-    p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" -w "$w" --pass $PASS --profile "$PROFILE")
-    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr" | tee -a "$OUT/runs.csv"
+    pc=$(echo "$out" | pieces_of)
+    p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" --gather-pieces $pc -w "$w" --pass $PASS --profile "$PROFILE")
+    [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr,$pc" | tee -a "$OUT/runs.csv"
   done
   baselines -w "$w"
 done

@@ -36,17 +36,18 @@ validate() {
     *) echo "validation set '$set': 1, 2, 3 or quick"; exit 2 ;;
   esac
   stamp "validation set $set, profile $PROFILE"
-  echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric" > "$OUT/runs.csv"
+  echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,pieces" > "$OUT/runs.csv"
   mkdir -p "$OUT/tl"
   for w in $cfgs; do
     for s in ring zigzag allgather hamilton; do
       case $w in *causal*) ;; *) [ $s = zigzag ] && continue ;; esac
       for pass in fwd+bwd fwd; do
         tag="$s-${pass/+/_}-${w//[,=]/_}"
-        m=$(timeout 200 $T run --backend cuda -t $TOPO -s $s -w "$w" --pass $pass --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
-            --timeline "$OUT/tl/$tag.json" 2>&1 | tee -a "$OUT/runs.log" | ms_of)
-        p=$(predict_ms -t $TOPO -s $s -w "$w" --pass $pass --profile "$PROFILE")
-        [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$pass,${FABRIC:-nvlink}" | tee -a "$OUT/runs.csv"
+        out=$(timeout 200 $T run --backend cuda -t $TOPO -s $s -w "$w" --pass $pass --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
+            --timeline "$OUT/tl/$tag.json" 2>&1 | tee -a "$OUT/runs.log")
+        m=$(echo "$out" | ms_of) pc=$(echo "$out" | pieces_of)
+        p=$(predict_ms -t $TOPO -s $s --gather-pieces $pc -w "$w" --pass $pass --profile "$PROFILE")
+        [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$pass,${FABRIC:-nvlink},$pc" | tee -a "$OUT/runs.csv"
       done
     done
   done

@@ -69,7 +69,8 @@ void register_report(CLI::App& app) {
     CollectivesFlags collectives;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/compare.sh and model.sh write it)");
+  cmd->add_option("--runs", a->runs, "CSV of measured runs: \"WORKLOAD\",scheme,measured_ms (tools/gpu/compare.sh and model.sh write it;\n"
+                                     "a header may name pass, ranks, transport and pieces columns: each row is predicted as it ran)");
   cmd->add_option("--simulated", a->simulated, "A simulated tasp-timeline/1 (tasp simulate --timeline)");
   cmd->add_option("--measured", a->measured, "The measured tasp-timeline/1 of the same run (tasp run --timeline)");
   cmd->add_option("-t,--topology", a->topology, "Topology the runs were made on (for --runs; default: complete:N from the CSV's\n"
@@ -114,7 +115,9 @@ void register_report(CLI::App& app) {
                          : r.transport == "sendrecv"  ? simulator::Collectives::Off
                                                       : a->collectives.choice();
         parse_passes(r.pass, &so.passes);
-        auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so);
+        PlanChoices as_run;
+        as_run.gather_pieces = r.gather_pieces;
+        auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so, nullptr, as_run);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
         r.comm_ms = sim[0].sim.comm_us / 1e3;
         r.compute_ms = sim[0].sim.compute_us / 1e3;

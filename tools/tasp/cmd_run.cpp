@@ -76,12 +76,15 @@ void register_run(CLI::App& app) {
       p = read_plan_file(a->plan);
     } else if (!a->topology.empty()) {
       const Topology topo = load_topology(a->topology);
-      p = build_plan(topo, a->scheme, plan_options(a->scheme, w, a->head));  // as simulate plans it
-      if (a->head.head_groups == 0 && p.ulysses > 1) {
-        simulator::SimOptions so;
-        so.passes = passes;
+      const PlanOptions o = plan_options(a->scheme, w, a->head);
+      p = build_plan(topo, a->scheme, o);  // as simulate plans it
+      simulator::SimOptions so;
+      so.passes = passes;
+      so.collectives = a->collectives.choice();
+      if (a->head.head_groups == 0 && p.ulysses > 1)
         std::cerr << "run: " << choose_head_groups(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so) << "\n";
-      }
+      if (a->head.gather_pieces == 0 && p.scheme == "allgather" && simulator::misfit(p, w).empty())
+        std::cerr << "run: " << choose_gather_pieces(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so, o) << "\n";
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
@@ -131,7 +134,9 @@ void register_run(CLI::App& app) {
     if (!rep.result.reporter) return;  // a multi-process run reports on rank 0
     Timeline& t = rep.result.timeline;
     t.topology = p.topology;
-    std::cout << "run: " << p.scheme << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
+    std::cout << "run: " << p.scheme
+              << (p.scheme == "allgather" ? " in " + std::to_string(p.pieces_per_rank) + " pieces a rank" : std::string())
+              << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
               << to_string(w) << ", pass " << passes_name(passes) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
               << " us, compute " << t.compute_us() << " us, exposed comm " << t.exposed_comm_us() << " us\n";

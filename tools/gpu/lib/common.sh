@@ -77,6 +77,10 @@ ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.std
 # bound_ms "tasp run output": the run's bound (max of its kernels and its bytes at the profile's peak) in ms (0: none).
 bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
+# pieces_of "tasp run output": in how many pieces a rank its allgather ran (`run: allgather in P pieces a rank`; 1 for
+# other schemes), for the runs CSV's pieces column (tasp report predicts each row so).
+pieces_of() { python3 -c "import re,sys; m=re.search(r'in ([0-9]+) pieces a rank', sys.stdin.read()); print(m.group(1) if m else 1)"; }
+
 # transport_flags: --collectives or --sendrecv where TASP_RUN_ARGS forces one (else the runs, plans and predictions
 # all take whichever the profile times faster).
 transport_flags() {
