@@ -29,6 +29,9 @@ def one_process_group():
     (dict(timeout=0), "timeout:"),
     (dict(max_plans=0), "max_plans:"),
     (dict(deterministic="yes"), "deterministic:"),
+    (dict(gather_pieces=0), "gather_pieces:"),
+    (dict(gather_pieces=2.0), "gather_pieces:"),
+    (dict(gather_pieces=True), "gather_pieces:"),
     (dict(collectives="yes"), "collectives:"),
     (dict(collectives=1), "collectives:"),
     (dict(candidates=["spiral"]), "candidates:"),
@@ -309,3 +312,21 @@ def test_close_frees_plans_then_the_group_and_refuses_later_calls(one_process_gr
     assert fake.destroyed == ["rank", "rank", "group"]
     with pytest.raises(ValueError, match="ctx: this Context was closed"):
         ctx._rank_for(q, k, True, None, None)
+
+
+def test_gather_pieces_reach_the_plan(one_process_group):
+    """Context(gather_pieces=P) plans allgather in P pieces a rank; None (the default) leaves the count to the
+    simulator, which over the 2x H200 socket fabric's profile cuts qwen3_14b in 2 and keeps 1 through host memory
+    (both as measured, docs/measurements/executor.md)."""
+    import os
+    import tasp
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
+    w = "B=4,S=16384,H=40,Hkv=8,D=128,causal"
+    assert "gather_pieces" not in tt.Context()._options(True, False)
+    opts = tt.Context(gather_pieces=3)._options(True, False)
+    assert tasp.Plan("complete:2", "allgather", w, **opts).info["pieces_per_rank"] == 3
+    for fabric, want in (("socket", 2), ("shm", 1)):
+        t = os.path.join(src, f"h200x2-{fabric}.yaml")
+        plan = tasp.Plan(t, "allgather", w, profile=os.path.join(src, f"h200x2-{fabric}.profile.yaml"))
+        assert plan.info["pieces_per_rank"] == want, (fabric, plan.info["detail"])
+        assert "gather pieces" in plan.info["detail"]

@@ -153,10 +153,15 @@ class Context:
     collectives: how an allgather plan's ranks gather K/V and reduce-scatter dK/dV: "auto" (default), whichever
         `profile` times faster (NCCL runs collectives 1.45x faster than send/recv over sockets, slower on NVLink
         between 2 GPUs: docs/measurements/fabrics.md; a profile measured on the fabric: tasp calibrate --measure);
-        True, NCCL collectives; False, grouped send/recv."""
+        True, NCCL collectives; False, grouped send/recv.
+    gather_pieces: an allgather plan's shard in this many pieces, each gathered and its dK/dV sent home beside the
+        compute on the ones before (a slow fabric's link busy while the GPU is); None (default): the count from 1 to 4
+        that `profile` simulates fastest (over sockets 2 pieces ran qwen3_14b 8.5% faster, through host memory 6.5%
+        slower: docs/measurements/executor.md)."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
-                 timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto"):
+                 timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
+                 gather_pieces=None):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -174,6 +179,9 @@ class Context:
             raise ValueError(f"deterministic: expected True or False, got {deterministic!r}")
         if collectives not in (False, True, "auto") or isinstance(collectives, int) and not isinstance(collectives, bool):
             raise ValueError(f"collectives: expected False, True or 'auto', got {collectives!r}")
+        if gather_pieces is not None and not (isinstance(gather_pieces, int) and not isinstance(gather_pieces, bool) and
+                                              1 <= gather_pieces <= 64):
+            raise ValueError(f"gather_pieces: expected None (the simulator's choice) or 1 to 64, got {gather_pieces!r}")
         if candidates is not None:
             if scheme != "auto":
                 raise ValueError(f"candidates: the schemes auto chooses among, so scheme must be 'auto', got {scheme!r}")
@@ -186,7 +194,7 @@ class Context:
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
-        self.collectives = collectives
+        self.collectives, self.gather_pieces = collectives, gather_pieces
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._closed = False
@@ -217,6 +225,8 @@ class Context:
             o["deterministic"] = True
         if self.collectives != "auto":
             o["collectives"] = self.collectives
+        if self.gather_pieces is not None:
+            o["gather_pieces"] = self.gather_pieces
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):
