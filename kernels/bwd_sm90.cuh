@@ -624,8 +624,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   sm90::wgmma_wait<0>();
   back(prev, t > 0, t);
   reduce_staged();
-  if (threadIdx.x % 128 == 0) sm90::bulk_wait();  // the staging tile stays until the last reduce has read it
-  if constexpr (DET) after_reduce();
+  if constexpr (DET) {  // the turn passes on once the last add is done
+    if (threadIdx.x % 128 == 0) sm90::bulk_wait();
+    after_reduce();
+  }
   // dK (scaled) and dV: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}. Into the piece's fp32 accumulator always
   // by reductions: where the CTA is its keys' only writer, one add per element leaves the same sums as a read, an
   // add and a write, without waiting for the read (the end's read-add-write held 6.6% of the warps' samples at
@@ -654,6 +656,11 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
       asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
     }
   }
+  // The staging tile stays until the last reduce has read it; its adds finish by the kernel's end without waiting
+  // here (as a TMA store's epilogue waits for the read only). Waited for after the dK/dV stores are issued, so that
+  // the two overlap in the CTA's end, which is 6.5% of its time at 4096-query walks (docs/measurements/kernels.md).
+  if constexpr (!DET)
+    if (threadIdx.x % 128 == 0) sm90::bulk_wait_read();
   TASP_BWD_CTA(1);
 }
 

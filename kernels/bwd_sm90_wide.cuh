@@ -300,11 +300,17 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     prev_st = st;
     if (threadIdx.x == 0) ld.resolve();  // tile t + 2
   }
-  if (wt == 0) {
-    sm90::bulk_wait();  // the staged blocks stay until the last reduce has read them
-    if constexpr (DET)
+  if constexpr (DET)  // the turn passes on once the last adds are done
+    if (wt == 0) {
+      sm90::bulk_wait();
       if (held) sm90::fence_proxy_async_global(), sm90::st_release(held, held_next), sm90::st_release(held + 1, held_next);
-  }
+    }
+  // Otherwise the staged blocks stay only until the last reduce has read them (its adds finish by the kernel's end),
+  // waited for once the dK/dV stores are issued, so that the two overlap in the CTA's end (bwd_sm90.cuh).
+  auto drained = [&] {
+    if constexpr (!DET)
+      if (wt == 0) sm90::bulk_wait_read();
+  };
   // dK (scaled) and dV into the piece's accumulator, or written in T (GradPiece::dk16): warpgroup w's head-dim rows
   // 128 w + 64 hh + row0 + 8 (e / 2) of keys 8 c + 2 t4 + (e % 2).
   const GradPiece gp = p.grads[tile.piece];
@@ -337,6 +343,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
       *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
     }
+    drained();
     return;
   }
 #pragma unroll
@@ -354,6 +361,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dk + off), "f"(p.scale * dk[hh][4 * ch + e]) : "memory");
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(dv[hh][4 * ch + e]) : "memory");
       }
+  drained();
 }
 
 template <typename T, int D, bool DET, bool PIPE>
