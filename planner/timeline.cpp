@@ -50,6 +50,28 @@ Timeline::PassBytes Timeline::busiest_sent() const {
   return most;
 }
 
+Timeline::PerPass Timeline::slowest_compute() const {
+  PerPass most;
+  for (const auto& rank : per_rank) {
+    PerPass mine;
+    for (size_t s = 0; s < rank.size(); ++s)
+      (backward_step(int(s)) ? mine.bwd : mine.fwd) += rank[s].compute_end_us - rank[s].compute_start_us + rank[s].post_us();
+    most.fwd = std::max(most.fwd, mine.fwd), most.bwd = std::max(most.bwd, mine.bwd);
+  }
+  return most;
+}
+
+RunBound run_bound(const Timeline& t, double peak_gbps) {
+  const Timeline::PerPass sent = t.busiest_sent(), kernels = t.slowest_compute();
+  auto at_peak = [&](double bytes) { return peak_gbps > 0 ? bytes / (peak_gbps * 1e3) : 0.0; };
+  RunBound b;
+  b.kernels_us = t.compute_us();
+  b.bytes_us = at_peak(sent.fwd + sent.bwd);
+  b.whole_us = std::max(b.kernels_us, b.bytes_us);
+  b.per_pass_us = std::max(kernels.fwd, at_peak(sent.fwd)) + std::max(kernels.bwd, at_peak(sent.bwd));
+  return b;
+}
+
 void Timeline::append(const Timeline& later, double offset_us) {
   const size_t rows = std::min(per_rank.size(), later.per_rank.size());
   per_rank.resize(rows);

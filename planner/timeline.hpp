@@ -35,12 +35,28 @@ struct Timeline {
   double comm_us() const;     // slowest rank's summed communication time
   double compute_us() const;  // slowest rank's summed compute time (kernels and closing work)
   double exposed_comm_us() const;  // total minus the slowest rank's compute
-  // The bytes the busiest GPU sends in each pass (what `run` and `simulate` print beside the time).
-  struct PassBytes {
+  struct PerPass {
     double fwd = 0, bwd = 0;
   };
+  using PassBytes = PerPass;
+  // The bytes the busiest GPU sends in each pass (what `run` and `simulate` print beside the time).
   PassBytes busiest_sent() const;
+  // The slowest rank's summed compute in each pass (kernels and closing work).
+  PerPass slowest_compute() const;
 };
+
+// How fast a run could be at best, from its own kernels and bytes: over the whole run, max(kernels, bytes at the peak
+// rate); and pass by pass, since a backward starts once its forward is done (every tasp plan), the sum of each pass's
+// max(kernels, bytes). The second is the tighter: at B=1 S=65536 H=32/8 over sockets (2x H200, 2026-11-27) the forward
+// waits 48 ms for the others' K/V beside 30 ms of kernels, and the backward's 82 ms of kernels hide its 48 ms of
+// reduce-scatter, so no schedule of these steps beats about 130 ms, where the whole-run figure said 103.
+struct RunBound {
+  double kernels_us = 0, bytes_us = 0;  // the whole run's
+  double whole_us = 0;                  // max(kernels_us, bytes_us)
+  double per_pass_us = 0;               // the passes' max(kernels, bytes), summed
+};
+// `peak_gbps`: the fastest a GPU sends (GB/s; 0: bytes bound nothing).
+RunBound run_bound(const Timeline& t, double peak_gbps);
 
 void write_timeline_json(std::ostream& o, const Timeline& t);
 // Chrome trace (Perfetto): one process per rank, comm and compute as two threads.

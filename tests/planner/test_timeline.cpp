@@ -68,3 +68,31 @@ TEST(Timeline, BadFieldsAreNamed) {
   uneven.per_rank[1].pop_back();
   EXPECT_THROW(read(text_of(uneven)), InputError);
 }
+
+TEST(Timeline, RunBoundByHand) {
+  // Rank 0: forward kernels 8 us (1..9) sending 1024 B, backward 13 + 1.5 closing (12..25, 25..26.5) sending 2048 B;
+  // rank 1 the same. At 1e-4 GB/s (0.1 B/us): forward bytes 10240 us, backward 20480 us.
+  const Timeline t = two_ranks();
+  const auto k = t.slowest_compute();
+  EXPECT_DOUBLE_EQ(k.fwd, 8);
+  EXPECT_DOUBLE_EQ(k.bwd, 14.5);
+  RunBound b = run_bound(t, 1e-4);
+  EXPECT_DOUBLE_EQ(b.kernels_us, 22.5);
+  EXPECT_DOUBLE_EQ(b.bytes_us, 30720);
+  EXPECT_DOUBLE_EQ(b.whole_us, 30720);
+  EXPECT_DOUBLE_EQ(b.per_pass_us, 30720);
+  // At 1 GB/s (1000 B/us) the bytes take 1.024 and 2.048 us: kernels bound each pass, 8 + 14.5.
+  b = run_bound(t, 1);
+  EXPECT_DOUBLE_EQ(b.per_pass_us, 22.5);
+  // At 0.1 GB/s (100 B/us) the bytes take 10.24 and 20.48 us and bind both passes: 10.24 + 20.48.
+  b = run_bound(t, 0.1);
+  EXPECT_DOUBLE_EQ(b.per_pass_us, 10.24 + 20.48);
+  // A forward that waits on its bytes beside a backward whose kernels hide its own: per pass longer than whole.
+  Timeline u = t;
+  for (auto& r : u.per_rank) r[1].bytes = 512;  // backward 5.12 us at 100 B/us, under its 14.5 us of kernels
+  b = run_bound(u, 0.1);
+  EXPECT_DOUBLE_EQ(b.whole_us, std::max(22.5, 15.36));
+  EXPECT_DOUBLE_EQ(b.per_pass_us, 10.24 + 14.5);
+  EXPECT_GT(b.per_pass_us, b.whole_us);
+  EXPECT_DOUBLE_EQ(run_bound(t, 0).per_pass_us, 22.5);  // no rate: kernels alone
+}

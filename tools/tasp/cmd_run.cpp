@@ -160,19 +160,18 @@ void register_run(CLI::App& app) {
     // Bytes a GPU sends per pass (the busiest), from the timeline's steps.
     const Timeline::PassBytes sent = t.busiest_sent();
     const double pass_bytes[2] = {sent.fwd, sent.bwd};
-    // The run's bound: its kernels alone (the slowest rank's summed compute) or its busiest GPU's bytes at the fastest
-    // rate the profile measured on this many GPUs, whichever is longer; the time above against it says how much
-    // of the exchange stayed exposed.
-    const double bound_bytes_us = [&] {
+    // The run's bound (planner::run_bound): its kernels alone (the slowest rank's summed compute) or its busiest GPU's
+    // bytes at the fastest rate the profile measured on this many GPUs, whichever is longer, pass by pass and over the
+    // whole run; the time above against it says how much of the exchange stayed exposed.
+    const RunBound bound = [&] {
       const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      const double gbps = choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), collectives);
-      return gbps > 0 ? (pass_bytes[0] + pass_bytes[1]) / (gbps * 1e3) : 0.0;
+      return run_bound(t, choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), collectives));
     }();
-    const double bound_us = std::max(t.compute_us(), bound_bytes_us);
-    if (a->backend == "cuda" && bound_us > 0)
-      std::cout << std::setprecision(1) << "  bound: max(kernels " << t.compute_us() << " us, bytes at the profile's peak "
-                << bound_bytes_us << " us) = " << bound_us << " us; the run at " << std::setprecision(2)
-                << t.total_us() / bound_us << "x of it\n";
+    if (a->backend == "cuda" && bound.per_pass_us > 0)
+      std::cout << std::setprecision(1) << "  bound: each pass's max(kernels, bytes at the profile's peak), summed = "
+                << bound.per_pass_us << " us; the run at " << std::setprecision(2) << t.total_us() / bound.per_pass_us
+                << "x of it (over the whole run, max(kernels " << std::setprecision(1) << bound.kernels_us << " us, bytes "
+                << bound.bytes_us << " us): " << std::setprecision(2) << t.total_us() / bound.whole_us << "x)\n";
     std::cout << std::setprecision(2) << "  sent per GPU: fwd " << pass_bytes[0] / (1 << 20) << " MiB";
     if (passes.bwd) std::cout << ", bwd " << pass_bytes[1] / (1 << 20) << " MiB";
     // The fewest for its kind of exchange (the cpu backend moves everything at its arithmetic's width).
@@ -217,7 +216,8 @@ void register_run(CLI::App& app) {
         if (!w.config.empty()) j["config"] = w.config;
         j["sent_bytes_per_gpu"] = {{"fwd", pass_bytes[0]}, {"bwd", pass_bytes[1]}};
         if (least) j["fewest_sent_bytes_per_gpu"] = {{"fwd", least->fwd}, {"bwd", least->bwd}};
-        j["bound_us"] = {{"kernels", t.compute_us()}, {"bytes", bound_bytes_us}, {"bound", bound_us}};
+        j["bound_us"] = {{"kernels", bound.kernels_us}, {"bytes", bound.bytes_us}, {"bound", bound.whole_us},
+                         {"per_pass", bound.per_pass_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
         if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;

@@ -74,7 +74,8 @@ build() { tools/gpu/lib/build.sh "$@" || exit 1; }
 # ms_of "tasp run output": the median of the run's totals in milliseconds (0 when the run printed none).
 ms_of() { python3 -c "import re,sys; m=re.search(r'median ([0-9.]+) us', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
-# bound_ms "tasp run output": the run's bound (max of its kernels and its bytes at the profile's peak) in ms (0: none).
+# bound_ms "tasp run output": the run's bound (each pass's max of its kernels and its bytes at the profile's peak, summed:
+# planner::run_bound) in ms (0: none).
 bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
 
 # pieces_of "tasp run output": in how many pieces a rank its allgather ran (`run: allgather in P pieces a rank`; 1 for
