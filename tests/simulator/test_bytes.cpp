@@ -19,11 +19,11 @@ namespace {
 using PassBytes = planner::Timeline::PassBytes;
 
 PassBytes sent(const std::string& scheme, int n, const planner::Workload& w, planner::Plan* plan = nullptr,
-               bool prune_plain = false, const std::string& accumulator = "auto") {
+               bool prune_plain = false, const std::string& accumulator = "auto", int gather_pieces = 1) {
   const auto prof = simulator::builtin_profile("h200-hgx-8");
   const auto t = planner::load_topology("complete:" + std::to_string(n));
   simulator::PlanChoices h;
-  h.prune_plain = prune_plain, h.accumulator = accumulator;
+  h.prune_plain = prune_plain, h.accumulator = accumulator, h.gather_pieces = gather_pieces;
   planner::Plan p = planner::build_plan(t, scheme, simulator::plan_options(scheme, w, h));
   simulator::SimOptions so;
   so.passes = {true, true};
@@ -136,24 +136,26 @@ TEST(Bytes, EveryAccumulatorChoiceAgainstTheMinimum) {
 }
 
 // The minimum `run` and `simulate` print (planner::minimum_sent_bytes): every scheme's plan, every accumulator and
-// kept-K/V choice, on 2 to 8 GPUs, GQA and MHA, sends it within 2% (ragged shards), except where a plan pruned for a
-// mask that leaves blocks out sends less; hybrids have none.
+// kept-K/V choice, on 2 to 8 GPUs, GQA and MHA, allgather in 1 to 3 pieces, sends it within 2% (ragged shards), except
+// where a plan pruned for a mask that leaves blocks out sends less; hybrids have none.
 TEST(Bytes, PlansSendThePrintedMinimum) {
   for (const char* text : {"B=1,S=64k,H=32,Hkv=8,D=128,causal", "B=2,S=30001,H=16,D=64"}) {
     const planner::Workload w = planner::parse_workload(text);
     for (int n : {2, 3, 4, 8})
       for (const std::string acc : {"fp32", "bf16"})
-        for (const std::string s : {"ring", "zigzag", "allgather", "hamilton", "ulysses"}) {
-          if (s == "zigzag" && !w.causal) continue;
-          if (s == "ulysses" && (w.H % n || acc == "fp32")) continue;
-          SCOPED_TRACE(s + " on " + std::to_string(n) + " with " + acc + ", " + text);
-          planner::Plan p;
-          const PassBytes b = sent(s, n, w, &p, false, acc);
-          const auto m = planner::minimum_sent_bytes(p, w);
-          ASSERT_TRUE(m.has_value());
-          EXPECT_NEAR(b.fwd / m->fwd, 1.0, 0.02);
-          EXPECT_NEAR(b.bwd / m->bwd, 1.0, 0.02);
-        }
+        for (const std::string s : {"ring", "zigzag", "allgather", "hamilton", "ulysses"})
+          for (int P = 1; P <= (s == "allgather" ? 3 : 1); ++P) {
+            if (s == "zigzag" && !w.causal) continue;
+            if (s == "ulysses" && (w.H % n || acc == "fp32")) continue;
+            SCOPED_TRACE(s + " on " + std::to_string(n) + " with " + acc + ", " + text + ", " + std::to_string(P) + " pieces");
+            planner::Plan p;
+            const PassBytes b = sent(s, n, w, &p, false, acc, P);
+            if (s == "allgather") ASSERT_EQ(p.pieces_per_rank, P);
+            const auto m = planner::minimum_sent_bytes(p, w);
+            ASSERT_TRUE(m.has_value());
+            EXPECT_NEAR(b.fwd / m->fwd, 1.0, 0.02);
+            EXPECT_NEAR(b.bwd / m->bwd, 1.0, 0.02);
+          }
   }
   planner::Plan pruned;
   const planner::Workload window = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal,window=1024");
