@@ -80,6 +80,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sP = sdO + STAGES * S::kQBytes;    // [2 buffers][64 queries][64 keys]
   unsigned char* sdS = sP + 2 * S::kPBytes;
   unsigned char* sRows = sdS + 2 * S::kPBytes;      // the Loader's: [STAGES][LSE, D] first
+  // Trace builds (tools/gpu/trace.sh bwd): each tile's start (event 0) and end (6), and the CTA's entry and end.
+  TASP_BWD_CTA(0);
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
@@ -161,6 +163,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (!PIPE) sm90::mbar_wait(ld.qd_full(st), (t / STAGES) & 1);  // PIPE: waited for by the tile before
     const QTile c = slots[t % S::kSlots];
     if (c.tile < 0) break;
+    TASP_BWD_MARK(0);
     const uint32_t q_addr = fwd::smem_addr(sQ + st * S::kQBytes), do_addr = fwd::smem_addr(sdO + st * S::kQBytes);
     if constexpr (!PIPE) issue_sdp(st);
     // The tile before's reduces have read its stage (and, deterministic, are done and their turn passed on):
@@ -266,6 +269,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
       fwd::fence_regs<16>(s), fwd::fence_regs<16>(dp);
       if (threadIdx.x == 0) ld.resolve();  // tile t + 3
+      TASP_BWD_MARK(6);
       continue;
     }
     sm90::wgmma_wait<0>();
@@ -299,6 +303,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     }
     prev_st = st;
     if (threadIdx.x == 0) ld.resolve();  // tile t + 2
+    TASP_BWD_MARK(6);
   }
   if constexpr (DET)  // the turn passes on once the last adds are done
     if (wt == 0) {
@@ -344,6 +349,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
     }
     drained();
+    TASP_BWD_CTA(1);
     return;
   }
 #pragma unroll
@@ -362,6 +368,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(dv[hh][4 * ch + e]) : "memory");
       }
   drained();
+  TASP_BWD_CTA(1);
 }
 
 template <typename T, int D, bool DET, bool PIPE>

@@ -38,7 +38,7 @@ def summary(path):
     print(f"{path}:")
     for w in range(WG):
         phases = {n: [] for n in names}
-        period, skew, t0 = [], [], []
+        period, skew, t0, span = [], [], [], []
         for c in range(CTAS):
             n = 0
             while n < TILES and at(v, c, w, n, 0) != 0:
@@ -49,6 +49,7 @@ def summary(path):
                     phases[names[i]].append(e[i + 1] - e[i])
                 nxt = at(v, c, w, t + 1, 0)
                 phases[names[6]].append(nxt - e[6])
+                span.append(e[6] - e[0])
                 period.append(nxt - e[0])
                 if w == 0:
                     t0.append(at(v, c, 0, t, 7))
@@ -60,6 +61,10 @@ def summary(path):
             return
         p = st.median(period)
         print(f"  warpgroup {w}: {len(period)} tiles; period median {p:.0f} cycles (mean {st.mean(period):.0f})")
+        if not any(phases[names[1]]):  # a kernel that marks only its tiles' start and end (the wide one, D=256)
+            print(f"    tile's start to end median {st.median(span):.0f}, end to the next tile's start median "
+                  f"{st.median(phases[names[6]]):.0f} cycles")
+            continue
         for n in names:
             xs = phases[n]
             print(f"    {n:18s} median {st.median(xs):7.0f}  mean {st.mean(xs):7.0f}  ({100 * st.mean(xs) / st.mean(period):4.1f}%)")
