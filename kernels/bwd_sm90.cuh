@@ -244,7 +244,8 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 #define TASP_BWD_SPLIT_START() const long long split0 = clock64()
 #define TASP_BWD_SPLIT(ev, tile) TASP_BWD_RECORD(0, tile, ev, clock64() - split0)
 // The CTA's own clocks, by thread 0 in warpgroup 0's event 11: its entry in tile 0's, its end (the dK/dV reductions
-// issued) in tile 1's, so that its prologue and end weigh against its walk.
+// issued) in tile 1's, so that its prologue and end weigh against its walk; the prologue's parts in tiles 2-4's (the
+// walk's first two tiles resolved, the tensor maps fenced, the first copies issued).
 #define TASP_BWD_CTA(which) \
   if (threadIdx.x == 0) TASP_BWD_RECORD(0, which, 11, clock64())
 #else
@@ -310,11 +311,13 @@ struct Loader {
   __device__ __forceinline__ void start(const Tile& tile, int hk, unsigned char* sK, unsigned char* sV) {
     if constexpr (!DET) ahead.fetch(p, ahead.v);
     resolve(), resolve();
+    TASP_BWD_CTA(2);
     const unsigned char* maps = p.tmaps;
     const unsigned char* km = maps + kTensorMapBytes * (kFirstKvMap + 2 * tile.piece);
 #pragma unroll
     for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(maps + m * kTensorMapBytes);
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
+    TASP_BWD_CTA(3);
     sm90::mbar_arrive_tx(bars, 2 * S::kKvBytes);
 #pragma unroll
     for (int cb = 0; cb < S::kQdBlocks; ++cb) {
@@ -404,7 +407,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   const QTile* const slots = ld.slots;
   if (threadIdx.x == 0) ld.init(S::kConsumers);
   __syncthreads();
-  if (threadIdx.x == 0) ld.start(tile, hk, sK, sV), ld.load_next();
+  if (threadIdx.x == 0) {
+    ld.start(tile, hk, sK, sV), ld.load_next();
+    TASP_BWD_CTA(4);
+  }
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4, wt = threadIdx.x % 128;

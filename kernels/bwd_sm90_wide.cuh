@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (PIPE) ld.resolve();
     ld.load_next();
     if constexpr (PIPE) ld.load_next();
+    TASP_BWD_CTA(4);
   }
 
   const int w = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;

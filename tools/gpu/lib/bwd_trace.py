@@ -8,7 +8,8 @@ other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "r
 6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (issuing the next tile's
 copies), 8-10 its parts by the tile they are for: resolving it (at the end of the tile two before), waiting for its
 stage, that and issuing the copies; 11 (warpgroup 0) the CTA's entry (tile 0's) and end (tile 1's: its dK/dV
-reductions issued).
+reductions issued), and its prologue's parts (tiles 2-4's: the walk's first tiles resolved, the tensor maps fenced,
+the first copies issued).
 Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
 the other's, in tile periods); then the CTAs' prologue (entry to the first tile's Q/dO in), walk and end (the last tile
 done to the CTA's end), and their shares of the CTAs' time: what a persistent grid could hide.
@@ -88,6 +89,7 @@ def ctas(v):
     """The CTAs' prologue, walk and end from event 11 (traces made before it have none), and the walk's ramp: its first
     two tiles' time beyond two steady periods (nothing of the tile before overlaps them)."""
     pro, walk, end, total, ramp = [], [], [], [], []
+    parts = {"walk resolved": [], "maps fenced": [], "copies issued": [], "first tile in": []}  # the prologue's, in turn
     periods = [at(v, c, 0, t + 1, 0) - at(v, c, 0, t, 0) for c in range(CTAS) for t in range(2, TILES - 3)
                if at(v, c, 0, t + 3, 0) != 0]
     steady = st.median(periods) if periods else 0
@@ -100,6 +102,10 @@ def ctas(v):
             continue
         last = at(v, c, 0, n - 1, 6)
         pro.append(first - entry), walk.append(last - first), end.append(done - last), total.append(done - entry)
+        marks = [entry] + [at(v, c, 0, k, 11) for k in (2, 3, 4)] + [first]
+        if all(marks):
+            for name, a, b in zip(parts, marks, marks[1:]):
+                parts[name].append(b - a)
         if n > 2 and steady:
             ramp.append(max(0, at(v, c, 0, 2, 0) - first - 2 * steady))
     if not total:
@@ -108,6 +114,9 @@ def ctas(v):
     print(f"  CTAs: {len(total)}; median cycles: prologue {st.median(pro):.0f}, walk {st.median(walk):.0f}, "
           f"end {st.median(end):.0f}; of all CTAs' time: prologue {100 * sum(pro) / t:.1f}%, end {100 * sum(end) / t:.1f}%"
           + (f", the walks' ramp {100 * sum(ramp) / t:.1f}% (median {st.median(ramp):.0f} cycles)" if ramp else ""))
+    if parts["first tile in"]:
+        print("  prologue's parts (median cycles, each from the one before): " +
+              ", ".join(f"{name} {st.median(xs):.0f}" for name, xs in parts.items()))
 
 
 for f in sys.argv[1:]:
