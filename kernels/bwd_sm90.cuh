@@ -225,6 +225,17 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
   for (int kt = 0; kt < BM / 16; ++kt) sm90::wgmma_rs<T, D, 1>(acc, frag[kt], xd.at(kt * 2048), 1);
 }
 
+// An experiment for tools/gpu/trace.sh bwd (VARIANTS="early:-DTASP_BWD_EARLY_FENCE"): the maps every CTA reads (Q, dO,
+// LSE, D) fenced at the kernel's entry, before the CTA's tile and walk are read, instead of after them; whether the
+// fences hold the prologue (8.4% of a CTA's time at 4096-query walks, 2026-11-27) is what the trace's parts tell.
+__device__ __forceinline__ void fence_shared_maps(const Params& p) {
+#ifdef TASP_BWD_EARLY_FENCE
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(p.tmaps + m * kTensorMapBytes);
+#endif
+}
+
 #ifdef TASP_BWD_TRACE
 // Diagnostics only (tools/gpu/trace.sh bwd, a build with -DTASP_BWD_TRACE): clock64 at the phases of every tile
 // of the first kTraceCtas CTAs of KV head 0, batch 0, by thread 0 of each warpgroup; event 7 is how long thread 0
@@ -314,8 +325,10 @@ struct Loader {
     TASP_BWD_CTA(2);
     const unsigned char* maps = p.tmaps;
     const unsigned char* km = maps + kTensorMapBytes * (kFirstKvMap + 2 * tile.piece);
+#ifndef TASP_BWD_EARLY_FENCE
 #pragma unroll
     for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(maps + m * kTensorMapBytes);
+#endif
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
     TASP_BWD_CTA(3);
     sm90::mbar_arrive_tx(bars, 2 * S::kKvBytes);
@@ -399,6 +412,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // the Loader's: [STAGES][LSE, D] first
   TASP_BWD_CTA(0);
+  fence_shared_maps(p);
   const Cta cta(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
