@@ -23,7 +23,8 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.prune_plain = h.prune_plain;
   o.accumulator_bytes = accumulator_bytes_of(h.accumulator);
   if (h.gather_pieces < 0 || h.gather_pieces > 64) throw InputError("--gather-pieces: must be 0 (choose) or 1 to 64");
-  o.gather_pieces = scheme == "allgather" ? std::max(1, h.gather_pieces) : 1;
+  // allgather's, and usp's across its groups when that is allgather (its groups' slots gather in pieces alike).
+  o.gather_pieces = scheme == "allgather" || (scheme == "usp" && h.inner == "allgather") ? std::max(1, h.gather_pieces) : 1;
   if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
   o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");

@@ -483,11 +483,14 @@ TEST(LaunchEnv, ReadsLaunchersAndRejectsNonsense) {
 }
 
 // Head parallelism: Ulysses on one group and usp (Ulysses groups x a ring scheme across them), MHA, GQA split
-// over the slots and GQA with K/V heads replicated (fewer K/V heads than slots), causal and full.
+// over the slots and GQA with K/V heads replicated (fewer K/V heads than slots), causal and full; usp with allgather
+// across its groups also in pieces (its groups' slots gather piece by piece), kept K/V and gathered again.
 TEST(HeadParallel, UlyssesAndUspAreExact) {
   struct Case {
     std::string topology, scheme, inner;
     int ulysses, H, Hkv;
+    int gather_pieces = 1;
+    bool keep_kv = true;
   };
   const std::vector<Case> cases{
       {"complete:2", "ulysses", "", 0, 4, 2},      {"complete:4", "ulysses", "", 0, 8, 4},
@@ -496,6 +499,7 @@ TEST(HeadParallel, UlyssesAndUspAreExact) {
       {"cluster:4x4", "usp", "hamilton", 0, 4, 2}, {"cluster:4x4", "usp", "allgather", 0, 8, 8},
       {"cluster:3x8", "usp", "hamilton", 0, 8, 8}, {"cluster:3x8", "usp", "ring", 0, 16, 4},
       {"cluster:2x4", "usp", "two-level", 2, 4, 2}, {"complete:8", "usp", "hamilton", 2, 4, 4},
+      {"complete:4", "usp", "allgather", 2, 4, 2, 2}, {"cluster:3x4", "usp", "allgather", 0, 8, 4, 3, false},
   };
   for (const auto& c : cases)
     for (bool causal : {false, true}) {
@@ -503,8 +507,10 @@ TEST(HeadParallel, UlyssesAndUspAreExact) {
       o.causal = causal;
       o.ulysses = c.ulysses;
       if (!c.inner.empty()) o.inner = c.inner;
+      o.gather_pieces = c.gather_pieces, o.keep_kv = c.keep_kv;
       const Topology t = load_topology(c.topology);
       const Plan p = build_plan(t, c.scheme, o);
+      if (c.inner == "allgather") EXPECT_EQ(p.pieces_per_rank, c.gather_pieces) << c.topology;
       EXPECT_EQ(p.gpus(), t.ranks());
       EXPECT_EQ(verify_plan(p, nullptr, nullptr, false, true), "");
       const Digraph g = rank_digraph(t);
