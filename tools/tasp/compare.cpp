@@ -28,9 +28,10 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                   "reduce-scatter, fp32 for rings' many hops)")
       ->capture_default_str();
   cmd->add_option("--gather-pieces", h.gather_pieces,
-                  "allgather (and usp with --inner allgather): each rank's shard in this many pieces, gathered and its dK/dV reduce-scattered one piece a\n"
-                  "step beside the compute on the pieces before it (the link idles only for the first and the last;\n"
-                  "0: the count from 1 to 4 the simulator finds fastest, 1 for a plan alone)")
+                  "allgather (and usp with --inner allgather): each rank's shard in this many pieces, gathered and\n"
+                  "its dK/dV reduce-scattered one piece a step beside the compute on the pieces before it (the link\n"
+                  "idles only for the first and the last; 0: the count from 1 to 4 the simulator finds fastest for\n"
+                  "allgather, 1 for a plan alone)")
       ->capture_default_str();
   cmd->add_flag("--prune-plain", h.prune_plain,
                 "Prune for a plain mask too: under a causal mask a rank gets only the K/V its queries see and returns\n"
