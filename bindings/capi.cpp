@@ -212,7 +212,9 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
       h->plan = planner::build_plan(t, s, po);
       if (const std::string e = simulator::misfit(h->plan, h->workload); !e.empty()) throw planner::InputError("workload: " + e);
       if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
-      if (o.choices.gather_pieces == 0) detail = simulator::choose_gather_pieces(h->plan, t, h->workload, prof, so, po);
+      if (o.choices.gather_pieces == 0)
+        if (const std::string d = simulator::choose_gather_pieces(h->plan, t, h->workload, prof, so, po); !d.empty())
+          detail += (detail.empty() ? "" : "; ") + d;
       const simulator::SimResult sim = simulator::simulate(h->plan, t, h->workload, prof, so);
       predicted = sim.total_us, h->collectives = sim.collectives;
     }

@@ -12,6 +12,16 @@ def test_auto_says_what_it_tried():
     assert p.info["predicted_us"] > 0 and p.info["gpus"] == 4
 
 
+
+def test_named_plans_say_what_they_chose():
+    """A named scheme's choices made by simulating are in its detail: Ulysses' head groups, allgather's pieces."""
+    u = tasp.Plan("complete:4", "ulysses", "B=1,S=8192,H=32,D=128,causal")
+    assert u.info["detail"].startswith("head groups "), u.info["detail"]
+    a = tasp.Plan("complete:4", "allgather", "B=1,S=8192,H=32,D=128,causal")
+    assert a.info["detail"].startswith("gather pieces "), a.info["detail"]
+    assert tasp.Plan("complete:4", "allgather", "B=1,S=8192,H=32,D=128,causal", gather_pieces=2).info["detail"] == ""
+
+
 @pytest.mark.parametrize("scheme,workload,options", [
     ("zigzag", "B=1,S=64,H=4,D=8,causal", {}), ("ring", "B=1,S=60,H=4,D=8", {}),
     ("ulysses", "B=1,S=64,H=8,D=8,causal", {}), ("usp", "B=1,S=64,H=8,D=8,causal", {"ulysses": 2}),
