@@ -68,7 +68,8 @@ for c in dict.fromkeys(r["config"] for r in runs):
     am = f"{a['scheme']} | {float(a['measured_ms']):.3f}" if a else f"{mine[0]['auto'] or '-'} | -"
     bound = float(b.get("bound_ms") or 0)
     bd = f"{bound:.3f} ({float(b['measured_ms']) / bound:.2f}x)" if bound > 0 else "-"
-    print(f"| {c} | {b['scheme']} | {float(b['measured_ms']):.3f} | {bd} | {am} | {tb} |")
+    pieces = f" ({b['pieces']} pieces)" if b.get("pieces", "1") not in ("", "1") else ""
+    print(f"| {c} | {b['scheme']}{pieces} | {float(b['measured_ms']):.3f} | {bd} | {am} | {tb} |")
 PY
 $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"
