@@ -172,9 +172,10 @@ void register_report(CLI::App& app) {
       html << "</table><h2>Runs</h2><table><tr><th>workload</th><th>scheme</th><th>pass</th><th>measured ms</th>"
               "<th>predicted ms</th><th>error</th><th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
       for (const auto& r : rows) {
-        md << "| " << r.config << " | " << r.scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
+        const std::string scheme = r.scheme + (r.gather_pieces > 1 ? " (" + std::to_string(r.gather_pieces) + " pieces)" : "");
+        md << "| " << r.config << " | " << scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
            << r.predicted_ms << " | " << pct(r.error()) << " | " << r.comm_ms << " | " << r.compute_ms << " |\n";
-        html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(r.scheme) << "</td><td>" << r.pass << "</td><td>"
+        html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(scheme) << "</td><td>" << r.pass << "</td><td>"
              << std::setprecision(3) << r.measured_ms << "</td><td>" << r.predicted_ms << "</td><td>" << pct(r.error())
              << "</td><td>" << r.comm_ms << "</td><td>" << r.compute_ms << "</td></tr>\n";
       }
