@@ -41,8 +41,9 @@ int main(int argc, char** argv) {
   using namespace tasp::cli;
   CLI::App app{
       "tasp: plan, simulate and run topology-aware sequence-parallel attention (ring, zigzag, allgather,\n"
-      "hamilton/TASP, two-level) on any GPU topology.\n"
-      "Topologies: a YAML file (docs/topology-format.md) or complete:N, mesh:N, cluster:UxM, torus:AxB."};
+      "hamilton/TASP, two-level; ulysses and usp move heads) on any GPU topology, forward and backward.\n"
+      "Topologies: a YAML file (docs/topology-format.md) or complete:N, mesh:N, cluster:UxM, torus:AxB.\n"
+      "Start with `tasp simulate` (no arguments: 8x H200, a Llama-3-8B layer at 128K, every scheme)."};
   app.require_subcommand(1);
   register_plan(app);
   register_verify(app);
