@@ -225,15 +225,19 @@ __device__ __forceinline__ void issue_acc(float (&acc)[D / 2], const uint32_t (&
   for (int kt = 0; kt < BM / 16; ++kt) sm90::wgmma_rs<T, D, 1>(acc, frag[kt], xd.at(kt * 2048), 1);
 }
 
-// An experiment for tools/gpu/trace.sh bwd (VARIANTS="early:-DTASP_BWD_EARLY_FENCE"): the maps every CTA reads (Q, dO,
-// LSE, D) fenced at the kernel's entry, before the CTA's tile and walk are read, instead of after them; whether the
-// fences hold the prologue (8.4% of a CTA's time at 4096-query walks, 2026-11-27) is what the trace's parts tell.
-__device__ __forceinline__ void fence_shared_maps(const Params& p) {
-#ifdef TASP_BWD_EARLY_FENCE
-  if (threadIdx.x == 0)
+// Thread 0 at the kernel's entry: the CTA's six tensor maps (Q, dO, LSE, D and its piece's K and V) on their way into
+// the TMA unit's descriptor cache while the walk is resolved, so that its first copies do not wait for them. Without
+// it, issuing the first copies took ~4,700 of a ~13,000-cycle prologue (the steady state's copies ~420); fetched at the
+// entry, backward +0.8-2.0% (one H100, 2026-11-27: B=4 S=4096 D=128 causal +1.8%, B=2 S=8192 causal +2.0%, D=256
+// +0.8-0.9%; docs/measurements/kernels.md). The acquire fences stay after the walk is resolved: fenced at the entry
+// too, the walk's loads waited behind them (the prologue grew 3-8k cycles), and with no fences the first copies
+// waited for the descriptors instead.
+__device__ __forceinline__ void prefetch_maps(const Params& p, int tile_index) {
+  if (threadIdx.x != 0) return;
+  const unsigned char* kv = p.tmaps + kTensorMapBytes * (kFirstKvMap + 2 * p.tiles[tile_index].piece);
 #pragma unroll
-    for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(p.tmaps + m * kTensorMapBytes);
-#endif
+  for (int m = 0; m < kFirstKvMap; ++m) sm90::prefetch_tensormap(p.tmaps + m * kTensorMapBytes);
+  sm90::prefetch_tensormap(kv), sm90::prefetch_tensormap(kv + kTensorMapBytes);
 }
 
 #ifdef TASP_BWD_TRACE
@@ -282,6 +286,13 @@ struct Cta {
   }
 };
 
+// A CTA's entry (both backward kernels): its clock marked (trace builds), its tensor maps prefetched, its work read.
+__device__ __forceinline__ Cta enter(const Params& p, bool det) {
+  TASP_BWD_CTA(0);
+  prefetch_maps(p, det ? blockIdx.y : blockIdx.x);
+  return Cta(p, det);
+}
+
 // Thread 0's walk and copies, for both backward kernels (S: the kernel's Shape; PER_COPY: Q and dO column blocks per
 // TMA copy). Its K and V tile at the start; then, at the start of tile t, tile t + 1's copies (Q, dO, and the rows'
 // LSE and D into the stage's [LSE][D] arrays at `rows`: S::kRowArr bytes each) once the stage is free
@@ -325,10 +336,8 @@ struct Loader {
     TASP_BWD_CTA(2);
     const unsigned char* maps = p.tmaps;
     const unsigned char* km = maps + kTensorMapBytes * (kFirstKvMap + 2 * tile.piece);
-#ifndef TASP_BWD_EARLY_FENCE
 #pragma unroll
     for (int m = 0; m < kFirstKvMap; ++m) sm90::fence_tensormap(maps + m * kTensorMapBytes);
-#endif
     sm90::fence_tensormap(km), sm90::fence_tensormap(km + kTensorMapBytes);
     TASP_BWD_CTA(3);
     sm90::mbar_arrive_tx(bars, 2 * S::kKvBytes);
@@ -411,9 +420,7 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   unsigned char* sdS = sdO + STAGES * S::kQBytes;            // [kDsBufs][2 key blocks][BM queries][64 keys]
   unsigned char* sdQ = sdS + S::kDsBufs * S::kDsBytes;       // [kStageBufs][WG][staged dQ block]
   unsigned char* sRows = sdQ + S::kStageBufs * S::WG * S::kStageBytes;  // the Loader's: [STAGES][LSE, D] first
-  TASP_BWD_CTA(0);
-  fence_shared_maps(p);
-  const Cta cta(p, DET);
+  const Cta cta = enter(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;

@@ -81,9 +81,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sdS = sP + 2 * S::kPBytes;
   unsigned char* sRows = sdS + 2 * S::kPBytes;      // the Loader's: [STAGES][LSE, D] first
   // Trace builds (tools/gpu/trace.sh bwd): each tile's start (event 0) and end (6), and the CTA's entry and end.
-  TASP_BWD_CTA(0);
-  fence_shared_maps(p);
-  const Cta cta(p, DET);
+  const Cta cta = enter(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;

@@ -57,6 +57,11 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void fence_tensormap(const void* map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
 }
+// The map's 128 bytes on their way into the TMA unit's descriptor cache, so that the first copy through it does not
+// wait for them.
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
 // One box of a 1-d tensor map from element c0 on (c0 at a 16-byte boundary: an unaligned one is an illegal
 // instruction) into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_load_1d(uint32_t dst, const void* map, uint32_t bar, int c0) {
@@ -138,6 +143,7 @@ __device__ __forceinline__ void mbar_arrive_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_expect_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void fence_tensormap(const void*) {}
+__device__ __forceinline__ void prefetch_tensormap(const void*) {}
 __device__ __forceinline__ void tma_load_1d(uint32_t, const void*, uint32_t, int) { __trap(); }
 __device__ __forceinline__ void tma_load_4d(uint32_t, const void*, uint32_t, int, int, int, int) { __trap(); }
 __device__ __forceinline__ void tma_load_5d(uint32_t, const void*, uint32_t, int, int, int, int, int) { __trap(); }
