@@ -316,10 +316,20 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (!DET)
       if (wt == 0) sm90::bulk_wait_read();
   };
-  // dK (scaled) and dV into the piece's accumulator, or written in T (GradPiece::dk16): warpgroup w's head-dim rows
-  // 128 w + 64 hh + row0 + 8 (e / 2) of keys 8 c + 2 t4 + (e % 2).
+  // dK (scaled) and dV into the piece's accumulator, or written in T (GradPiece::dk16).
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
+  // Each element the thread holds, as f(key of the tile, head-dim row, dK scaled, dV): warpgroup w's rows
+  // 128 w + 64 hh + row0 + 8 (e / 2) of keys 8 ch + 2 t4 + (e % 2).
+  auto each = [&](auto&& f) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int ch = 0; ch < 8; ++ch)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          f(8 * ch + 2 * t4 + (e & 1), 128 * w + 64 * hh + row0 + 8 * (e / 2), p.scale * dk[hh][4 * ch + e], dv[hh][4 * ch + e]);
+  };
   if (gp.dk16) {
     // Written in T: transposed through shared memory (K and V's, read by no product now) into [key][head dim] rows,
     // 16-byte chunks swizzled by the key (the four keys a store's lanes hold land in different banks), then copied
@@ -328,16 +338,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     T* const tk = reinterpret_cast<T*>(sK);
     T* const tv = reinterpret_cast<T*>(sV);
     auto spot = [](int j, int d) { return j * D + (((d / 8) ^ (j & 7)) * 8) + d % 8; };
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int ch = 0; ch < 8; ++ch)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int at = spot(8 * ch + 2 * t4 + (e & 1), 128 * w + 64 * hh + row0 + 8 * (e / 2));
-          tk[at] = T(p.scale * dk[hh][4 * ch + e]);
-          tv[at] = T(dv[hh][4 * ch + e]);
-        }
+    each([&](int j, int d, float k, float v) { tk[spot(j, d)] = T(k), tv[spot(j, d)] = T(v); });
     __syncthreads();
     constexpr int kChunks = D / 8;  // 16-byte chunks of a row
     for (int i = threadIdx.x; i < S::BN * kChunks; i += S::kThreads) {
@@ -352,21 +353,15 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     TASP_BWD_CTA(1);
     return;
   }
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-    for (int ch = 0; ch < 8; ++ch)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = tile.j0 + 8 * ch + 2 * t4 + (e & 1);
-        if (j >= kp.len) continue;
-        const int d = 128 * w + 64 * hh + row0 + 8 * (e / 2);
-        const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + d;
-        // Reductions also where the CTA is the only writer of its keys (each element gets one add, so the sum is
-        // the same): a load, add and store per element, 32 bytes apart, held the warps 8% of the samples.
-        asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dk + off), "f"(p.scale * dk[hh][4 * ch + e]) : "memory");
-        asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(dv[hh][4 * ch + e]) : "memory");
-      }
+  // Reductions also where the CTA is the only writer of its keys (each element gets one add, so the sum is the same):
+  // a load, add and store per element, 32 bytes apart, held the warps 8% of the samples.
+  each([&](int jt, int d, float k, float v) {
+    const int j = tile.j0 + jt;
+    if (j >= kp.len) return;
+    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + d;
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dk + off), "f"(k) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(v) : "memory");
+  });
   drained();
   TASP_BWD_CTA(1);
 }
