@@ -260,7 +260,8 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 #define TASP_BWD_SPLIT(ev, tile) TASP_BWD_RECORD(0, tile, ev, clock64() - split0)
 // The CTA's own clocks, by thread 0 in warpgroup 0's event 11: its entry in tile 0's, its end (the dK/dV reductions
 // issued) in tile 1's, so that its prologue and end weigh against its walk; the prologue's parts in tiles 2-4's (the
-// walk's first two tiles resolved, the tensor maps fenced, the first copies issued).
+// walk's first two tiles resolved, the tensor maps fenced, the first copies issued), and the end's in tiles 5-7's (the
+// other warpgroup's last dS^T ready, the last dQ block staged and its reduce issued, the dK/dV stores issued).
 #define TASP_BWD_CTA(which) \
   if (threadIdx.x == 0) TASP_BWD_RECORD(0, which, 11, clock64())
 #else
@@ -647,42 +648,69 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   reduce_staged();  // the block staged in the last iteration
   after_reduce();
   sm90::bar_sync(ready(1 - w, t - 1), S::kConsumers);
+  TASP_BWD_CTA(5);
   issue_dq(t - 1);
   sm90::wgmma_wait<0>();
   back(prev, t > 0, t);
   reduce_staged();
+  TASP_BWD_CTA(6);
   if constexpr (DET) {  // the turn passes on once the last add is done
     if (threadIdx.x % 128 == 0) sm90::bulk_wait();
     after_reduce();
   }
-  // dK (scaled) and dV: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}. Into the piece's fp32 accumulator always
-  // by reductions: where the CTA is its keys' only writer, one add per element leaves the same sums as a read, an
-  // add and a write, without waiting for the read (the end's read-add-write held 6.6% of the warps' samples at
-  // B=2 S=8192 causal, D=128; Nsight Compute, 2026-11-26). Or, where the caller asked (GradPiece::dk16: the CTA is
-  // then its keys' only writer), written in T.
+  // dK (scaled) and dV: key rows key0 + 8 hf, columns 8c + 2 t4 + {0, 1}. Where the caller asked (GradPiece::dk16: the
+  // CTA is then its keys' only writer), written in T through shared memory (K and V's, read by no product once both
+  // warpgroups' last dQ is done) into [key][DP] rows, 16-byte chunks swizzled by the key (a store's eight rows land in
+  // different banks), then out in whole rows, 16 bytes a thread, as the wide kernel's end does. Stored from the
+  // registers, 4 bytes a lane and half of each sector, they held the end 6,600 of its 10,700 cycles; staged, the end
+  // is 5,800 and the backward +4.3% at B=4 S=4096 causal, +5.6% at B=8 S=2048 causal, +5.1% at D=64 B=2 S=8192
+  // causal, +1.1% at B=2 S=8192 full (one H100, 2026-11-27, docs/measurements/kernels.md).
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
-  const bool half = gp.dk16 != nullptr;
+  if (gp.dk16) {
+    __syncthreads();
+    T* const tk = reinterpret_cast<T*>(sK);
+    T* const tv = reinterpret_cast<T*>(sV);
+    auto spot = [](int j, int d) { return j * S::DP + (((d / 8) ^ (j & 7)) * 8) + d % 8; };
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int j = tile.j0 + key0 + 8 * hf;
-    if (j >= kp.len) continue;
-    const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
+    for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
-    for (int c = 0; c < D / 8; ++c) {
-      const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
-      const float2 v = make_float2(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
-      if (half) {
-        *reinterpret_cast<uint32_t*>(static_cast<T*>(gp.dk16) + off + 8 * c) = fwd::pack2<T>(a.x, a.y);
-        *reinterpret_cast<uint32_t*>(static_cast<T*>(gp.dv16) + off + 8 * c) = fwd::pack2<T>(v.x, v.y);
-        continue;
+      for (int c = 0; c < D / 8; ++c) {
+        const int at = spot(key0 + 8 * hf, 8 * c + 2 * t4);
+        *reinterpret_cast<uint32_t*>(tk + at) = fwd::pack2<T>(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
+        *reinterpret_cast<uint32_t*>(tv + at) = fwd::pack2<T>(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
       }
-      float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
-      float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
-      asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
-      asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
+    __syncthreads();
+    constexpr int kChunks = D / 8;  // 16-byte chunks of a row
+    for (int i = threadIdx.x; i < S::kBlockN * kChunks; i += S::kThreads) {
+      const int j = i / kChunks, c = i % kChunks;
+      if (tile.j0 + j >= kp.len) continue;
+      const long long off = b * bs + ((long long)(tile.j0 + j) * p.Hkv + hk) * D + 8 * c;
+      const int at = spot(j, 8 * c);
+      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
+      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
+    }
+  } else {
+    // Into the piece's fp32 accumulator by reductions always: where the CTA is its keys' only writer, one add per
+    // element leaves the same sums as a read, an add and a write, without waiting for the read (the end's
+    // read-add-write held 6.6% of the warps' samples at B=2 S=8192 causal, D=128; Nsight Compute, 2026-11-26).
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int j = tile.j0 + key0 + 8 * hf;
+      if (j >= kp.len) continue;
+      const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) {
+        const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
+        const float2 v = make_float2(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
+        float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
+        float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
+      }
     }
   }
+  TASP_BWD_CTA(7);
   // The staging tile stays until the last reduce has read it; its adds finish by the kernel's end without waiting
   // here (as a TMA store's epilogue waits for the read only). Waited for after the dK/dV stores are issued, so that
   // the two overlap in the CTA's end, which is 6.5% of its time at 4096-query walks (docs/measurements/kernels.md).

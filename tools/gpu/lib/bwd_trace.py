@@ -8,8 +8,9 @@ other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "r
 6 dK done and the stage released; 7 (warpgroup 0) thread 0's time at the tile's start (issuing the next tile's
 copies), 8-10 its parts by the tile they are for: resolving it (at the end of the tile two before), waiting for its
 stage, that and issuing the copies; 11 (warpgroup 0) the CTA's entry (tile 0's) and end (tile 1's: its dK/dV
-reductions issued), and its prologue's parts (tiles 2-4's: the walk's first tiles resolved, the tensor maps fenced,
-the first copies issued).
+reductions issued), its prologue's parts (tiles 2-4's: the walk's first tiles resolved, the tensor maps fenced,
+the first copies issued) and its end's (tiles 5-7's: the other warpgroup's last dS^T in, the last dQ staged and
+reduced, the dK/dV stores issued).
 Prints per warpgroup the median cycles of each phase, the tile period and the warpgroups' skew (a warpgroup's tile start minus
 the other's, in tile periods); then the CTAs' prologue (entry to the first tile's Q/dO in), walk and end (the last tile
 done to the CTA's end), and their shares of the CTAs' time: what a persistent grid could hide.
@@ -90,6 +91,7 @@ def ctas(v):
     two tiles' time beyond two steady periods (nothing of the tile before overlaps them)."""
     pro, walk, end, total, ramp = [], [], [], [], []
     parts = {"walk resolved": [], "maps fenced": [], "copies issued": [], "first tile in": []}  # the prologue's, in turn
+    ends = {"other's last dS in": [], "last dQ staged": [], "dK/dV stores issued": [], "staging read": []}  # the end's
     periods = [at(v, c, 0, t + 1, 0) - at(v, c, 0, t, 0) for c in range(CTAS) for t in range(2, TILES - 3)
                if at(v, c, 0, t + 3, 0) != 0]
     steady = st.median(periods) if periods else 0
@@ -106,6 +108,10 @@ def ctas(v):
         if all(marks):
             for name, a, b in zip(parts, marks, marks[1:]):
                 parts[name].append(b - a)
+        marks = [last] + [at(v, c, 0, k, 11) for k in (5, 6, 7)] + [done]
+        if all(marks):
+            for name, a, b in zip(ends, marks, marks[1:]):
+                ends[name].append(b - a)
         if n > 2 and steady:
             ramp.append(max(0, at(v, c, 0, 2, 0) - first - 2 * steady))
     if not total:
@@ -117,6 +123,9 @@ def ctas(v):
     if parts["first tile in"]:
         print("  prologue's parts (median cycles, each from the one before): " +
               ", ".join(f"{name} {st.median(xs):.0f}" for name, xs in parts.items()))
+    if ends["staging read"]:
+        print("  end's parts (median cycles, each from the one before): " +
+              ", ".join(f"{name} {st.median(xs):.0f}" for name, xs in ends.items()))
 
 
 for f in sys.argv[1:]:
