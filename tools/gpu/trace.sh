@@ -6,8 +6,9 @@
 #        traces them one task a CTA too. (A trace build's own rates include copying the clocks out after every launch:
 #        the launch's length is the summary's globaltimer span.)
 #   bwd: -DTASP_BWD_TRACE (lib/bwd_trace.py): the backward on the D=128/D=64 shapes, each warpgroup's phase cycles,
-#        the tile period and the warpgroups' skew, and the CTAs' prologue and end; D=256 (the wide kernel) marks only
-#        each tile's start and end and the CTA's.
+#        the tile period and the warpgroups' skew, and the CTAs' prologue and end, each in its parts (walk resolved,
+#        maps fenced, first copies issued, first tile in; the other warpgroup's last dS^T, the last dQ, the dK/dV
+#        stores, the staging read); D=256 (the wide kernel) marks only each tile's start and end and the CTA's.
 # Usage: tools/gpu/trace.sh fwd|bwd
 #   VARIANTS="name:-DFLAG name2:-DFLAG2": each flag set built plain and traced, traced, and A/B'd against the plain
 #   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the forward's epilogue stores left out).
