@@ -243,7 +243,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
       if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
+#ifdef TASP_BWD_WIDE_WG1_COPIES
+      // An experiment (tools/gpu/trace.sh bwd, VARIANTS="wg1:-DTASP_BWD_WIDE_WG1_COPIES"): tile t + 2's copies issued
+      // by warpgroup 1's first thread, which then waits for warpgroup 0 to free the stage, instead of by thread 0,
+      // which waited for warpgroup 1: warpgroup 0 was busy 5,961 cycles of a 6,115-cycle period, warpgroup 1 4,823
+      // (one H100, D=256, 2026-11-27). Thread 0 still walks (resolve); the slots it writes reach thread 128 past
+      // the tile's CTA barrier. Issued later in warpgroup 0 instead, the copies lost their lead: 5% slower.
+      if (threadIdx.x == 128) {
+        if (t == 0) ld.loaded = slots[1].tile < 0 ? -1 : 2;  // thread 0 issued tiles 0 and 1 (or the end) at the start
+        ld.load_next();
+      }
+#else
       if (threadIdx.x == 0) ld.load_next();
+#endif
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.
