@@ -86,12 +86,19 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
   // Thread 0 walks and loads as in bwd_sm90.cuh; with PIPE tile t + 2's copies are issued in tile t (a stage is free
-  // earlier), so the walk is resolved a tile further ahead.
+  // earlier), so the walk is resolved a tile further ahead. An experiment (VARIANTS="wg1all:-DTASP_BWD_WIDE_LOADER=128"
+  // for tools/gpu/trace.sh bwd): the walk and copies by warpgroup 1's first thread instead, off warpgroup 0's path
+  // (busy 5,961 cycles of a 6,115-cycle period at D=256, warpgroup 1 4,823; one H100, 2026-11-27).
+#ifdef TASP_BWD_WIDE_LOADER
+  constexpr int kLoader = TASP_BWD_WIDE_LOADER;
+#else
+  constexpr int kLoader = 0;
+#endif
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
-  if (threadIdx.x == 0) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
+  if (threadIdx.x == kLoader) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == kLoader) {
     ld.start(tile, hk, sK, sV);
     if constexpr (PIPE) ld.resolve();
     ld.load_next();
@@ -178,7 +185,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       }
       sm90::mbar_arrive(ld.qd_empty(prev_st));
     }
-    if (!PIPE && threadIdx.x == 0) ld.load_next();
+    if (!PIPE && threadIdx.x == kLoader) ld.load_next();
     float l2[2], dd[2];
     if constexpr (PIPE) {
       l2[0] = l2n[0], l2[1] = l2n[1], dd[0] = ddn[0], dd[1] = ddn[1];
@@ -254,7 +261,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         ld.load_next();
       }
 #else
-      if (threadIdx.x == 0) ld.load_next();
+      if (threadIdx.x == kLoader) ld.load_next();
 #endif
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
@@ -280,7 +287,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
       fwd::fence_regs<16>(s), fwd::fence_regs<16>(dp);
-      if (threadIdx.x == 0) ld.resolve();  // tile t + 3
+      if (threadIdx.x == kLoader) ld.resolve();  // tile t + 3
       TASP_BWD_MARK(6);
       continue;
     }
@@ -314,7 +321,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       sm90::bulk_commit();
     }
     prev_st = st;
-    if (threadIdx.x == 0) ld.resolve();  // tile t + 2
+    if (threadIdx.x == kLoader) ld.resolve();  // tile t + 2
     TASP_BWD_MARK(6);
   }
   if constexpr (DET)  // the turn passes on once the last adds are done
