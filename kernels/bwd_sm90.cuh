@@ -287,6 +287,26 @@ struct Cta {
   }
 };
 
+// The 16-bit end of both backward kernels (GradPiece::dk16): dK and dV staged in T in shared memory as [key][ROW]
+// rows whose 16-byte chunks are swizzled by the key (so that a store's eight rows land in different banks), then
+// written out in whole rows, 16 bytes a thread: keys j0.. of a piece of `len` keys (those below it), KV head hk of
+// Hkv, from `base` (the batch's first element).
+template <int ROW>
+__device__ __forceinline__ int row16_at(int j, int d) { return j * ROW + (((d / 8) ^ (j & 7)) * 8) + d % 8; }
+template <typename T, int D, int ROW, int KEYS, int THREADS>
+__device__ __forceinline__ void copy_rows16(T* const tk, T* const tv, const GradPiece& gp, int b, long long bs, int j0, int len,
+                                            int Hkv, int hk) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks of a row
+  for (int i = threadIdx.x; i < KEYS * kChunks; i += THREADS) {
+    const int j = i / kChunks, c = i % kChunks;
+    if (j0 + j >= len) continue;
+    const long long off = b * bs + ((long long)(j0 + j) * Hkv + hk) * D + 8 * c;
+    const int at = row16_at<ROW>(j, 8 * c);
+    *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
+    *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
+  }
+}
+
 // A CTA's entry (both backward kernels): its clock marked (trace builds), its tensor maps prefetched, its work read.
 __device__ __forceinline__ Cta enter(const Params& p, bool det) {
   TASP_BWD_CTA(0);
@@ -671,25 +691,16 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     __syncthreads();
     T* const tk = reinterpret_cast<T*>(sK);
     T* const tv = reinterpret_cast<T*>(sV);
-    auto spot = [](int j, int d) { return j * S::DP + (((d / 8) ^ (j & 7)) * 8) + d % 8; };
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
       for (int c = 0; c < D / 8; ++c) {
-        const int at = spot(key0 + 8 * hf, 8 * c + 2 * t4);
+        const int at = row16_at<S::DP>(key0 + 8 * hf, 8 * c + 2 * t4);
         *reinterpret_cast<uint32_t*>(tk + at) = fwd::pack2<T>(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
         *reinterpret_cast<uint32_t*>(tv + at) = fwd::pack2<T>(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
       }
     __syncthreads();
-    constexpr int kChunks = D / 8;  // 16-byte chunks of a row
-    for (int i = threadIdx.x; i < S::kBlockN * kChunks; i += S::kThreads) {
-      const int j = i / kChunks, c = i % kChunks;
-      if (tile.j0 + j >= kp.len) continue;
-      const long long off = b * bs + ((long long)(tile.j0 + j) * p.Hkv + hk) * D + 8 * c;
-      const int at = spot(j, 8 * c);
-      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
-      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
-    }
+    copy_rows16<T, D, S::DP, S::kBlockN, S::kThreads>(tk, tv, gp, b, bs, tile.j0, kp.len, p.Hkv, hk);
   } else {
     // Into the piece's fp32 accumulator by reductions always: where the CTA is its keys' only writer, one add per
     // element leaves the same sums as a read, an add and a write, without waiting for the read (the end's

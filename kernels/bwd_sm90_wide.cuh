@@ -356,18 +356,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     __syncthreads();  // both warpgroups' last products have read K and V
     T* const tk = reinterpret_cast<T*>(sK);
     T* const tv = reinterpret_cast<T*>(sV);
-    auto spot = [](int j, int d) { return j * D + (((d / 8) ^ (j & 7)) * 8) + d % 8; };
-    each([&](int j, int d, float k, float v) { tk[spot(j, d)] = T(k), tv[spot(j, d)] = T(v); });
+    each([&](int j, int d, float k, float v) { tk[row16_at<D>(j, d)] = T(k), tv[row16_at<D>(j, d)] = T(v); });
     __syncthreads();
-    constexpr int kChunks = D / 8;  // 16-byte chunks of a row
-    for (int i = threadIdx.x; i < S::BN * kChunks; i += S::kThreads) {
-      const int j = i / kChunks, c = i % kChunks;
-      if (tile.j0 + j >= kp.len) continue;
-      const long long off = b * bs + ((long long)(tile.j0 + j) * p.Hkv + hk) * D + 8 * c;
-      const int at = spot(j, 8 * c);
-      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = *reinterpret_cast<const uint4*>(tk + at);
-      *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = *reinterpret_cast<const uint4*>(tv + at);
-    }
+    copy_rows16<T, D, D, S::BN, S::kThreads>(tk, tv, gp, b, bs, tile.j0, kp.len, p.Hkv, hk);
     drained();
     TASP_BWD_CTA(1);
     return;
