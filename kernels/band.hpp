@@ -4,12 +4,7 @@
 // rows [q0, q1] of a tile together see [lo(q0), hi(q1)], and all of them see [lo(q1), hi(q0)]: whole tiles are
 // skipped or left unmasked from four numbers. Host and device.
 #include "kernels/attention.hpp"
-
-#ifdef __CUDACC__
-#define TASP_HD __host__ __device__ __forceinline__
-#else
-#define TASP_HD inline
-#endif
+#include "kernels/host_device.hpp"
 
 namespace tasp::kernels {
 
@@ -72,4 +67,3 @@ struct TileMask {
 
 }  // namespace tasp::kernels
 
-#undef TASP_HD

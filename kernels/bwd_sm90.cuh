@@ -54,6 +54,7 @@
 #include "kernels/bwd_plan.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/fwd_common.cuh"
+#include "kernels/head_rows.hpp"
 #include "kernels/tensor_map.hpp"
 #include "kernels/tma.cuh"
 #include "kernels/wgmma.cuh"
@@ -106,13 +107,6 @@ __host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) 
 
 // Query rows of a dQ scratch tile and of the backward's query tiles for head dim D (up to 128).
 __host__ __device__ constexpr int block_m(int D) { return D == 64 ? 128 : 80; }
-
-// Head dims that are not a multiple of 64 (80, 96) sit in shared memory as DP = D rounded up to 64 columns, as in
-// the forward: TMA zero-fills the columns past D, the products over the head dim (S^T, dP^T) stop at D and those
-// with D as their N (dV, dK) are N = D wide. Only dQ^T, whose M is the head dim in blocks of 64, runs over DP: the
-// padded rows come out zero and are not written (attention_backward_finish), 16 of 80 rows of one of the five
-// products at D=80.
-__host__ __device__ constexpr int padded_dim(int D) { return (D + 63) / 64 * 64; }
 
 // The dQ scratch, owned here for the kernel (which writes it) and attention_backward_finish (which reads it):
 // tiles of BM query rows, per tile [dq_blocks][dq_cols / 8][128 threads][4 floats], each block a 64 x dq_cols block
@@ -288,11 +282,8 @@ struct Cta {
 };
 
 // The 16-bit end of both backward kernels (GradPiece::dk16): dK and dV staged in T in shared memory as [key][ROW]
-// rows whose 16-byte chunks are swizzled by the key (so that a store's eight rows land in different banks), then
-// written out in whole rows, 16 bytes a thread: keys j0.. of a piece of `len` keys (those below it), KV head hk of
-// Hkv, from `base` (the batch's first element).
-template <int ROW>
-__device__ __forceinline__ int row16_at(int j, int d) { return j * ROW + (((d / 8) ^ (j & 7)) * 8) + d % 8; }
+// rows (row16_at), then written out in whole rows, 16 bytes a thread: keys j0.. of a piece of `len` keys (those below
+// it), KV head hk of Hkv, batch b of stride bs.
 template <typename T, int D, int ROW, int KEYS, int THREADS>
 __device__ __forceinline__ void copy_rows16(T* const tk, T* const tv, const GradPiece& gp, int b, long long bs, int j0, int len,
                                             int Hkv, int hk) {

@@ -79,7 +79,7 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
     const Problem pr = random_problem(rng);
     const Built in = build(pr);
     // (query tile, key tile) of bwd_sm90.cuh's layouts (80 or 128 rows, 128 keys) and of bwd_sm90_wide.cuh's (64, 64).
-    for (const auto [bm, bn] : {std::pair{80, bwd::kKeyTile}, std::pair{128, bwd::kKeyTile}, std::pair{64, 64}}) {
+    for (const auto& [bm, bn] : {std::pair{80, bwd::kKeyTile}, std::pair{128, bwd::kKeyTile}, std::pair{64, 64}}) {
       const bwd::Plan plan = bwd::make_plan(in.items, in.pieces, bm, bn, trial % 2 == 0, trial % 3 == 0);
       const auto tiles = dq_tiles(pr, bm);
       ASSERT_EQ(plan.dq_tiles, int(tiles.size()));
