@@ -15,7 +15,8 @@
 #   BASE_PATCH=file (git diff BASE -- kernels/ > file): the change's base built too (lib/build-base.sh) and A/B'd.
 #   TRACE_ENV="VAR=1|VAR=2" (fwd): environment variants of the plain build traced too; AB_ENV (bwd): in the A/B too.
 #   SHAPES="B=..,S=.. ..." (bwd): the shapes traced and A/B'd, instead of the D=128/D=64 S=16384 four.
-#   TESTS=1: the plain build's GPU tests of that pass first (and, fwd, memcheck of the small ones).
+#   TESTS=1: the plain build's GPU tests of that pass first (and, fwd, memcheck of the small ones); TESTS=all (bwd):
+#   every plain variant's backward tests too, so that a variant measured faster is also checked in the same call.
 # Everything goes to $OUT/trace.tar.gz (the device tool returns few files), the summaries also to stdout.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -59,10 +60,14 @@ fwd)
   ;;
 bwd)
   trace_builds -DTASP_BWD_TRACE
-  if [ "${TESTS:-0}" = 1 ]; then
-    timeout 300 build-gpu/tests/tasp_kernel_tests --gtest_filter='AttentionBwd*' > "$OUT/tests.log" 2>&1
-    echo "tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
-    grep -E "Failure|FAILED  \]|what\(\)" "$OUT/tests.log" | head -10
+  if [ "${TESTS:-0}" != 0 ]; then
+    for b in "${builds[@]}"; do
+      name=${b%%:*}
+      [ -x "build-$name/tests/tasp_kernel_tests" ] || continue
+      timeout 300 "build-$name/tests/tasp_kernel_tests" --gtest_filter='AttentionBwd*' > "$OUT/tests-$name.log" 2>&1
+      echo "tests ($name): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests-$name.log" | tr '\n' ' ')"
+      grep -E "Failure|FAILED  \]|what\(\)" "$OUT/tests-$name.log" | head -10
+    done
   fi
   read -ra list <<< "${SHAPES:-B=1,S=16384,H=32,D=128 B=1,S=16384,H=32,D=128,causal B=2,S=16384,H=16,D=64 B=2,S=16384,H=16,D=64,causal}"
   shapes=()

@@ -1,6 +1,7 @@
 # Sourced by trace.sh (after lib/common.sh): a scratch $OUT (the caller's, where the tarball goes, is
 # kept in $RES) with the device's name and clocks, and the builds a trace run compares.
-# trace_builds FLAG: builds, in parallel, the plain build (build-gpu; with TESTS=1 also the kernel tests), its twin
+# trace_builds FLAG: builds, in parallel, the plain build (build-gpu; with TESTS=1 also the kernel tests, with TESTS=all
+#   each plain variant's too), its twin
 #   with FLAG (build-trace), each of $VARIANTS ("name:-DFLAGS ...") plain and with FLAG (build-name, build-name-trace)
 #   and, with $BASE_PATCH, the change's base (build-base); leaves the names and flags in `builds` ("name:flags").
 # ab_variants: ab.sh's variant list for those builds: every plain variant, then the base.
@@ -14,7 +15,12 @@ trace_builds() {
   for b in "${builds[@]}"; do
     name=${b%%:*} flags=${b#*:}
     mkdir -p "$OUT/build-$name"
-    targets=(tasp); [ "$name" = gpu ] && [ "${TESTS:-0}" = 1 ] && targets+=(tasp_kernel_tests)
+    targets=(tasp)
+    case ${TESTS:-0}:$name in
+      1:gpu) targets+=(tasp_kernel_tests) ;;
+      all:trace | all:*-trace) ;;
+      all:*) targets+=(tasp_kernel_tests) ;;
+    esac
     (CUDA_FLAGS="$flags" BUILD_DIR="build-$name" OUT="$OUT/build-$name" tools/gpu/lib/build.sh "${targets[@]}" > "$OUT/build-$name/status.txt" 2>&1;
      echo "build $name [$flags]: $(tail -1 "$OUT/build-$name/status.txt")") &
   done
