@@ -11,7 +11,7 @@
 //   dV^T += dO^T P   (ss: dO and P MN-major)                  dK^T += Q^T dS   (ss: Q and dS MN-major)
 //   dQ^T  = K^T dS^T (ss: K MN-major, dS K-major)
 // dV^T and dK^T stay in registers across the walk (2 x 2 x 32 a thread) and are added to the piece's accumulator with
-// reductions at the end. dQ^T (2 x 32) goes into the dQ scratch in bwd_sm90.cuh's layout (block 2 w + half of a
+// reductions at the end. dQ^T (2 x 32) goes into the dQ scratch in bwd_common.cuh's layout (block 2 w + half of a
 // 64-row tile), by default (PIPE) with red.global.add.v4.f32 straight from registers while the next tile's S and dP
 // run: a stage is then free once both warpgroups' dK^T and dV^T have read it, and tile t + 2's copies go into it in
 // tile t. The deterministic dQ takes its turns at bulk reduces instead: dQ^T is staged in the tile's own stage, which
@@ -26,7 +26,9 @@
 // then the LSE and D come by TMA with the tile's Q and dO (Loader: level, +0.1% at that walk).
 #include <cstdint>
 
-#include "kernels/bwd_sm90.cuh"
+#include "kernels/bwd_common.cuh"
+#include "kernels/cuda_check.hpp"
+#include "kernels/wgmma.cuh"
 
 namespace tasp::kernels::bwd::wide {
 
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
-  // Thread 0 walks and loads as in bwd_sm90.cuh; with PIPE tile t + 2's copies are issued in tile t (a stage is free
+  // Thread 0 walks and loads as in bwd_sm90.cuh (bwd_common.cuh's Loader); with PIPE tile t + 2's copies are issued in tile t (a stage is free
   // earlier), so the walk is resolved a tile further ahead. An experiment (VARIANTS="wg1all:-DTASP_BWD_WIDE_LOADER=128"
   // for tools/gpu/trace.sh bwd): the walk and copies by warpgroup 1's first thread instead, off warpgroup 0's path
   // (busy 5,961 cycles of a 6,115-cycle period at D=256, warpgroup 1 4,823; one H100, 2026-11-27).
