@@ -196,8 +196,8 @@ __device__ __forceinline__ void store_rows_tma(const Params& p, const RowsOut& t
 // resolves the next task while the consumers walk the current one's last tiles, and loads its Q as soon as their
 // last S = Q K^T has read the current one (q_empty) and its first K/V tiles as stages free up; the consumers store
 // their rows through TMA without waiting (store_rows_tma) and go on. The stage ring and the warpgroups' turns run
-// on across tasks. Sessions 10 and 15 measured a persistent grid whose consumers stored from registers: level at
-// best, since what a CTA's end costs is the warps issuing their stores (2400 cycles at D=128), which it kept.
+// on across tasks. A persistent grid whose consumers stored from registers, measured twice before 2026-11-23, was level
+// at best, since what a CTA's end costs is the warps issuing their stores (2400 cycles at D=128), which it kept.
 template <typename T, int D, bool OVERLAP, int BN, bool PERSIST>
 __global__ void __launch_bounds__(Sm90Shape<D, BN, PERSIST>::kThreads, 1) attention_fwd_sm90_kernel(const Params p) {
   using S = Sm90Shape<D, BN, PERSIST>;
