@@ -48,6 +48,9 @@
 // the warpgroups fell into step); the next-but-one tile's copies issued at the end of a tile (1-5% slower: a whole
 // tile apart); dO's stage freed once dV has read it, with its own empty barrier, and the next-but-one tile's dO
 // copied mid-tile, Q still at the tile's start (3.4% slower at D=128, 1.6% at D=64).
+//
+// What this kernel shares with the D=256 one (the parameters, the dQ scratch, a CTA's entry, its walk and loader,
+// the 16-bit end's copy-out, the trace points) is in bwd_common.cuh.
 #include <cstddef>
 #include <cstdint>
 
