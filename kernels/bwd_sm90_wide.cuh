@@ -87,20 +87,25 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
-  // Thread 0 walks and loads as in bwd_sm90.cuh (bwd_common.cuh's Loader); with PIPE tile t + 2's copies are issued in tile t (a stage is free
-  // earlier), so the walk is resolved a tile further ahead. An experiment (VARIANTS="wg1all:-DTASP_BWD_WIDE_LOADER=128"
-  // for tools/gpu/trace.sh bwd): the walk and copies by warpgroup 1's first thread instead, off warpgroup 0's path
-  // (busy 5,961 cycles of a 6,115-cycle period at D=256, warpgroup 1 4,823; one H100, 2026-11-27).
-#ifdef TASP_BWD_WIDE_LOADER
-  constexpr int kLoader = TASP_BWD_WIDE_LOADER;
-#else
-  constexpr int kLoader = 0;
+  // Thread 0 walks and loads as in bwd_sm90.cuh (bwd_common.cuh's Loader); with PIPE tile t + 2's copies are issued
+  // in tile t (a stage is free earlier), so the walk is resolved a tile further ahead. An experiment for
+  // tools/gpu/trace.sh bwd (warpgroup 0 was busy 5,961 cycles of a 6,115-cycle period at D=256, warpgroup 1 4,823,
+  // thread 0's stage wait and copies on its path; one H100, 2026-11-27): -DTASP_BWD_WIDE_WALKER=128 moves the walk
+  // and every copy to warpgroup 1's first thread, -DTASP_BWD_WIDE_COPIER=128 (PIPE) only the copies of the walk's
+  // tiles after the first two, which then waits for warpgroup 0 to free their stage. Issued later in warpgroup 0
+  // instead, the copies lost their lead: 5% slower.
+#ifndef TASP_BWD_WIDE_WALKER
+#define TASP_BWD_WIDE_WALKER 0
 #endif
+#ifndef TASP_BWD_WIDE_COPIER
+#define TASP_BWD_WIDE_COPIER TASP_BWD_WIDE_WALKER
+#endif
+  constexpr int kWalker = TASP_BWD_WIDE_WALKER, kCopier = PIPE ? TASP_BWD_WIDE_COPIER : kWalker;
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
-  if (threadIdx.x == kLoader) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
+  if (threadIdx.x == kWalker) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
-  if (threadIdx.x == kLoader) {
+  if (threadIdx.x == kWalker) {
     ld.start(tile, hk, sK, sV);
     if constexpr (PIPE) ld.resolve();
     ld.load_next();
@@ -187,7 +192,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       }
       sm90::mbar_arrive(ld.qd_empty(prev_st));
     }
-    if (!PIPE && threadIdx.x == kLoader) ld.load_next();
+    if (!PIPE && threadIdx.x == kWalker) ld.load_next();
     float l2[2], dd[2];
     if constexpr (PIPE) {
       l2[0] = l2n[0], l2[1] = l2n[1], dd[0] = ddn[0], dd[1] = ddn[1];
@@ -252,19 +257,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
       if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
-#ifdef TASP_BWD_WIDE_WG1_COPIES
-      // An experiment (tools/gpu/trace.sh bwd, VARIANTS="wg1:-DTASP_BWD_WIDE_WG1_COPIES"): tile t + 2's copies issued
-      // by warpgroup 1's first thread, which then waits for warpgroup 0 to free the stage, instead of by thread 0,
-      // which waited for warpgroup 1: warpgroup 0 was busy 5,961 cycles of a 6,115-cycle period, warpgroup 1 4,823
-      // (one H100, D=256, 2026-11-27). Thread 0 still walks (resolve); the slots it writes reach thread 128 past
-      // the tile's CTA barrier. Issued later in warpgroup 0 instead, the copies lost their lead: 5% slower.
-      if (threadIdx.x == 128) {
-        if (t == 0) ld.loaded = slots[1].tile < 0 ? -1 : 2;  // thread 0 issued tiles 0 and 1 (or the end) at the start
+      if (threadIdx.x == kCopier) {
+        // Another thread than the walker's (the experiment above): the walker issued tiles 0 and 1 (or the end).
+        if (kCopier != kWalker && t == 0) ld.loaded = slots[1].tile < 0 ? -1 : 2;
         ld.load_next();
       }
-#else
-      if (threadIdx.x == kLoader) ld.load_next();
-#endif
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.
@@ -289,7 +286,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
       fwd::fence_regs<16>(s), fwd::fence_regs<16>(dp);
-      if (threadIdx.x == kLoader) ld.resolve();  // tile t + 3
+      if (threadIdx.x == kWalker) ld.resolve();  // tile t + 3
       TASP_BWD_MARK(6);
       continue;
     }
@@ -323,7 +320,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       sm90::bulk_commit();
     }
     prev_st = st;
-    if (threadIdx.x == kLoader) ld.resolve();  // tile t + 2
+    if (threadIdx.x == kWalker) ld.resolve();  // tile t + 2
     TASP_BWD_MARK(6);
   }
   if constexpr (DET)  // the turn passes on once the last adds are done
