@@ -88,19 +88,13 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   const KvPiece& kp = cta.kp;
   const int hk = cta.hk, b = cta.b;
   // Thread 0 walks and loads as in bwd_sm90.cuh (bwd_common.cuh's Loader); with PIPE tile t + 2's copies are issued
-  // in tile t (a stage is free earlier), so the walk is resolved a tile further ahead. An experiment for
-  // tools/gpu/trace.sh bwd (warpgroup 0 was busy 5,961 cycles of a 6,115-cycle period at D=256, warpgroup 1 4,823,
-  // thread 0's stage wait and copies on its path; one H100, 2026-11-27): -DTASP_BWD_WIDE_WALKER=128 moves the walk
-  // and every copy to warpgroup 1's first thread, -DTASP_BWD_WIDE_COPIER=128 (PIPE) only the copies of the walk's
-  // tiles after the first two, which then waits for warpgroup 0 to free their stage. Issued later in warpgroup 0
-  // instead, the copies lost their lead: 5% slower.
-#ifndef TASP_BWD_WIDE_WALKER
-#define TASP_BWD_WIDE_WALKER 0
-#endif
-#ifndef TASP_BWD_WIDE_COPIER
-#define TASP_BWD_WIDE_COPIER TASP_BWD_WIDE_WALKER
-#endif
-  constexpr int kWalker = TASP_BWD_WIDE_WALKER, kCopier = PIPE ? TASP_BWD_WIDE_COPIER : kWalker;
+  // in tile t (a stage is free earlier), so the walk is resolved a tile further ahead. Its ~960 cycles a tile (resolve
+  // 280, stage wait 295, copies 380 of a 6,113-cycle period) sit on warpgroup 0's path, yet taking them off it did not
+  // shorten the period (tools/gpu/trace.sh bwd, one H100, 2026-11-27, kernels.md): in warpgroup 1's first thread 2-3%
+  // slower, its copies alone there 2-3%, a producer warpgroup (setmaxnreg 24/240, dQ^T added before the next S and
+  // dP so that it fits) 3-5%; the two warpgroups meet at every tile's P/dS barrier, and the chain between, not the
+  // loader, sets the period.
+  constexpr int kWalker = 0;
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
   if (threadIdx.x == kWalker) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
@@ -257,11 +251,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
       if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
-      if (threadIdx.x == kCopier) {
-        // Another thread than the walker's (the experiment above): the walker issued tiles 0 and 1 (or the end).
-        if (kCopier != kWalker && t == 0) ld.loaded = slots[1].tile < 0 ? -1 : 2;
-        ld.load_next();
-      }
+      if (threadIdx.x == kWalker) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.

@@ -66,24 +66,31 @@ def summary(path):
         if not any(phases[names[1]]):  # a kernel that marks only its tiles' start and end (the wide one, D=256)
             print(f"    tile's start to end median {st.median(span):.0f}, end to the next tile's start median "
                   f"{st.median(phases[names[6]]):.0f} cycles")
+            if w == 0:
+                walker_parts(v)
             continue
         for n in names:
             xs = phases[n]
             print(f"    {n:18s} median {st.median(xs):7.0f}  mean {st.mean(xs):7.0f}  ({100 * st.mean(xs) / st.mean(period):4.1f}%)")
         if t0:
             print(f"    thread 0 at the start: median {st.median(t0):.0f}, mean {st.mean(t0):.0f}, p90 {sorted(t0)[int(0.9 * len(t0))]:.0f}")
-            parts = []
-            for k, name in ((8, "resolve"), (9, "stage wait"), (10, "stage wait + copies issued")):
-                xs = [at(v, c, 0, t, k) for c in range(CTAS) for t in range(2, TILES) if at(v, c, 0, t, k) > 0]
-                if xs:
-                    parts.append(f"{name} {st.median(xs):.0f}")
-            if parts:
-                print("    thread 0's parts (median cycles): " + ", ".join(parts))
+            walker_parts(v)
         if skew:
             s = sorted(x / p for x in skew)
             q = lambda f: s[int(f * (len(s) - 1))]
             print(f"    skew (WG1 start - WG0 start) in periods: p10 {q(0.1):+.2f}  median {q(0.5):+.2f}  p90 {q(0.9):+.2f}")
     ctas(v)
+
+
+def walker_parts(v):
+    """The walking thread's parts (events 8-10, recorded in warpgroup 0's slots whichever thread walks)."""
+    parts = []
+    for k, name in ((8, "resolve"), (9, "stage wait"), (10, "stage wait + copies issued")):
+        xs = [at(v, c, 0, t, k) for c in range(CTAS) for t in range(2, TILES) if at(v, c, 0, t, k) > 0]
+        if xs:
+            parts.append(f"{name} {st.median(xs):.0f}")
+    if parts:
+        print("    the walking thread's parts (median cycles): " + ", ".join(parts))
 
 
 def ctas(v):
