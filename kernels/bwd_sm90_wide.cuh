@@ -82,7 +82,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   unsigned char* sP = sdO + STAGES * S::kQBytes;    // [2 buffers][64 queries][64 keys]
   unsigned char* sdS = sP + 2 * S::kPBytes;
   unsigned char* sRows = sdS + 2 * S::kPBytes;      // the Loader's: [STAGES][LSE, D] first
-  // Trace builds (tools/gpu/trace.sh bwd): each tile's start (event 0) and end (6), and the CTA's entry and end.
+  // Trace builds (tools/gpu/trace.sh bwd; PIPE): each tile's start (event 0: its S and dP in), P packed (1), P and
+  // dS stored (2), past the P/dS barrier (3), dK^T/dV^T done (4), the next tile's S and dP issued (5), its end (6:
+  // dQ^T added, the next S and dP in), and the CTA's entry and end.
   const Cta cta = enter(p, DET);
   const Tile& tile = cta.tile;
   const KvPiece& kp = cta.kp;
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   // 280, stage wait 295, copies 380 of a 6,113-cycle period) sit on warpgroup 0's path, yet taking them off it did not
   // shorten the period (tools/gpu/trace.sh bwd, one H100, 2026-11-27, kernels.md): in warpgroup 1's first thread 2-3%
   // slower, its copies alone there 2-3%, a producer warpgroup (setmaxnreg 24/240, dQ^T added before the next S and
-  // dP so that it fits) 3-5%; the two warpgroups meet at every tile's P/dS barrier, and the chain between, not the
-  // loader, sets the period.
+  // dP so that it fits) 3-5%. dQ^T's adds set the period: 64 KB of fp32 reductions a tile, 1.6x as fast without them
+  // (-DTASP_BWD_WIDE_NODQ below; kernels.md).
   constexpr int kWalker = 0;
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
@@ -214,6 +216,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     uint32_t pa[2][4];
 #pragma unroll
     for (int kt = 0; kt < 2; ++kt) fwd::pack_a<T>(pa[kt], s, kt);
+    TASP_BWD_MARK(1);
     sm90::wgmma_wait<0>();
     fwd::fence_regs<16>(dp);
 #pragma unroll
@@ -230,7 +233,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       fwd::stmatrix_x4(ds_buf + pds_lane + pds_chunk(kt), da[kt]);
     }
     sm90::fence_proxy_async();
+    TASP_BWD_MARK(2);
     sm90::bar_sync(1, S::kThreads);  // both halves of P and dS written
+    TASP_BWD_MARK(3);
     float dq[2][32];
     sm90::wgmma_fence();
 #pragma unroll
@@ -250,6 +255,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if constexpr (PIPE) {
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
+      TASP_BWD_MARK(4);
       if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
       if (threadIdx.x == kWalker) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
@@ -257,6 +263,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // wgmma makes ptxas serialise them all.
       sm90::mbar_wait(ld.qd_full(st ^ 1), ((t + 1) / STAGES) & 1);
       issue_sdp(st ^ 1);
+      TASP_BWD_MARK(5);
       {
         const QTile& cn = slots[(t + 1) % S::kSlots];
         load_rows(st ^ 1, cn, cn.tile < 0 ? 0 : cn.rows, l2n, ddn);
@@ -265,6 +272,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dq[hh]);
       float* dst = p.dq_accum + dq_accum_offset(b, c.h, c.tile, 2 * w, p.H, p.dq_tiles, BM, D) + wt * 4;
+#ifndef TASP_BWD_WIDE_NODQ  // a diagnostic build (tools/gpu/trace.sh VARIANTS): dQ^T's adds left out, dQ wrong
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
@@ -272,6 +280,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + hh * 64 * 64 + k * 128 * 4), "f"(dq[hh][4 * k]),
                        "f"(dq[hh][4 * k + 1]), "f"(dq[hh][4 * k + 2]), "f"(dq[hh][4 * k + 3])
                        : "memory");
+#else
+      if (dst == nullptr) dq[0][0] = 0.f;  // dQ^T still computed and awaited
+#endif
       sm90::wgmma_wait<0>();
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);

@@ -8,10 +8,11 @@
 #   bwd: -DTASP_BWD_TRACE (lib/bwd_trace.py): the backward on the D=128/D=64 shapes, each warpgroup's phase cycles,
 #        the tile period and the warpgroups' skew, and the CTAs' prologue and end, each in its parts (walk resolved,
 #        maps fenced, first copies issued, first tile in; the other warpgroup's last dS^T, the last dQ, the dK/dV
-#        stores, the staging read); D=256 (the wide kernel) marks only each tile's start and end and the CTA's.
+#        stores, the staging read); D=256 (the wide kernel) its own phases (lib/bwd_trace.py --wide).
 # Usage: tools/gpu/trace.sh fwd|bwd
 #   VARIANTS="name:-DFLAG name2:-DFLAG2": each flag set built plain and traced, traced, and A/B'd against the plain
-#   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the forward's epilogue stores left out).
+#   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the forward's epilogue stores left out),
+#   nodq:-DTASP_BWD_WIDE_NODQ (the D=256 backward's dQ adds left out: what they cost).
 #   BASE_PATCH=file (git diff BASE -- kernels/ > file): the change's base built too (lib/build-base.sh) and A/B'd.
 #   TRACE_ENV="VAR=1|VAR=2" (fwd): environment variants of the plain build traced too; AB_ENV (bwd): in the A/B too.
 #   SHAPES="B=..,S=.. ..." (bwd): the shapes traced and A/B'd, instead of the D=128/D=64 S=16384 four.
@@ -81,7 +82,8 @@ bwd)
       TASP_BWD_TRACE_FILE="$f.bin" timeout 120 build-$name/tools/tasp bench kernel --pass bwd --iters 3 \
         --warmup 1 --heat-ms 300 --shape "${list[$i]}" > "$f.txt" 2>&1
       grep -E "TFLOP|ms" "$f.txt" | tail -2 | tee -a "$OUT/trace-summary.txt"
-      python3 tools/gpu/lib/bwd_trace.py "$f.bin" | tee -a "$OUT/trace-summary.txt"
+      wide=; [[ ${list[$i]} == *D=256* ]] && wide=--wide
+      python3 tools/gpu/lib/bwd_trace.py $wide "$f.bin" | tee -a "$OUT/trace-summary.txt"
     done
   done
   spec=$(ab_variants)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Phases of the backward kernel's tiles from a trace build's clocks (bwd_sm90.cuh, -DTASP_BWD_TRACE).
 
-Usage: bwd_trace.py TRACE.bin [more.bin ...]
+Usage: bwd_trace.py [--wide] TRACE.bin [more.bin ...]
+--wide: the D=256 kernel's (bwd_sm90_wide.cuh) events 1-6 instead: P packed, P and dS stored, past the P/dS barrier,
+dK^T/dV^T done, the next tile's S and dP issued, dQ^T added and the next S and dP in.
 Each file: int64 [128 CTAs][2 warpgroups][256 tiles][12 events], clock64 at: 0 the tile's Q/dO in, 1 after front()
 (S^T, dP^T issued, LSE/D filled, the staged dQ reduced), 2 after middle() (softmax, dS, dV issued), 3 past the
 other warpgroup's "ready" (its dS of the tile before), 4 dQ(t-1) and dV done, "ready" arrived, 5 dQ staged,
@@ -34,9 +36,12 @@ def at(v, c, w, t, e):
     return v[((c * WG + w) * TILES + t) * EV + e] if e < EV else 0
 
 
-def summary(path):
+NARROW = ["front", "middle", "ready wait", "dQ/dS/dK+wait1", "stage dQ", "dK wait+release", "next tile wait"]
+WIDE = ["softmax, P", "dS, stores", "P/dS barrier", "dK/dV products", "next S/dP issue", "dQ add, S/dP in", "next tile wait"]
+
+
+def summary(path, names):
     v = load(path)
-    names = ["front", "middle", "ready wait", "dQ/dS/dK+wait1", "stage dQ", "dK wait+release", "next tile wait"]
     print(f"{path}:")
     for w in range(WG):
         phases = {n: [] for n in names}
@@ -135,5 +140,7 @@ def ctas(v):
               ", ".join(f"{name} {st.median(xs):.0f}" for name, xs in ends.items()))
 
 
-for f in sys.argv[1:]:
-    summary(f)
+args = sys.argv[1:]
+wide = "--wide" in args
+for f in (a for a in args if a != "--wide"):
+    summary(f, WIDE if wide else NARROW)
