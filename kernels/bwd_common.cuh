@@ -273,6 +273,13 @@ struct Loader {
       loaded = -1;
       return;
     }
+#ifdef TASP_BWD_NOLOAD  // a diagnostic build (tools/gpu/trace.sh VARIANTS): after the first stages no copies, stale Q/dO
+    if (loaded >= S::STAGES) {
+      sm90::mbar_arrive(qd_full(st));
+      ++loaded;
+      return;
+    }
+#endif
     const unsigned char* maps = p.tmaps;
     sm90::mbar_arrive_tx(qd_full(st), 2 * S::kQBytes + 2 * S::kRowBox * 4);
     // The rows' LSE and D: one box of each array (rows_first), past the tile's rows another item's rows or zeros (the
