@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bwd_plan.hpp"
+#include "kernels/cluster.cuh"
 #include "kernels/fwd_common.cuh"
 #include "kernels/head_rows.hpp"
 #include "kernels/tensor_map.hpp"
@@ -203,6 +204,9 @@ struct Loader {
   int h0, b;
   int resolved_n = 0;  // tiles resolved
   int loaded = 0;      // tiles whose copies are issued (-1 once the end has been)
+  // The D=256 pair experiment with multicast (S::kMulticast): the CTA of rank 0 copies each tile's Q into both CTAs of
+  // its pair, the other its dO; a stage is then free once both CTAs' warpgroups are done with it.
+  int multicast = -1;  // this CTA's rank when multicasting
 
   // Its shared memory at `own` (kBytes: the stages' LSE/D arrays, the QTile slots, the walk's cache, the barriers).
   static constexpr int kSlotsAt = S::kRowBytes, kCacheAt = kSlotsAt + S::kSlots * S::kSlotBytes;
@@ -289,6 +293,15 @@ struct Loader {
     unsigned char* rs = rows + st * 2 * S::kRowArr;
     sm90::tma_load_1d(fwd::smem_addr(rs), maps + kLseMap * kTensorMapBytes, qd_full(st), row);
     sm90::tma_load_1d(fwd::smem_addr(rs + S::kRowArr), maps + kDsumMap * kTensorMapBytes, qd_full(st), row);
+    if constexpr (S::kMulticast && PER_COPY > 1) {
+      if (multicast >= 0) {
+        unsigned char* dst = multicast == 0 ? sQ : sdO;
+        sm90::tma_load_5d_multicast(fwd::smem_addr(dst + st * S::kQBytes), maps + multicast * kTensorMapBytes, qd_full(st), 0, h,
+                                    qrow, 0, b, uint16_t(3));
+        ++loaded;
+        return;
+      }
+    }
     if constexpr (PER_COPY > 1) {  // the column blocks in one copy each (a 5-d tensor map)
       static_assert(PER_COPY == S::kQdBlocks, "all of a tile's blocks in one copy");
       sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);

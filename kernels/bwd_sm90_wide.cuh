@@ -57,6 +57,8 @@ struct Shape {
 #define TASP_BWD_WIDE_PAIR 0
 #endif
   static constexpr bool kPair = TASP_BWD_WIDE_PAIR != 0;
+  // -DTASP_BWD_WIDE_PAIR=2: each tile's Q and dO also copied once for the pair, multicast to both CTAs (Loader).
+  static constexpr bool kMulticast = TASP_BWD_WIDE_PAIR == 2;
   static constexpr int kPairBytes = kPair ? 16 : 0;
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kRowBytes + kSlots * kSlotBytes +
                                2 * int(sizeof(Visit)) + 8 * kBarriers + kPairBytes;
@@ -110,11 +112,17 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   constexpr int kWalker = 0;
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
-  if (threadIdx.x == kWalker) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   // The pair experiment: launched as a cluster of two (else as the plain kernel).
-  const bool paired = S::kPair && PIPE && sm90::cluster_ctas() == 2;
+  const bool paired = S::kPair && PIPE && sm90::cluster_ctas() == 2, multicast = S::kMulticast && paired;
   const uint32_t pair_free = fwd::smem_addr(smem_raw) + S::kSmem - S::kPairBytes, pair_full = pair_free + 8;
   const uint32_t peer = S::kPair ? sm90::cluster_rank() ^ 1 : 0;
+  // A stage is free once both warpgroups are done with it (one arrival each), multicast both CTAs' warpgroups.
+  if (threadIdx.x == kWalker) ld.init(S::WG * (multicast ? 2 : 1));
+  if (multicast) ld.multicast = int(peer ^ 1);
+  auto free_stage = [&](int st) {  // by one thread of a warpgroup
+    sm90::mbar_arrive(ld.qd_empty(st));
+    if (multicast) sm90::mbar_arrive_peer(sm90::peer_smem(ld.qd_empty(st), peer));
+  };
   if constexpr (S::kPair)
     if (threadIdx.x == 0) sm90::mbar_init(pair_free, 1), sm90::mbar_init(pair_full, 128), sm90::fence_mbar_init();
   __syncthreads();
@@ -277,7 +285,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // Paired, the warpgroup that adds the pair's half frees its stage only once it has read the other's half.
       const bool receives = paired && w == int(peer ^ 1);
       if (wt == 0) {
-        if (!receives) sm90::mbar_arrive(ld.qd_empty(st));
+        if (!receives) free_stage(st);
         else sm90::mbar_arrive_peer(sm90::peer_smem(pair_free, peer));
       }
       if (!paired && threadIdx.x == kWalker) ld.load_next();
@@ -306,7 +314,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
             }
           sm90::fence_proxy_async();  // read before the stage's next copies write it
           sm90::bar_sync(2 + w, 128);
-          if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
+          if (wt == 0) free_stage(st);
         } else {
           sm90::mbar_wait_cluster(pair_free, t & 1);
 #pragma unroll

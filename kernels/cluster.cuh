@@ -1,6 +1,6 @@
 #pragma once
 // Hopper (sm_90a) thread-block clusters for a pair of CTAs: each CTA's rank, the peer's shared memory (distributed
-// shared memory: stores and mbarrier arrivals across the pair) and the cluster-wide barrier. For the D=256
+// shared memory: stores and mbarrier arrivals across the pair), copies multicast to both and the cluster-wide barrier. For the D=256
 // backward's paired experiment (bwd_sm90_wide.cuh, -DTASP_BWD_WIDE_PAIR).
 #include <cstdint>
 
@@ -45,6 +45,16 @@ __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
     return ok != 0;
   });
 }
+// tma_load_5d's box into every CTA of `mask` (at the same shared offsets), each completing on its own barrier at
+// `bar`'s offset.
+__device__ __forceinline__ void tma_load_5d_multicast(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2, int c3,
+                                                      int c4, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, "
+      "%4, %5, %6}], [%7], %8;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar), "h"(mask)
+      : "memory");
+}
 // Every thread of both CTAs: no CTA goes on (or exits) before the other has arrived.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -56,6 +66,7 @@ __device__ __forceinline__ uint32_t peer_smem(uint32_t addr, uint32_t) { return 
 __device__ __forceinline__ void st_cluster_f4(uint32_t, float, float, float, float) { __trap(); }
 __device__ __forceinline__ void mbar_arrive_peer(uint32_t) { __trap(); }
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void tma_load_5d_multicast(uint32_t, const void*, uint32_t, int, int, int, int, int, uint16_t) { __trap(); }
 __device__ __forceinline__ void cluster_sync() {}
 #endif
 
