@@ -290,6 +290,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       }
       if (!paired && threadIdx.x == kWalker) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
+      // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
+      // wgmma makes ptxas serialise them all.
       sm90::mbar_wait(ld.qd_full(st ^ 1), ((t + 1) / STAGES) & 1);
       issue_sdp(st ^ 1);
       TASP_BWD_MARK(5);
