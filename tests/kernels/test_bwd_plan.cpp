@@ -73,6 +73,45 @@ std::vector<std::pair<int, int>> dq_tiles(const Problem& pr, int bm) {
   return tiles;
 }
 
+// Visit v (query tile of item `it` from row r) by the CTA of keys [j0, j0 + bn) of piece ps: its rows and mask against
+// the definition; whether some key is visible to some row.
+void check_visit(const ItemSpec& it, int r, const PieceSpec& ps, int j0, int bm, int bn, const bwd::Visit& v, int trial, bool* any) {
+  ASSERT_EQ(v.qrow, it.q_row0 + r);
+  ASSERT_EQ(v.rows, std::min(bm, it.q_len - r));
+  const int keys = std::min(ps.len - j0, bn);
+  bool all = keys == bn;
+  *any = false;
+  for (int rr = 0; rr < v.rows; ++rr)
+    for (int j = 0; j < keys; ++j) {
+      const bool s = sees(it, it.q_pos0 + r + rr, ps.pos0 + j0 + j);
+      *any |= s, all &= s;
+      if (v.mask) {
+        ASSERT_EQ(s, j >= v.m.first(rr) && j <= v.m.last(rr)) << "trial " << trial << " row " << rr << " key " << j;
+      }
+    }
+  ASSERT_EQ(v.mask, !all) << "trial " << trial << ": masked exactly when some key is hidden";
+}
+
+// Brute force: every (item, query tile, piece, key tile) with a visible key is among that key tile's CTA's visits
+// (`walked`: (piece, j0) -> (item, first row) of each visit that sees a key) once, and no other is.
+void check_coverage(const Problem& pr, int bm, int bn, const std::map<std::pair<int, int>, std::vector<std::pair<int, int>>>& walked,
+                    int trial) {
+  for (size_t i = 0; i < pr.items.size(); ++i) {
+    const ItemSpec& it = pr.items[i];
+    for (int pc : it.pieces)
+      for (int j0 = 0; j0 < pr.pieces[pc].len; j0 += bn)
+        for (int r = 0; r < it.q_len; r += bm) {
+          bool any = false;
+          for (int rr = r; rr < std::min(it.q_len, r + bm) && !any; ++rr)
+            for (int j = j0; j < std::min(pr.pieces[pc].len, j0 + bn) && !any; ++j)
+              any = sees(it, it.q_pos0 + rr, pr.pieces[pc].pos0 + j);
+          const auto w = walked.find({pc, j0});
+          const long long n = w == walked.end() ? 0 : std::count(w->second.begin(), w->second.end(), std::make_pair(int(i), r));
+          ASSERT_EQ(n, any ? 1 : 0) << "trial " << trial << ": item " << i << " rows " << r << " piece " << pc << " keys " << j0;
+        }
+  }
+}
+
 TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 300; ++trial) {
@@ -91,7 +130,6 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
         ASSERT_EQ(t.vbegin, next_visit) << "the walks one after another in launch order";
         next_visit += t.vcount;
         const PieceSpec& ps = pr.pieces[t.piece];
-        const int keys = std::min(ps.len - t.j0, bn);
         ASSERT_EQ(t.j0 % bn, 0);
         ASSERT_TRUE(walked.find({t.piece, t.j0}) == walked.end()) << "two CTAs for one key tile";
         auto& w = walked[{t.piece, t.j0}];
@@ -99,20 +137,9 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
           const bwd::Visit& v = plan.visits.at(e);
           ASSERT_TRUE(v.tile >= 0 && v.tile < plan.dq_tiles);
           const auto [item, r] = tiles[v.tile];
-          const ItemSpec& it = pr.items[item];
-          ASSERT_EQ(v.qrow, it.q_row0 + r);
-          ASSERT_EQ(v.rows, std::min(bm, it.q_len - r));
-          bool any = false, all = keys == bn;
-          for (int rr = 0; rr < v.rows; ++rr)
-            for (int j = 0; j < keys; ++j) {
-              const bool s = sees(it, it.q_pos0 + r + rr, ps.pos0 + t.j0 + j);
-              any |= s, all &= s;
-              if (v.mask) {
-                ASSERT_EQ(s, j >= v.m.first(rr) && j <= v.m.last(rr)) << "trial " << trial << " row " << rr << " key " << j;
-              }
-            }
+          bool any = false;
+          ASSERT_NO_FATAL_FAILURE(check_visit(pr.items[item], r, ps, t.j0, bm, bn, v, trial, &any));
           ASSERT_TRUE(any) << "trial " << trial << ": a visit that sees no key";
-          ASSERT_EQ(v.mask, !all) << "trial " << trial << ": masked exactly when some key is hidden";
           w.push_back({item, r});
         }
         ASSERT_GT(w.size(), 0u) << "a CTA with nothing to walk";
@@ -120,22 +147,7 @@ TEST(BwdPlan, WalksEveryVisiblePairLongestFirstWithExactMasks) {
       }
       ASSERT_EQ(next_visit, int(plan.visits.size()));
       ASSERT_TRUE(std::is_sorted(counts.rbegin(), counts.rend())) << "trial " << trial << ": not longest first";
-      // Brute force: every (item, query tile, piece, key tile) with a visible key is walked by that key tile's CTA.
-      for (size_t i = 0; i < pr.items.size(); ++i) {
-        const ItemSpec& it = pr.items[i];
-        for (int pc : it.pieces)
-          for (int j0 = 0; j0 < pr.pieces[pc].len; j0 += bn)
-            for (int r = 0; r < it.q_len; r += bm) {
-              bool any = false;
-              for (int rr = r; rr < std::min(it.q_len, r + bm) && !any; ++rr)
-                for (int j = j0; j < std::min(pr.pieces[pc].len, j0 + bn) && !any; ++j)
-                  any = sees(it, it.q_pos0 + rr, pr.pieces[pc].pos0 + j);
-              if (!any) continue;
-              const auto w = walked.find({pc, j0});
-              ASSERT_TRUE(w != walked.end() && std::count(w->second.begin(), w->second.end(), std::make_pair(int(i), r)) == 1)
-                  << "trial " << trial << ": item " << i << " rows " << r << " piece " << pc << " keys " << j0 << " not walked";
-            }
-      }
+      ASSERT_NO_FATAL_FAILURE(check_coverage(pr, bm, bn, walked, trial));
     }
   }
 }
@@ -210,7 +222,6 @@ TEST(BwdPlan, PairsWalkTheUnionOfTheirKeyTilesInOneOrder) {
         ASSERT_LE(t.vcount, plan.tiles[i - 2].vcount) << "trial " << trial << ": pairs not longest first";
       }
       const PieceSpec& ps = pr.pieces[t.piece];
-      const int keys = std::max(0, std::min(ps.len - t.j0, bn));
       auto& w = walked[{t.piece, t.j0}];
       for (int e = 0; e < t.vcount; ++e) {
         const bwd::Visit& v = plan.visits.at(t.vbegin + e);
@@ -220,34 +231,12 @@ TEST(BwdPlan, PairsWalkTheUnionOfTheirKeyTilesInOneOrder) {
           ASSERT_EQ(v.turn, next_turn[v.tile]++);
         }
         const auto [item, r] = tiles[v.tile];
-        const ItemSpec& it = pr.items[item];
-        bool any = false, all = keys == bn;
-        for (int rr = 0; rr < v.rows; ++rr)
-          for (int j = 0; j < keys; ++j) {
-            const bool s = sees(it, it.q_pos0 + r + rr, ps.pos0 + t.j0 + j);
-            any |= s, all &= s;
-            if (v.mask) {
-              ASSERT_EQ(s, j >= v.m.first(rr) && j <= v.m.last(rr)) << "trial " << trial;
-            }
-          }
-        ASSERT_EQ(v.mask, !all) << "trial " << trial << ": masked exactly when some key is hidden";
+        bool any = false;
+        ASSERT_NO_FATAL_FAILURE(check_visit(pr.items[item], r, ps, t.j0, bm, bn, v, trial, &any));
         if (any) w.push_back({item, r});
       }
     }
-    for (size_t i = 0; i < pr.items.size(); ++i) {
-      const ItemSpec& it = pr.items[i];
-      for (int pc : it.pieces)
-        for (int j0 = 0; j0 < pr.pieces[pc].len; j0 += bn)
-          for (int r = 0; r < it.q_len; r += bm) {
-            bool any = false;
-            for (int rr = r; rr < std::min(it.q_len, r + bm) && !any; ++rr)
-              for (int j = j0; j < std::min(pr.pieces[pc].len, j0 + bn) && !any; ++j)
-                any = sees(it, it.q_pos0 + rr, pr.pieces[pc].pos0 + j);
-            const auto w = walked.find({pc, j0});
-            const long long n = w == walked.end() ? 0 : std::count(w->second.begin(), w->second.end(), std::make_pair(int(i), r));
-            ASSERT_EQ(n, any ? 1 : 0) << "trial " << trial << ": item " << i << " rows " << r << " piece " << pc << " keys " << j0;
-          }
-    }
+    ASSERT_NO_FATAL_FAILURE(check_coverage(pr, bm, bn, walked, trial));
   }
   // An odd number of key tiles somewhere: no pairs, the plain plan.
   const Problem odd{{{3 * 64, 0}}, {ItemSpec{0, 192, 0, {0}, true}}};
