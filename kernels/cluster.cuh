@@ -35,15 +35,7 @@ __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar) {
 }
 // Waits for the phase of parity `parity` of this CTA's barrier, acquiring what the peer's arrivals released.
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  spin_until([&] {
-    uint32_t ok;
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    return ok != 0;
-  });
+  spin_until([&] { return mbar_try_wait<true>(bar, parity); });
 }
 // tma_load_5d's box into every CTA of `mask` (at the same shared offsets), each completing on its own barrier at
 // `bar`'s offset.
