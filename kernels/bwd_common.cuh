@@ -293,19 +293,17 @@ struct Loader {
     unsigned char* rs = rows + st * 2 * S::kRowArr;
     sm90::tma_load_1d(fwd::smem_addr(rs), maps + kLseMap * kTensorMapBytes, qd_full(st), row);
     sm90::tma_load_1d(fwd::smem_addr(rs + S::kRowArr), maps + kDsumMap * kTensorMapBytes, qd_full(st), row);
-    if constexpr (S::kMulticast && PER_COPY > 1) {
-      if (multicast >= 0) {
-        unsigned char* dst = multicast == 0 ? sQ : sdO;
-        sm90::tma_load_5d_multicast(fwd::smem_addr(dst + st * S::kQBytes), maps + multicast * kTensorMapBytes, qd_full(st), 0, h,
-                                    qrow, 0, b, uint16_t(3));
-        ++loaded;
-        return;
-      }
-    }
     if constexpr (PER_COPY > 1) {  // the column blocks in one copy each (a 5-d tensor map)
       static_assert(PER_COPY == S::kQdBlocks, "all of a tile's blocks in one copy");
-      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
-      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {  // Q, dO: multicast, only this CTA's one, into both CTAs of its pair
+        const uint32_t dst = fwd::smem_addr((m ? sdO : sQ) + st * S::kQBytes);
+        if (S::kMulticast && multicast >= 0) {
+          if (m == multicast) sm90::tma_load_5d_multicast(dst, maps + m * kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b, uint16_t(3));
+        } else {
+          sm90::tma_load_5d(dst, maps + m * kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
+        }
+      }
     } else {
 #pragma unroll
       for (int cb = 0; cb < S::kQdBlocks; ++cb) {
