@@ -60,6 +60,13 @@ struct Shape {
   // -DTASP_BWD_WIDE_PAIR=2: each tile's Q and dO also copied once for the pair, multicast to both CTAs (Loader).
   static constexpr bool kMulticast = TASP_BWD_WIDE_PAIR == 2;
   static constexpr int kPairBytes = kPair ? 16 : 0;
+  // An experiment (-DTASP_BWD_WIDE_BULK, PIPE): dQ^T staged in the warpgroup's own blocks of the tile's stage and
+  // bulk-reduced (as the deterministic dQ), the stage freed once the reduce has read it, instead of red.global.add
+  // from registers: at D=128 the bulk reduce was 7-12% faster than the reductions (kernels.md).
+#ifndef TASP_BWD_WIDE_BULK
+#define TASP_BWD_WIDE_BULK 0
+#endif
+  static constexpr bool kBulk = TASP_BWD_WIDE_BULK != 0 && !kPair;
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kRowBytes + kSlots * kSlotBytes +
                                2 * int(sizeof(Visit)) + 8 * kBarriers + kPairBytes;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
@@ -284,11 +291,11 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       TASP_BWD_MARK(4);
       // Paired, the warpgroup that adds the pair's half frees its stage only once it has read the other's half.
       const bool receives = paired && w == int(peer ^ 1);
-      if (wt == 0) {
+      if (wt == 0 && !S::kBulk) {
         if (!receives) free_stage(st);
         else sm90::mbar_arrive_peer(sm90::peer_smem(pair_free, peer));
       }
-      if (!paired && threadIdx.x == kWalker) ld.load_next();
+      if (!paired && !S::kBulk && threadIdx.x == kWalker) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.
@@ -331,7 +338,26 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         if (threadIdx.x == kWalker) ld.load_next();  // the stage is free once the receiving warpgroup has read it
       }
       float* dst = p.dq_accum + dq_accum_offset(b, c.h, c.tile, 2 * w, p.H, p.dq_tiles, BM, D) + wt * 4;
-      if (!paired || receives) {
+      if constexpr (S::kBulk) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          unsigned char* stage = stage_of(st, hh);
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) =
+                make_float4(dq[hh][4 * k], dq[hh][4 * k + 1], dq[hh][4 * k + 2], dq[hh][4 * k + 3]);
+        }
+        sm90::fence_proxy_async();
+        sm90::bar_sync(2 + w, 128);
+        if (wt == 0) {
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) sm90::bulk_reduce_add_f32(dst - wt * 4 + hh * 64 * 64, fwd::smem_addr(stage_of(st, hh)), 64 * 64 * 4);
+          sm90::bulk_commit();
+          sm90::bulk_wait_read();  // under the next tile's S and dP
+          free_stage(st);
+        }
+        if (threadIdx.x == kWalker) ld.load_next();
+      } else if (!paired || receives) {
 #ifndef TASP_BWD_WIDE_NODQ  // a diagnostic build (tools/gpu/trace.sh VARIANTS): dQ^T's adds left out, dQ wrong
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
