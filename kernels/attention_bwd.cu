@@ -115,11 +115,9 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   const bool stagger = forced < 0 ? !b.deterministic : forced != 0;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (!ws.bwd_plans) ws.bwd_plans = std::make_unique<bwd::PlanCache>();
-  // The D=256 pair experiment (-DTASP_BWD_WIDE_PAIR, bwd_sm90_wide.cuh): key tiles planned in pairs where they pair up.
-  const bool pair = bwd::wide::Shape<256>::kPair && wide(b.D) && !b.deterministic && env_int("TASP_BWD_WIDE_PIPE", 1) != 0;
   const bwd::CachedPlan& cached =
-      bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger, pair),
-                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger, pair); },
+      bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger),
+                         [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger); },
                          staging_of(ws), s);
   const bwd::Plan& plan = cached.plan;
   clear_unwritten(b, plan, kBlockN, s);
@@ -176,8 +174,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       const bool pipe = env_int("TASP_BWD_WIDE_PIPE", 1) != 0;
       auto go = [&](auto pp) {
         constexpr bool kPipe = pp() && !det();  // the deterministic dQ takes turns at bulk reduces
-        if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det(), kPipe>(p, n, kv_ctas, b.B, s, plan.paired);
-        else bwd::wide::launch<__half, 256, det(), kPipe>(p, n, kv_ctas, b.B, s, plan.paired);
+        if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det(), kPipe>(p, n, kv_ctas, b.B, s);
+        else bwd::wide::launch<__half, 256, det(), kPipe>(p, n, kv_ctas, b.B, s);
       };
       if (pipe) go(std::true_type{});
       else go(std::false_type{});

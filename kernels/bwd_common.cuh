@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "kernels/bwd_plan.hpp"
-#include "kernels/cluster.cuh"
 #include "kernels/fwd_common.cuh"
 #include "kernels/head_rows.hpp"
 #include "kernels/tensor_map.hpp"
@@ -204,9 +203,6 @@ struct Loader {
   int h0, b;
   int resolved_n = 0;  // tiles resolved
   int loaded = 0;      // tiles whose copies are issued (-1 once the end has been)
-  // The D=256 pair experiment with multicast (S::kMulticast): the CTA of rank 0 copies each tile's Q into both CTAs of
-  // its pair, the other its dO; a stage is then free once both CTAs' warpgroups are done with it.
-  int multicast = -1;  // this CTA's rank when multicasting
 
   // Its shared memory at `own` (kBytes: the stages' LSE/D arrays, the QTile slots, the walk's cache, the barriers).
   static constexpr int kSlotsAt = S::kRowBytes, kCacheAt = kSlotsAt + S::kSlots * S::kSlotBytes;
@@ -295,15 +291,8 @@ struct Loader {
     sm90::tma_load_1d(fwd::smem_addr(rs + S::kRowArr), maps + kDsumMap * kTensorMapBytes, qd_full(st), row);
     if constexpr (PER_COPY > 1) {  // the column blocks in one copy each (a 5-d tensor map)
       static_assert(PER_COPY == S::kQdBlocks, "all of a tile's blocks in one copy");
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {  // Q, dO: multicast, only this CTA's one, into both CTAs of its pair
-        const uint32_t dst = fwd::smem_addr((m ? sdO : sQ) + st * S::kQBytes);
-        if (S::kMulticast && multicast >= 0) {
-          if (m == multicast) sm90::tma_load_5d_multicast(dst, maps + m * kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b, uint16_t(3));
-        } else {
-          sm90::tma_load_5d(dst, maps + m * kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
-        }
-      }
+      sm90::tma_load_5d(fwd::smem_addr(sQ + st * S::kQBytes), maps, qd_full(st), 0, h, qrow, 0, b);
+      sm90::tma_load_5d(fwd::smem_addr(sdO + st * S::kQBytes), maps + kTensorMapBytes, qd_full(st), 0, h, qrow, 0, b);
     } else {
 #pragma unroll
       for (int cb = 0; cb < S::kQdBlocks; ++cb) {

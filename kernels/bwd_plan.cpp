@@ -33,7 +33,7 @@ Visit visit(const QEntry& q, const KvPiece& kp, int j0, int bn) {
 }  // namespace
 
 Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn, bool deterministic,
-               bool stagger, bool pair) {
+               bool stagger) {
   Plan plan;
   // Each piece's query tiles: every item listing it, in tiles of bm rows (numbered as the dQ scratch's tiles).
   std::vector<std::vector<QEntry>> per_piece(pieces.size());
@@ -49,11 +49,6 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
       }
     plan.dq_tiles += (it.q_len + bm - 1) / bm;
   }
-  // Pairs only where every piece's key tiles pair up.
-  for (size_t pc = 0; pc < pieces.size() && pair; ++pc)
-    if (!per_piece[pc].empty() && pieces[pc].len > 0 && (pieces[pc].len + bn - 1) / bn % 2 != 0) pair = false;
-  plan.paired = pair;
-  const int group = pair ? 2 : 1;  // key tiles that walk together
   // Each CTA's walk as spans of its piece's entries, counted first and written once in launch order: the visits
   // are a pair of (query tile, key tile) each, 1.7 million at S = 128k, D = 128 (54 MB; the first version, a vector
   // per walk, took 150 ms there).
@@ -77,44 +72,25 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
       runs.push_back({e, f});
       e = f;
     }
-    for (int j0 = 0; j0 < kp.len; j0 += group * bn) {
-      Walk w[2];
-      for (int c = 0; c < group; ++c) w[c] = {{int(pc), j0 + c * bn, 0, 0}, int(spans.size()), 0, false};
+    for (int j0 = 0; j0 < kp.len; j0 += bn) {
+      const long long k0 = kp.pos0 + j0, k1 = kp.pos0 + std::min(kp.len, j0 + bn) - 1;
+      Walk w{{int(pc), j0, 0, 0}, int(spans.size()), 0, false};
       for (const auto& [rb, re] : runs) {
-        // Per key tile: the first entry whose rows see up to its first key or beyond, and the first whose rows
-        // start past its last; the group walks the union.
-        int from = re, to = rb;
-        for (int c = 0; c < group; ++c) {
-          const int jc = j0 + c * bn;
-          const long long k0 = kp.pos0 + jc, k1 = kp.pos0 + std::min(kp.len, jc + bn) - 1;
-          const auto b = entries.begin();
-          const int f = int(std::partition_point(b + rb, b + re, [&](const QEntry& q) { return q.see_hi < k0; }) - b);
-          const int t = int(std::partition_point(b + f, b + re, [&](const QEntry& q) { return q.see_lo <= k1; }) - b);
-          if (f < t) from = std::min(from, f), to = std::max(to, t);
-        }
-        if (from >= to) continue;
+        // First entry whose rows see up to k0 or beyond; first entry whose rows start past k1.
+        const auto b = entries.begin();
+        const int from = int(std::partition_point(b + rb, b + re, [&](const QEntry& q) { return q.see_hi < k0; }) - b);
+        const int to = int(std::partition_point(b + from, b + re, [&](const QEntry& q) { return q.see_lo <= k1; }) - b);
+        if (from == to) continue;
         spans.push_back({from, to});
-        for (int c = 0; c < group; ++c) {
-          const int jc = j0 + c * bn;
-          w[c].tile.vcount += to - from;
-          // all_lo and all_hi rise with the rows, so a span's unmasked visits are consecutive: its ends tell (where
-          // a union reaches past the tile's own span, its end there sees none of the tile's keys).
-          w[c].masked = w[c].masked || needs_mask(entries[from], kp, jc, bn) || needs_mask(entries[to - 1], kp, jc, bn);
-        }
+        w.tile.vcount += to - from;
+        // all_lo and all_hi rise with the rows, so a span's unmasked visits are consecutive: its ends tell.
+        w.masked = w.masked || needs_mask(entries[from], kp, j0, bn) || needs_mask(entries[to - 1], kp, j0, bn);
       }
-      const bool masked = w[0].masked || w[group - 1].masked;  // a pair walks in one order
-      for (int c = 0; c < group; ++c) w[c].spans_end = int(spans.size()), w[c].masked = masked;
-      if (w[0].tile.vcount > 0) walks.insert(walks.end(), w, w + group);
+      w.spans_end = int(spans.size());
+      if (w.tile.vcount > 0) walks.push_back(w);
     }
   }
-  if (pair) {  // pairs stay neighbours
-    std::vector<std::pair<Walk, Walk>> pairs;
-    for (size_t i = 0; i < walks.size(); i += 2) pairs.push_back({walks[i], walks[i + 1]});
-    std::stable_sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) { return x.first.tile.vcount > y.first.tile.vcount; });
-    for (size_t i = 0; i < pairs.size(); ++i) walks[2 * i] = pairs[i].first, walks[2 * i + 1] = pairs[i].second;
-  } else {
-    std::stable_sort(walks.begin(), walks.end(), [](const Walk& x, const Walk& y) { return x.tile.vcount > y.tile.vcount; });
-  }
+  std::stable_sort(walks.begin(), walks.end(), [](const Walk& x, const Walk& y) { return x.tile.vcount > y.tile.vcount; });
   size_t total = 0;
   for (const Walk& w : walks) total += w.tile.vcount;
   plan.visits.reserve(total);
@@ -128,8 +104,8 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
     order.clear();
     for (int sp = w.spans_begin; sp < w.spans_end; ++sp)
       for (int e = spans[sp].first; e < spans[sp].second; ++e) order.push_back(e);
-    // Staggered: key tile k of a piece's kt starts k / kt of the way into its walk (a pair as its first).
-    const long long kt = (kp.len + bn - 1) / bn, k = w.tile.j0 / bn / group * group;
+    // Staggered: key tile k of a piece's kt starts k / kt of the way into its walk.
+    const long long kt = (kp.len + bn - 1) / bn, k = w.tile.j0 / bn;
     const int shift = stagger && !w.masked ? int(k * n / kt) : 0;
     w.tile.vbegin = int(plan.visits.size());
     for (int i = 0; i < n; ++i) {
@@ -143,8 +119,8 @@ Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& p
 }
 
 std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn,
-                                bool deterministic, bool stagger, bool pair) {
-  std::vector<long long> key{bm, bn, deterministic, stagger, pair, (long long)items.size(), (long long)pieces.size()};
+                                bool deterministic, bool stagger) {
+  std::vector<long long> key{bm, bn, deterministic, stagger, (long long)items.size(), (long long)pieces.size()};
   key.reserve(key.size() + 10 * items.size() + 2 * pieces.size());
   for (const WorkItem& it : items)
     key.insert(key.end(), {it.q_row0, it.q_len, it.q_pos0, it.piece_begin, it.piece_count, it.causal, it.k_begin, it.k_end,

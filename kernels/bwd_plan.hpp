@@ -36,23 +36,18 @@ struct Plan {
   std::vector<Visit> visits;  // the CTAs' walks, one run each, in launch order
   std::vector<Tile> tiles;    // the CTAs in launch order: longest walks first
   int dq_tiles = 0;           // tiles of the dQ scratch (per batch and head)
-  bool paired = false;        // CTAs 2i and 2i + 1 walk the same query tiles in the same order (make_plan's pair)
 };
 
 // Items and pieces as attention_backward has checked them; bm: query rows per tile (block_m), bn: keys per CTA. stagger: a CTA whose
 // walk has no masked visit starts it at another point (key tile k of a piece's n k / n of the way in, then wraps
 // around), so that the CTAs of a head do not read the same Q tile and add into the same dQ tile at once.
-// pair: key tiles 2i and 2i + 1 of a piece become neighbouring CTAs that walk the union of their walks in one order
-// (a visit outside a CTA's own walk is masked to no key), for a kernel whose cluster of two shares each query tile's
-// loads and sums its dQ over both key tiles (docs/measurements/kernels.md: the D=256 backward is bound by its L2
-// traffic); only where every piece has an even number of key tiles (Plan::paired says whether it was done).
 Plan make_plan(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn, bool deterministic,
-               bool stagger = false, bool pair = false);
+               bool stagger = false);
 
 // Everything make_plan's result depends on (the items' rows, positions, pieces and masks, the pieces' lengths and
 // positions, bm and the flags; not the buffers' addresses), as one value: equal keys, equal plans. A training step
 // repeats its launches' work lists every iteration, so the launch keeps plans by key (bwd_plan_cache.hpp).
 std::vector<long long> plan_key(const std::vector<WorkItem>& items, const std::vector<KvPiece>& pieces, int bm, int bn,
-                                bool deterministic, bool stagger, bool pair = false);
+                                bool deterministic, bool stagger);
 
 }  // namespace tasp::kernels::bwd

@@ -76,7 +76,6 @@ struct Shape {
   // needs the other's dS (a tile late, see the walk). Over its own 64 keys only, the halves would add up in
   // the scratch: twice the reduce traffic, 12-19% slower.
   static constexpr int WG = 2, STAGES = 2;
-  static constexpr bool kMulticast = false;  // bwd_common.cuh's Loader: the wide kernel's pair experiment only
   // Query tiles of BM rows: 128 at D = 64 (S^T and dP^T with N = 128; the per-tile waits and barriers paid half
   // as often as with 64), 80 at D = 128 (what the accumulators leave registers for: N = 80 instead of 64 in
   // S^T, dP^T and dQ^T).

@@ -27,7 +27,6 @@
 #include <cstdint>
 
 #include "kernels/bwd_common.cuh"
-#include "kernels/cluster.cuh"
 #include "kernels/cuda_check.hpp"
 #include "kernels/wgmma.cuh"
 
@@ -48,27 +47,8 @@ struct Shape {
   static constexpr int kBarriers = 1 + 2 * STAGES;        // kv_full, qd_full[], qd_empty[]
   // A stage's LSE and D (Loader; BM + 4 floats each: rows_first), each padded to 128 bytes.
   static constexpr int kRowBox = BM + 4, kRowArr = (kRowBox * 4 + 127) / 128 * 128, kRowBytes = STAGES * 2 * kRowArr;
-  // An experiment (-DTASP_BWD_WIDE_PAIR, PIPE): key tiles in pairs (bwd::make_plan's pair) run as clusters of two
-  // CTAs, which add dQ^T once for both: warpgroup w of the CTA of rank w adds its head-dim half of the pair's sum,
-  // the other CTA's warpgroup w sends it its half through distributed shared memory into its own blocks of the
-  // tile's stage (free once its dK^T and dV^T have read them). Half the dQ^T traffic into L2, which bounds this kernel
-  // (docs/measurements/kernels.md); two more barriers (the receiver's blocks free, the sender's half in).
-#ifndef TASP_BWD_WIDE_PAIR
-#define TASP_BWD_WIDE_PAIR 0
-#endif
-  static constexpr bool kPair = TASP_BWD_WIDE_PAIR != 0;
-  // -DTASP_BWD_WIDE_PAIR=2: each tile's Q and dO also copied once for the pair, multicast to both CTAs (Loader).
-  static constexpr bool kMulticast = TASP_BWD_WIDE_PAIR == 2;
-  static constexpr int kPairBytes = kPair ? 16 : 0;
-  // An experiment (-DTASP_BWD_WIDE_BULK, PIPE): dQ^T staged in the warpgroup's own blocks of the tile's stage and
-  // bulk-reduced (as the deterministic dQ), the stage freed once the reduce has read it, instead of red.global.add
-  // from registers: at D=128 the bulk reduce was 7-12% faster than the reductions (kernels.md).
-#ifndef TASP_BWD_WIDE_BULK
-#define TASP_BWD_WIDE_BULK 0
-#endif
-  static constexpr bool kBulk = TASP_BWD_WIDE_BULK != 0 && !kPair;
   static constexpr int kSmem = 2 * kKvBytes + 2 * STAGES * kQBytes + 2 * 2 * kPBytes + kRowBytes + kSlots * kSlotBytes +
-                               2 * int(sizeof(Visit)) + 8 * kBarriers + kPairBytes;
+                               2 * int(sizeof(Visit)) + 8 * kBarriers;
   static_assert(kSmem <= 227 * 1024, "more shared memory than a Hopper CTA can have");
   static_assert(kOwnBlocks * kQdBlockBytes * 2 == 64 * 64 * 4 * kOwnBlocks, "a warpgroup's dQ^T halves fill its Q and dO blocks");
 };
@@ -119,21 +99,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   constexpr int kWalker = 0;
   Loader<S, qd_blocks_per_copy(DET), DET> ld(p, cta, sRows, sQ, sdO);
   const QTile* const slots = ld.slots;
-  // The pair experiment: launched as a cluster of two (else as the plain kernel).
-  const bool paired = S::kPair && PIPE && sm90::cluster_ctas() == 2, multicast = S::kMulticast && paired;
-  const uint32_t pair_free = fwd::smem_addr(smem_raw) + S::kSmem - S::kPairBytes, pair_full = pair_free + 8;
-  const uint32_t peer = S::kPair ? sm90::cluster_rank() ^ 1 : 0;
-  // A stage is free once both warpgroups are done with it (one arrival each), multicast both CTAs' warpgroups.
-  if (threadIdx.x == kWalker) ld.init(S::WG * (multicast ? 2 : 1));
-  if (multicast) ld.multicast = int(peer ^ 1);
-  auto free_stage = [&](int st) {  // by one thread of a warpgroup
-    sm90::mbar_arrive(ld.qd_empty(st));
-    if (multicast) sm90::mbar_arrive_peer(sm90::peer_smem(ld.qd_empty(st), peer));
-  };
-  if constexpr (S::kPair)
-    if (threadIdx.x == 0) sm90::mbar_init(pair_free, 1), sm90::mbar_init(pair_full, 128), sm90::fence_mbar_init();
+  if (threadIdx.x == kWalker) ld.init(S::WG);  // a stage is free once both warpgroups are done with it (one arrival each)
   __syncthreads();
-  if (paired) sm90::cluster_sync();  // the peer's barriers are initialised before anything arrives on them
   if (threadIdx.x == kWalker) {
     ld.start(tile, hk, sK, sV);
     if constexpr (PIPE) ld.resolve();
@@ -289,13 +256,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       // dK^T and dV^T done: this warpgroup no longer reads the stage; once the other's have too, tile t + 2 goes there.
       sm90::wgmma_wait<1>();
       TASP_BWD_MARK(4);
-      // Paired, the warpgroup that adds the pair's half frees its stage only once it has read the other's half.
-      const bool receives = paired && w == int(peer ^ 1);
-      if (wt == 0 && !S::kBulk) {
-        if (!receives) free_stage(st);
-        else sm90::mbar_arrive_peer(sm90::peer_smem(pair_free, peer));
-      }
-      if (!paired && !S::kBulk && threadIdx.x == kWalker) ld.load_next();
+      if (wt == 0) sm90::mbar_arrive(ld.qd_empty(st));
+      if (threadIdx.x == kWalker) ld.load_next();
       // The next tile's S and dP under this tile's dQ^T.
       // After the last tile on a stale stage (the end's barrier completes without copies): a branch around a
       // wgmma makes ptxas serialise them all.
@@ -309,55 +271,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
       sm90::wgmma_wait<2>();
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dq[hh]);
-      if (paired) {
-        // dQ^T's halves as the threads hold them (float4 k of thread wt at (k 128 + wt) 16), in the receiving
-        // warpgroup's blocks of the stage.
-        if (receives) {
-          sm90::mbar_wait_cluster(pair_full, t & 1);
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-              const float4 o = *reinterpret_cast<const float4*>(stage_of(st, hh) + (k * 128 + wt) * 16);
-              dq[hh][4 * k] += o.x, dq[hh][4 * k + 1] += o.y, dq[hh][4 * k + 2] += o.z, dq[hh][4 * k + 3] += o.w;
-            }
-          sm90::fence_proxy_async();  // read before the stage's next copies write it
-          sm90::bar_sync(2 + w, 128);
-          if (wt == 0) free_stage(st);
-        } else {
-          sm90::mbar_wait_cluster(pair_free, t & 1);
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const uint32_t to = sm90::peer_smem(fwd::smem_addr(stage_of(st, hh)), peer) + wt * 16;
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-              sm90::st_cluster_f4(to + k * 128 * 16, dq[hh][4 * k], dq[hh][4 * k + 1], dq[hh][4 * k + 2], dq[hh][4 * k + 3]);
-          }
-          sm90::mbar_arrive_peer(sm90::peer_smem(pair_full, peer));
-        }
-        if (threadIdx.x == kWalker) ld.load_next();  // the stage is free once the receiving warpgroup has read it
-      }
       float* dst = p.dq_accum + dq_accum_offset(b, c.h, c.tile, 2 * w, p.H, p.dq_tiles, BM, D) + wt * 4;
-      if constexpr (S::kBulk) {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          unsigned char* stage = stage_of(st, hh);
-#pragma unroll
-          for (int k = 0; k < 8; ++k)
-            *reinterpret_cast<float4*>(stage + (k * 128 + wt) * 16) =
-                make_float4(dq[hh][4 * k], dq[hh][4 * k + 1], dq[hh][4 * k + 2], dq[hh][4 * k + 3]);
-        }
-        sm90::fence_proxy_async();
-        sm90::bar_sync(2 + w, 128);
-        if (wt == 0) {
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) sm90::bulk_reduce_add_f32(dst - wt * 4 + hh * 64 * 64, fwd::smem_addr(stage_of(st, hh)), 64 * 64 * 4);
-          sm90::bulk_commit();
-          sm90::bulk_wait_read();  // under the next tile's S and dP
-          free_stage(st);
-        }
-        if (threadIdx.x == kWalker) ld.load_next();
-      } else if (!paired || receives) {
 #ifndef TASP_BWD_WIDE_NODQ  // a diagnostic build (tools/gpu/trace.sh VARIANTS): dQ^T's adds left out, dQ wrong
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
@@ -369,7 +283,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 #else
       if (dst == nullptr) dq[0][0] = 0.f;  // dQ^T still computed and awaited
 #endif
-      }
       sm90::wgmma_wait<0>();
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) fwd::fence_regs<32>(dv[hh]), fwd::fence_regs<32>(dk[hh]);
@@ -411,7 +324,6 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
     if (threadIdx.x == kWalker) ld.resolve();  // tile t + 2
     TASP_BWD_MARK(6);
   }
-  if (paired) sm90::cluster_sync();  // no CTA of the pair leaves while the other may still reach into it
   if constexpr (DET)  // the turn passes on once the last adds are done
     if (wt == 0) {
       sm90::bulk_wait();
@@ -465,20 +377,10 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
 }
 
 template <typename T, int D, bool DET, bool PIPE>
-void launch(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s, bool paired = false) {
+void launch(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
   using S = Shape<D>;
   allow_dynamic_smem<attention_bwd_wide_kernel<T, D, DET, PIPE>>(S::kSmem);
   const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
-  if (paired) {  // the pair experiment (Shape::kPair): tiles 2i and 2i + 1 as one cluster
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = dim3(S::kThreads), cfg.dynamicSmemBytes = S::kSmem, cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    TASP_CUDA(cudaLaunchKernelEx(&cfg, attention_bwd_wide_kernel<T, D, DET, PIPE>, p));
-    return;
-  }
   attention_bwd_wide_kernel<T, D, DET, PIPE><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

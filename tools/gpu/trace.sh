@@ -13,8 +13,7 @@
 #   VARIANTS="name:-DFLAG name2:-DFLAG2": each flag set built plain and traced, traced, and A/B'd against the plain
 #   build (tools/gpu/ab.sh, ROUNDS=2 rounds); e.g. nostore:-DTASP_FWD_NOSTORE (the forward's epilogue stores left out),
 #   nodq:-DTASP_BWD_WIDE_NODQ (the D=256 backward's dQ adds left out: what they cost), noload:-DTASP_BWD_NOLOAD (the
-#   backward's Q/dO copies after the first two tiles left out: what the loads cost), pair:-DTASP_BWD_WIDE_PAIR=1 (the
-#   D=256 backward's key tiles in clusters of two adding dQ^T once; =2 also multicasting Q and dO; with TESTS=all).
+#   backward's Q/dO copies after the first two tiles left out: what the loads cost).
 #   BASE_PATCH=file (git diff BASE -- kernels/ > file): the change's base built too (lib/build-base.sh) and A/B'd.
 #   TRACE_ENV="VAR=1|VAR=2" (fwd): environment variants of the plain build traced too; AB_ENV (bwd): in the A/B too.
 #   SHAPES="B=..,S=.. ..." (bwd): the shapes traced and A/B'd, instead of the D=128/D=64 S=16384 four.
