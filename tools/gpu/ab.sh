@@ -10,10 +10,24 @@
 #   (the power limiter settles over about a second: lib/sdpa_bench.py).
 #   Raw tables go to $OUT/ab-<tag>.txt ($AB_TAG or "ab"). CLOCKS=1: each run under clocks.sh (the SM clock and
 #   board power it settled to, in $OUT/ab-<tag>-clocks.txt): a variant faster for less power per flop shows a higher clock.
+#   TESTS='GTEST_FILTER': the kernel tests matching it first ($OUT/tests.log), so that a change is checked in the call
+#   that times it; MEMCHECK='GTEST_FILTER': those under compute-sanitizer memcheck too ($OUT/memcheck.log).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 pass=$1 rounds=$2 spec=$3
 shift 3
+if [ -n "${TESTS:-}${MEMCHECK:-}" ]; then
+  build tasp tasp_kernel_tests
+  if [ -n "${TESTS:-}" ]; then
+    timeout 400 build-gpu/tests/tasp_kernel_tests --gtest_filter="$TESTS" > "$OUT/tests.log" 2>&1
+    echo "tests ($TESTS): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
+    grep -E "Failure|FAILED  \]|what\(\)" "$OUT/tests.log" | head -10
+  fi
+  if [ -n "${MEMCHECK:-}" ]; then
+    timeout 300 compute-sanitizer --tool memcheck build-gpu/tests/tasp_kernel_tests --gtest_filter="$MEMCHECK" > "$OUT/memcheck.log" 2>&1
+    echo "memcheck ($MEMCHECK): $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | head -1) $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/memcheck.log" | tr '\n' ' ')"
+  fi
+fi
 [ -x "$T" ] || build tasp
 spec=$(base_variant "$spec") || exit 1  # '' alone: the base against the default
 tag=${AB_TAG:-ab}
