@@ -66,6 +66,8 @@ struct Workspace {
   std::vector<unsigned char> host;
   std::unique_ptr<bwd::PlanCache> bwd_plans;
   std::unique_ptr<StagingRing> staging;  // pinned buffers the uploads go through (staging.hpp)
+  void* tail = nullptr;                   // the backward's split CTAs' counts and sums (bwd::Params::tail_done), zero
+  size_t tail_bytes = 0;
   Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
@@ -90,8 +92,10 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream);
 // For every item and every piece it lists, adds the block's contribution to dQ of the item's rows and to
 // the piece's dK/dV accumulator, using the forward's final LSE and the row sums D = rowsum(dO * O) that
 // attention_backward_prepare computes. Masks as in the forward. GQA/MQA: dK/dV of a KV head sum over its
-// query heads (inside one CTA, so the sum's order is fixed). dK/dV are deterministic; dQ is summed over key
-// tiles with float atomics, so its last bits depend on the order the tiles finish in, unless `deterministic`.
+// query heads (inside one CTA, so the sum's order is fixed, unless a GQA group is split over CTAs). dQ is summed
+// over key tiles with float atomics, so its last bits depend on the order the tiles finish in, unless
+// `deterministic`; so are the dK/dV of the last wave's CTAs that run split in parts (bwd_tail.hpp), never under
+// `deterministic`.
 //
 // Layouts: dout as q [B, q_rows, H, D]; dsum and lse fp32 [B, H, q_rows]; a piece's accumulator fp32
 // [B, len, Hkv, D] (added into; batch_stride as KvPiece's). dQ goes into `dq_accum`, a scratch the caller

@@ -75,6 +75,24 @@ void clear_unwritten(const AttentionBackwardBatch& b, const bwd::Plan& plan, int
   }
 }
 
+// The split CTAs' counts and sums (bwd::Params::tail_done, tail_sums: `keys` x D of dK and of dV a CTA), zero as
+// allocated and as each launch leaves them; grown (after the launches on s that use them) when a launch needs more.
+void tail_buffers(Workspace& ws, bwd::Params& p, int ctas, int keys, int D, cudaStream_t s) {
+  const size_t counts = (size_t(ctas) * sizeof(int) + 255) / 256 * 256, need = counts + size_t(ctas) * 2 * keys * D * sizeof(float);
+  if (ws.tail_bytes < need) {
+    if (ws.tail) {
+      TASP_CUDA(cudaStreamSynchronize(s));
+      TASP_CUDA(cudaFree(ws.tail));
+      ws.tail = nullptr, ws.tail_bytes = 0;
+    }
+    TASP_CUDA(cudaMalloc(&ws.tail, need));
+    TASP_CUDA(cudaMemsetAsync(ws.tail, 0, need, s));
+    ws.tail_bytes = need;
+  }
+  p.tail_done = static_cast<int*>(ws.tail);
+  p.tail_sums = reinterpret_cast<float*>(static_cast<char*>(ws.tail) + counts);
+}
+
 }  // namespace
 
 void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* stream) {
@@ -115,7 +133,7 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   const bool stagger = forced < 0 ? !b.deterministic : forced != 0;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (!ws.bwd_plans) ws.bwd_plans = std::make_unique<bwd::PlanCache>();
-  const bwd::CachedPlan& cached =
+  bwd::CachedPlan& cached =
       bwd::find_or_build(*ws.bwd_plans, bwd::plan_key(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger),
                          [&] { return bwd::make_plan(b.items, b.pieces, kBlockM, kBlockN, b.deterministic, stagger); },
                          staging_of(ws), s);
@@ -167,6 +185,21 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
   p.scale = b.scale > 0 ? b.scale : 1.f / std::sqrt(float(b.D));
   p.scale_log2 = p.scale * 1.4426950408889634f;
   const int n = int(plan.tiles.size()), kv_ctas = b.H / p.heads_per_cta;
+  // The CTAs in launch order (not deterministic: the tiles fastest, then the KV head splits, then the batch), the
+  // last wave's split where the model saves 1% or more (bwd_tail.hpp; TASP_BWD_TAIL=0: never, A/B runs).
+  const long long ctas = (long long)n * kv_ctas * b.B;
+  if (ctas > 0x7fffffffLL) bad("too many CTAs (key tiles x heads x batch)");
+  p.tiles_n = n, p.kv_ctas = kv_ctas, p.tail_first = ctas, p.tail_ctas = 0;
+  bool grads16 = false;
+  for (const GradPiece& gp : b.grads) grads16 = grads16 || gp.dk16;
+  auto split = [&](bwd::Params& q, int slots) -> long long {
+    if (env_int("TASP_BWD_TAIL", 1) == 0) return ctas;
+    const bwd::CachedPlan::Tail& t = bwd::tail_of(cached, (long long)kv_ctas * b.B, slots, staging_of(ws), s);
+    if (t.split.parts.empty()) return ctas;
+    q.tail_first = t.split.first, q.tail_ctas = int(t.split.parts.size()), q.tail_offsets = t.offsets;
+    if (grads16) tail_buffers(ws, q, q.tail_ctas, key_tile(b.D), b.D, s);
+    return t.split.first + t.split.total_parts();
+  };
   auto launch = [&](auto det) {
     if (wide(b.D)) {
       // dQ^T by reductions from registers, the next tile's S and dP under it (+4-6% on one H100,
@@ -174,8 +207,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
       const bool pipe = env_int("TASP_BWD_WIDE_PIPE", 1) != 0;
       auto go = [&](auto pp) {
         constexpr bool kPipe = pp() && !det();  // the deterministic dQ takes turns at bulk reduces
-        if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det(), kPipe>(p, n, kv_ctas, b.B, s);
-        else bwd::wide::launch<__half, 256, det(), kPipe>(p, n, kv_ctas, b.B, s);
+        if (bf16) bwd::wide::launch<__nv_bfloat16, 256, det(), kPipe>(p, n, kv_ctas, b.B, split, s);
+        else bwd::wide::launch<__half, 256, det(), kPipe>(p, n, kv_ctas, b.B, split, s);
       };
       if (pipe) go(std::true_type{});
       else go(std::false_type{});
@@ -183,8 +216,8 @@ void attention_backward(const AttentionBackwardBatch& b, Workspace& ws, void* st
     }
     HeadDims<64, 80, 96, 128>::dispatch(b.D, [&](auto d) {
       constexpr int BM = bwd::block_m(d());
-      if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, s);
-      else bwd::launch_sm90<__half, d(), BM, det()>(p, n, kv_ctas, b.B, s);
+      if (bf16) bwd::launch_sm90<__nv_bfloat16, d(), BM, det()>(p, n, kv_ctas, b.B, split, s);
+      else bwd::launch_sm90<__half, d(), BM, det()>(p, n, kv_ctas, b.B, split, s);
     });
   };
 #ifdef TASP_BWD_TRACE

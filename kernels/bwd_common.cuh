@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bwd_plan.hpp"
+#include "kernels/bwd_tail.hpp"
 #include "kernels/fwd_common.cuh"
 #include "kernels/head_rows.hpp"
 #include "kernels/tensor_map.hpp"
@@ -41,6 +42,17 @@ struct Params {
   // CTAs of one key tile then add their dK and dV into the piece's accumulator with reductions.
   int heads_per_cta;
   float scale, scale_log2;
+  // The launch's CTAs (not deterministic: a 1-d grid, the plan's tiles fastest, then the KV head splits, then the
+  // batch): from tail_first on, the parts of CTAs tail_first + g (g < tail_ctas; bwd_tail.hpp), CTA g's at
+  // [tail_offsets[g], tail_offsets[g + 1]) counted from tail_first, each walking a run of its visits. With 16-bit
+  // dK/dV a split CTA's parts add theirs into its block of tail_sums ([keys][D] dK, then dV) and count themselves in
+  // tail_done; the last writes the sums and leaves both zero (as allocated).
+  int tiles_n, kv_ctas;
+  long long tail_first;
+  int tail_ctas;
+  const int* tail_offsets;
+  float* tail_sums;
+  int* tail_done;
 };
 
 // Params::tmaps' order.
@@ -107,9 +119,9 @@ struct QWalk {
 // +0.8-0.9%; docs/measurements/kernels.md). The acquire fences stay after the walk is resolved: fenced at the entry
 // too, the walk's loads waited behind them (the prologue grew 3-8k cycles), and with no fences the first copies
 // waited for the descriptors instead.
-__device__ __forceinline__ void prefetch_maps(const Params& p, int tile_index) {
+__device__ __forceinline__ void prefetch_maps(const Params& p, int piece) {
   if (threadIdx.x != 0) return;
-  const unsigned char* kv = p.tmaps + kTensorMapBytes * (kFirstKvMap + 2 * p.tiles[tile_index].piece);
+  const unsigned char* kv = p.tmaps + kTensorMapBytes * (kFirstKvMap + 2 * piece);
 #pragma unroll
   for (int m = 0; m < kFirstKvMap; ++m) sm90::prefetch_tensormap(p.tmaps + m * kTensorMapBytes);
   sm90::prefetch_tensormap(kv), sm90::prefetch_tensormap(kv + kTensorMapBytes);
@@ -150,17 +162,81 @@ __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 
 // A CTA's work (both backward kernels): its key tile (a piece's keys), KV head and batch, and its share of the KV
 // head's group of query heads (splits CTAs per key tile and KV head, heads_per_cta heads each, from h0). DET: the grid
-// runs the KV heads fastest.
+// runs the KV heads fastest. A part of a split CTA (group >= 0, Params::tail_first) walks only its run of the visits.
 struct Cta {
   Tile tile;
   KvPiece kp;
   int splits, hk, b, h0;
-  __device__ __forceinline__ Cta(const Params& p, bool det) : tile(p.tiles[det ? blockIdx.y : blockIdx.x]), kp(p.pieces[tile.piece]) {
-    const int y = det ? blockIdx.x : blockIdx.y;
-    splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits, b = blockIdx.z;
+  int group = -1, parts = 1;  // a part of a split CTA: the CTA (its block of Params::tail_sums) and its parts
+  __device__ __forceinline__ Cta(const Params& p, bool det) {
+    int x, y, part = 0;
+    if (det) {
+      x = blockIdx.y, y = blockIdx.x, b = blockIdx.z;
+    } else {
+      long long i = blockIdx.x;
+      if (i >= p.tail_first) {  // the CTA whose parts' run holds part j: the last g with tail_offsets[g] <= j
+        const int j = int(i - p.tail_first);
+        int lo = 0, hi = p.tail_ctas - 1;
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          if (p.tail_offsets[mid] <= j) lo = mid;
+          else hi = mid - 1;
+        }
+        parts = p.tail_offsets[lo + 1] - p.tail_offsets[lo];
+        if (parts > 1) group = lo, part = j - p.tail_offsets[lo];
+        i = p.tail_first + lo;
+      }
+      x = int(i % p.tiles_n);
+      const long long r = i / p.tiles_n;
+      y = int(r % p.kv_ctas), b = int(r / p.kv_ctas);
+    }
+    tile = p.tiles[x];
+    if (group >= 0) {
+      const PartRange run = part_range(tile.vbegin, tile.vcount, part, parts);
+      tile.vbegin = run.begin, tile.vcount = run.count;
+    }
+    kp = p.pieces[tile.piece];
+    splits = p.H / p.Hkv / p.heads_per_cta, hk = y / splits;
     h0 = hk * (p.H / p.Hkv) + (y % splits) * p.heads_per_cta;
   }
 };
+
+// A split CTA's block of Params::tail_sums: dK (scaled) at 0, dV at KEYS * D, each [KEYS][D] fp32.
+template <int KEYS, int D>
+__device__ __forceinline__ float* tail_block(const Params& p, int group) {
+  return p.tail_sums + (long long)group * 2 * KEYS * D;
+}
+
+// The end of a split CTA's part with 16-bit dK/dV, once its sums are added into its block: the last part to get here
+// writes the block's rows in T (keys j0.. of a piece of `len` keys, those below it) and zeroes the block and its
+// count for the next launch. Each part's adds are made visible before it counts itself (the fence), and the last
+// reads through L2 (__ldcg).
+template <typename T, int D, int KEYS, int THREADS>
+__device__ __forceinline__ void tail_finish(const Params& p, const Cta& cta, const GradPiece& gp, long long bs) {
+  __threadfence();
+  __syncthreads();
+  int last = 0;
+  if (threadIdx.x == 0) last = atomicAdd(p.tail_done + cta.group, 1) == cta.parts - 1;
+  if (!__syncthreads_or(last)) return;
+  __threadfence();
+  float* const blk = tail_block<KEYS, D>(p, cta.group);
+  constexpr int kChunks = D / 8;  // 8 values a thread: one 16-byte store of T
+  for (int i = threadIdx.x; i < KEYS * kChunks; i += THREADS) {
+    const int j = i / kChunks, c = i % kChunks;
+    float4* k = reinterpret_cast<float4*>(blk + j * D + 8 * c);
+    float4* v = reinterpret_cast<float4*>(blk + KEYS * D + j * D + 8 * c);
+    const float4 k0 = __ldcg(k), k1 = __ldcg(k + 1), v0 = __ldcg(v), v1 = __ldcg(v + 1);
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    __stcg(k, zero), __stcg(k + 1, zero), __stcg(v, zero), __stcg(v + 1, zero);
+    if (cta.tile.j0 + j >= cta.kp.len) continue;
+    const long long off = cta.b * bs + ((long long)(cta.tile.j0 + j) * p.Hkv + cta.hk) * D + 8 * c;
+    const uint4 ko = make_uint4(fwd::pack2<T>(k0.x, k0.y), fwd::pack2<T>(k0.z, k0.w), fwd::pack2<T>(k1.x, k1.y), fwd::pack2<T>(k1.z, k1.w));
+    const uint4 vo = make_uint4(fwd::pack2<T>(v0.x, v0.y), fwd::pack2<T>(v0.z, v0.w), fwd::pack2<T>(v1.x, v1.y), fwd::pack2<T>(v1.z, v1.w));
+    *reinterpret_cast<uint4*>(static_cast<T*>(gp.dk16) + off) = ko;
+    *reinterpret_cast<uint4*>(static_cast<T*>(gp.dv16) + off) = vo;
+  }
+  if (threadIdx.x == 0) p.tail_done[cta.group] = 0;
+}
 
 // The 16-bit end of both backward kernels (GradPiece::dk16): dK and dV staged in T in shared memory as [key][ROW]
 // rows (row16_at), then written out in whole rows, 16 bytes a thread: keys j0.. of a piece of `len` keys (those below
@@ -182,8 +258,9 @@ __device__ __forceinline__ void copy_rows16(T* const tk, T* const tv, const Grad
 // A CTA's entry (both backward kernels): its clock marked (trace builds), its tensor maps prefetched, its work read.
 __device__ __forceinline__ Cta enter(const Params& p, bool det) {
   TASP_BWD_CTA(0);
-  prefetch_maps(p, det ? blockIdx.y : blockIdx.x);
-  return Cta(p, det);
+  const Cta cta(p, det);
+  prefetch_maps(p, cta.tile.piece);
+  return cta;
 }
 
 // Thread 0's walk and copies, for both backward kernels (S: the kernel's Shape; PER_COPY: Q and dO column blocks per

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/bwd_plan.hpp"
+#include "kernels/bwd_tail.hpp"
 #include "kernels/staging.hpp"
 
 namespace tasp::kernels::bwd {
@@ -19,6 +20,15 @@ struct CachedPlan {
   Visit* visits = nullptr;  // plan.visits on the device
   size_t bytes = 0;         // allocated at `visits`
   uint64_t used = 0;        // the cache's clock at its last use
+  // The last wave's split for the launches of this plan seen so far, by (CTAs per plan tile, slots), with the split
+  // CTAs' part offsets on the device (bwd::Params::tail_offsets).
+  struct Tail {
+    long long reps;
+    int slots;
+    TailSplit split;
+    int* offsets = nullptr;
+  };
+  std::vector<Tail> tails;
 };
 
 // Up to kMaxPlans plans and kMaxBytes of device visits (8 ring steps of S=1M over 8 GPUs at D=128 hold 432 MB;
@@ -36,9 +46,13 @@ struct PlanCache {
   ~PlanCache();
 };
 
+// The plan's split of the last wave for `reps` CTAs a plan tile on `slots` slots (plan_tail), kept with the plan, its
+// offsets copied to the device on s (through `staging`) when first asked for.
+const CachedPlan::Tail& tail_of(CachedPlan& plan, long long reps, int slots, StagingRing& staging, cudaStream_t s);
+
 // The plan of `key`: the cached one, or build()'s, whose visits are then copied to the device on stream s (through
 // `staging`: no wait for s).
-const CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build,
+CachedPlan& find_or_build(PlanCache& cache, std::vector<long long> key, const std::function<Plan()>& build,
                                 StagingRing& staging, cudaStream_t s);
 
 }  // namespace tasp::kernels::bwd

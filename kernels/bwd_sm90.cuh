@@ -391,7 +391,10 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
   // causal, +1.1% at B=2 S=8192 full (one H100, 2026-11-27, docs/measurements/kernels.md).
   const GradPiece gp = p.grads[tile.piece];
   const long long bs = gp.batch_stride ? gp.batch_stride : (long long)kp.len * p.Hkv * D;
-  if (gp.dk16) {
+  // A part of a split CTA (bwd_tail.hpp) adds its sums like the fp32 end, with 16-bit dK/dV into its block of the
+  // tail's sums, and the last part writes them (tail_finish).
+  const bool tail16 = gp.dk16 && cta.group >= 0;
+  if (gp.dk16 && !tail16) {
     __syncthreads();
     T* const tk = reinterpret_cast<T*>(sK);
     T* const tv = reinterpret_cast<T*>(sV);
@@ -409,21 +412,25 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
     // Into the piece's fp32 accumulator by reductions always: where the CTA is its keys' only writer, one add per
     // element leaves the same sums as a read, an add and a write, without waiting for the read (the end's
     // read-add-write held 6.6% of the warps' samples at B=2 S=8192 causal, D=128; Nsight Compute, 2026-11-26).
+    float* const block = tail16 ? tail_block<S::kBlockN, D>(p, cta.group) : nullptr;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const int j = tile.j0 + key0 + 8 * hf;
+      const int jt = key0 + 8 * hf, j = tile.j0 + jt;
       if (j >= kp.len) continue;
       const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + 2 * t4;
+      float* const to_k = tail16 ? block + jt * D + 2 * t4 : gp.dk + off;
+      float* const to_v = tail16 ? block + (S::kBlockN + jt) * D + 2 * t4 : gp.dv + off;
 #pragma unroll
       for (int c = 0; c < D / 8; ++c) {
         const float2 a = make_float2(p.scale * dk[4 * c + 2 * hf], p.scale * dk[4 * c + 2 * hf + 1]);
         const float2 v = make_float2(dv[4 * c + 2 * hf], dv[4 * c + 2 * hf + 1]);
-        float2* k2 = reinterpret_cast<float2*>(gp.dk + off + 8 * c);
-        float2* v2 = reinterpret_cast<float2*>(gp.dv + off + 8 * c);
+        float2* k2 = reinterpret_cast<float2*>(to_k + 8 * c);
+        float2* v2 = reinterpret_cast<float2*>(to_v + 8 * c);
         asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(k2), "f"(a.x), "f"(a.y) : "memory");
         asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(v2), "f"(v.x), "f"(v.y) : "memory");
       }
     }
+    if (tail16) tail_finish<T, D, S::kBlockN, S::kThreads>(p, cta, gp, bs);
   }
   TASP_BWD_CTA(7);
   // The staging tile stays until the last reduce has read it; its adds finish by the kernel's end without waiting
@@ -435,11 +442,14 @@ __global__ void __launch_bounds__(Shape<D, BM_>::kThreads, 1) attention_bwd_sm90
 }
 
 // kv_ctas: CTAs per key tile and batch (Hkv times the group's splits).
-template <typename T, int D, int BM, bool DET>
-void launch_sm90(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
+// split(p, slots): p's last wave for a launch on `slots` CTAs at once (bwd_tail.hpp), returning its CTAs (not
+// deterministic: a 1-d grid).
+template <typename T, int D, int BM, bool DET, class Split>
+void launch_sm90(Params p, int tiles, int kv_ctas, int B, Split&& split, cudaStream_t s) {
   using S = Shape<D, BM>;
   allow_dynamic_smem<attention_bwd_sm90_kernel<T, D, BM, DET>>(S::kSmem);
-  const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
+  dim3 grid(kv_ctas, tiles, B);
+  if constexpr (!DET) grid = dim3(unsigned(split(p, sm_count() * ctas_per_sm<attention_bwd_sm90_kernel<T, D, BM, DET>>(S::kThreads, S::kSmem))));
   attention_bwd_sm90_kernel<T, D, BM, DET><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

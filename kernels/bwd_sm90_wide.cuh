@@ -349,7 +349,10 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
         for (int e = 0; e < 4; ++e)
           f(8 * ch + 2 * t4 + (e & 1), 128 * w + 64 * hh + row0 + 8 * (e / 2), p.scale * dk[hh][4 * ch + e], dv[hh][4 * ch + e]);
   };
-  if (gp.dk16) {
+  // A part of a split CTA (bwd_tail.hpp) adds its sums like the fp32 end, with 16-bit dK/dV into its block of the
+  // tail's sums, and the last part writes them (tail_finish).
+  const bool tail16 = gp.dk16 && cta.group >= 0;
+  if (gp.dk16 && !tail16) {
     // Written in T: transposed through shared memory (K and V's, read by no product now) into [key][head dim] rows,
     // 16-byte chunks swizzled by the key (the four keys a store's lanes hold land in different banks), then copied
     // out a 16-byte chunk a thread, whole rows at a time.
@@ -365,22 +368,29 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1) attention_bwd_wide_kern
   }
   // Reductions also where the CTA is the only writer of its keys (each element gets one add, so the sum is the same):
   // a load, add and store per element, 32 bytes apart, held the warps 8% of the samples.
+  float* const block = tail16 ? tail_block<S::BN, D>(p, cta.group) : nullptr;
   each([&](int jt, int d, float k, float v) {
     const int j = tile.j0 + jt;
     if (j >= kp.len) return;
     const long long off = b * bs + ((long long)j * p.Hkv + hk) * D + d;
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dk + off), "f"(k) : "memory");
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(gp.dv + off), "f"(v) : "memory");
+    float* const to_k = tail16 ? block + jt * D + d : gp.dk + off;
+    float* const to_v = tail16 ? block + (S::BN + jt) * D + d : gp.dv + off;
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(to_k), "f"(k) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(to_v), "f"(v) : "memory");
   });
+  if (tail16) tail_finish<T, D, S::BN, S::kThreads>(p, cta, gp, bs);
   drained();
   TASP_BWD_CTA(1);
 }
 
-template <typename T, int D, bool DET, bool PIPE>
-void launch(const Params& p, int tiles, int kv_ctas, int B, cudaStream_t s) {
+// split(p, slots): p's last wave for a launch on `slots` CTAs at once (bwd_tail.hpp), returning its CTAs (not
+// deterministic: a 1-d grid).
+template <typename T, int D, bool DET, bool PIPE, class Split>
+void launch(Params p, int tiles, int kv_ctas, int B, Split&& split, cudaStream_t s) {
   using S = Shape<D>;
   allow_dynamic_smem<attention_bwd_wide_kernel<T, D, DET, PIPE>>(S::kSmem);
-  const dim3 grid = DET ? dim3(kv_ctas, tiles, B) : dim3(tiles, kv_ctas, B);
+  dim3 grid(kv_ctas, tiles, B);
+  if constexpr (!DET) grid = dim3(unsigned(split(p, sm_count() * ctas_per_sm<attention_bwd_wide_kernel<T, D, DET, PIPE>>(S::kThreads, S::kSmem))));
   attention_bwd_wide_kernel<T, D, DET, PIPE><<<grid, S::kThreads, S::kSmem, s>>>(p);
   TASP_CUDA(cudaGetLastError());
 }

@@ -55,4 +55,20 @@ void allow_dynamic_smem(int bytes) {
   done.fetch_or(bit, std::memory_order_release);
 }
 
+// Streaming multiprocessors of the current device: the forward's persistent grid, the backward's last wave.
+inline int sm_count() {
+  int dev = 0, n = 0;
+  TASP_CUDA(cudaGetDevice(&dev));
+  TASP_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+// CTAs of `Kernel` (threads, bytes of dynamic shared memory, allowed by allow_dynamic_smem) that one SM holds at once.
+template <auto Kernel>
+int ctas_per_sm(int threads, int bytes) {
+  int n = 0;
+  TASP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, threads, bytes));
+  return n > 0 ? n : 1;
+}
+
 }  // namespace tasp::kernels

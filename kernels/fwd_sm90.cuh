@@ -447,14 +447,6 @@ __global__ void __launch_bounds__(Sm90Shape<D, BN, PERSIST>::kThreads, 1) attent
   if (cw == 0) sm90::bar_sync(1, kTurnThreads);  // takes the last warpgroup's final hand-over
 }
 
-// Streaming multiprocessors of the current device: the persistent grid's size.
-inline int sm_count() {
-  int dev = 0, n = 0;
-  TASP_CUDA(cudaGetDevice(&dev));
-  TASP_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  return n;
-}
-
 // One CTA per task of the grid, or (PERSIST) one per SM taking the grid's tasks in order; key tiles of BN.
 template <typename T, int D, bool OVERLAP, int BN, bool PERSIST = false>
 void launch_tiles(const Params& p, dim3 grid, cudaStream_t s) {

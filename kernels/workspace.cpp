@@ -22,6 +22,7 @@ Workspace::~Workspace() {
     bwd_plans.reset();
     staging.reset();
     cudaFree(device);
+    cudaFree(tail);
     if (current >= 0 && current != device_id) cudaSetDevice(current);
   }
 }

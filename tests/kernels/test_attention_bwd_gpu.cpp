@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/bwd_plan.hpp"
+#include "kernels/bwd_tail.hpp"
 #include "tests/kernels/gpu_case.hpp"
 
 using namespace tasp::kernels;
@@ -383,10 +385,11 @@ TEST(AttentionBwdGpu, OneTokenEmptyItemsAndNoPieces) {
 }
 
 // dK and dV do not depend on the order work finishes in: two runs give the same bits where one CTA sums each key
-// tile's (MHA by default; GQA with deterministic = true, a CTA walking the whole group); the default GQA backward's
-// CTAs of a group add theirs with reductions, the same within rounding.
+// tile's (MHA by default, the last wave unsplit; GQA with deterministic = true, a CTA walking the whole group); the
+// default GQA backward's CTAs of a group add theirs with reductions, the same within rounding.
 TEST(AttentionBwdGpu, DkDvAreDeterministic) {
   NEED_HOPPER();
+  const ScopedEnv whole("TASP_BWD_TAIL", "0");  // a split CTA's parts add theirs with reductions (bwd_tail.hpp)
   struct Run {
     int Hkv;
     bool det;
@@ -425,6 +428,55 @@ TEST(AttentionBwdGpu, DkDvAreDeterministic) {
       EXPECT_LE(std::sqrt(num / den), 1e-5) << "the group's reductions and one CTA's sums differ beyond rounding";
     }
   }
+}
+
+// The last wave split (bwd_tail.hpp): launches of fewer CTAs than an H100's or H200's SMs, whose walks the model
+// splits into parts (checked here on the CPU with this GPU's SM count), against the fp64 reference with fp32 dK/dV
+// (added by every part) and with 16-bit ones (the parts' sums in the tail's scratch, written by the last part; a
+// second launch on the same workspace finds the scratch zero again), full and causal, at every head dim.
+TEST(AttentionBwdGpu, LastWaveSplitInParts) {
+  NEED_HOPPER();
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  for (int D : bwd_head_dims())
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("D=" + std::to_string(D) + (causal ? " causal" : " full"));
+      Case c;
+      c.dtype = D == 96 ? DType::FP16 : DType::BF16;
+      c.B = 1, c.H = 2, c.Hkv = 2, c.D = D, c.q_rows = 2048;
+      c.pieces = {{2048, 0}};
+      c.items = {{0, 2048, 0, {0}, causal}};
+      if (!causal) {  // every walk ceil(2048 / query tile) visits, one CTA a key tile and head
+        const int keys = D == 256 ? 64 : bwd::kKeyTile, rows = D == 256 ? 64 : D == 64 ? 128 : 80;  // the kernels' tiles
+        const auto t = bwd::plan_tail(std::vector<int>(2048 / keys, (2048 + rows - 1) / rows), c.H, sms);
+        EXPECT_GT(t.total_parts(), int(t.parts.size())) << "the case does not split on " << sms << " SMs";
+      }
+      BwdCase bc(c, 71 + D + causal);
+      Workspace ws;
+      bc.run_and_check(ws);
+      std::vector<double> rq;
+      std::vector<std::vector<double>> rk, rv;
+      bc.backward(rq, rk, rv);
+      const size_t n = bc.dk0[0].size();
+      void* k16 = bc.upload16(std::vector<uint16_t>(n, 0x7bcd));
+      void* v16 = bc.upload16(std::vector<uint16_t>(n, 0x7bcd));
+      GradPiece g;
+      g.dk16 = k16, g.dv16 = v16;
+      bc.batch.grads[0] = g;
+      for (int launch = 0; launch < 2; ++launch) {
+        cudaMemset(bc.batch.dq_accum, 0, dq_accum_floats(bc.batch) * 4);
+        attention_backward(bc.batch, ws, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint16_t> hk(n), hv(n);
+        cudaMemcpy(hk.data(), k16, n * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hv.data(), v16, n * 2, cudaMemcpyDeviceToHost);
+        Compare ck, cv;
+        for (size_t i = 0; i < n; ++i) ck.add(from_bits(hk[i], c.dtype), 0.f, rk[0][i]), cv.add(from_bits(hv[i], c.dtype), 0.f, rv[0][i]);
+        ck.expect(bc.tol(), "dk16");
+        cv.expect(bc.tol(), "dv16");
+      }
+    }
 }
 
 // GQA 8 -> 2 (groups of 4) with 1, 2 and 4 query heads per CTA (TASP_BWD_HEADS_PER_CTA; 0: the whole group), a
