@@ -129,8 +129,9 @@ __device__ __forceinline__ void prefetch_maps(const Params& p, int piece) {
 
 #ifdef TASP_BWD_TRACE
 // Diagnostics only (tools/gpu/trace.sh bwd, a build with -DTASP_BWD_TRACE): clock64 at the phases of every tile
-// of the first kTraceCtas CTAs of KV head 0, batch 0, by thread 0 of each warpgroup; event 7 is how long thread 0
-// spent walking to the next tile and issuing its copies at the tile's start.
+// of the first kTraceCtas CTAs in launch order (the first key tiles of KV head 0, batch 0; the deterministic grid's
+// first KV heads), by thread 0 of each warpgroup; event 7 is how long thread 0 spent walking to the next tile and
+// issuing its copies at the tile's start.
 constexpr int kTraceCtas = 128, kTraceTiles = 256, kTraceEvents = 12;
 __device__ long long g_bwd_trace[kTraceCtas * 2 * kTraceTiles * kTraceEvents];
 // Event ev of warpgroup wg's tile `tile`, if this CTA and tile are traced (else nothing is written).
