@@ -452,7 +452,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     double own_bytes = 0, used_bytes = 0;
     for (int r : local) {
       TASP_CUDA(cudaSetDevice(R[r].dev));
-      own_bytes = std::max(own_bytes, R[r].bytes + double(R[r].ws.bytes));
+      own_bytes = std::max(own_bytes, R[r].bytes + double(kernels::workspace_device_bytes(R[r].ws)));
       used_bytes = std::max(used_bytes, cuda::device_used_bytes() - R[r].used_before);
     }
     // Outputs of the last iteration per rank, in the order they are gathered: out, lse (and dq; then each

@@ -455,7 +455,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
 
 size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
 
-size_t runner_device_bytes(const RankRunner& s) { return size_t(s.x.bytes) + s.x.ws.bytes; }
+size_t runner_device_bytes(const RankRunner& s) { return size_t(s.x.bytes) + kernels::workspace_device_bytes(s.x.ws); }
 
 void runner_documents(RankRunner& s, const std::vector<long>& docs) {
   if (const std::string why = remask_refusal(s.plan, s.w, docs); !why.empty()) throw planner::InputError(why);

@@ -73,6 +73,8 @@ struct Workspace {
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
 };
+// The device memory a workspace holds: its work list, the backward's cached plans and its last wave's scratch.
+size_t workspace_device_bytes(const Workspace& ws);
 
 // Head dims with kernels: forward 64, 80, 96, 128, 256; backward the same (head_dims.hpp). head_dims_text lists them.
 bool head_dim_supported(int D, bool backward);

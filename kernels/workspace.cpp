@@ -27,4 +27,14 @@ Workspace::~Workspace() {
   }
 }
 
+size_t workspace_device_bytes(const Workspace& ws) {
+  size_t n = ws.bytes + ws.tail_bytes;
+  if (ws.bwd_plans)
+    for (const bwd::CachedPlan& e : ws.bwd_plans->entries) {
+      n += e.bytes;
+      for (const bwd::CachedPlan::Tail& t : e.tails) n += t.offsets ? (t.split.parts.size() + 1) * sizeof(int) : 0;
+    }
+  return n;
+}
+
 }  // namespace tasp::kernels
