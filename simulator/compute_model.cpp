@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/bwd_tail.hpp"
 #include "planner/layout.hpp"
 #include "planner/mask.hpp"
 #include "planner/slot_plan.hpp"
@@ -119,7 +120,29 @@ double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const B
   const double tiles = backward ? (sum.key_tiles > 0 ? sum.key_tiles : std::ceil(sum.lk / kBackwardKeyTile))
                                 : std::ceil(sum.lq / cp.tile_rows(w.D));
   const double ctas = double(w.B) * w.H * std::max(1.0, tiles) * (backward ? backward_column_parts(w.D) : 1);
-  return ctas / (std::ceil(ctas / cp.sms) * cp.sms);
+  const double whole = ctas / (std::ceil(ctas / cp.sms) * cp.sms);
+  if (!backward) return whole;
+  // A CTA's visits: the query rows its keys see (the pairs of a head over its key tiles of 128) in tiles.
+  const double visits = sum.flops() / (4.0 * w.B * w.H * w.D) / (std::max(1.0, tiles) * kBackwardKeyTile) /
+                        backward_query_tile(w.D);
+  return whole * backward_tail_gain(ctas, visits, cp.sms);
+}
+
+double backward_tail_gain(double ctas, double visits, double slots) {
+  namespace bt = kernels::bwd;
+  const int v = int(std::lround(visits));
+  if (ctas < 1 || slots < 1 || v < 2 * bt::kMinPartVisits) return 1;
+  // Whole waves, then the last one's r CTAs in p parts each: ceil(r p / slots) rounds of the longest part.
+  const double waves = std::ceil(ctas / slots), r = ctas - (waves - 1) * slots, cta = v + bt::kCtaCost;
+  const double before = waves * cta;
+  double after = before;
+  for (int length : bt::kPartLengths) {
+    const int p = bt::parts_of(v, length);
+    if (p < 2 || r * p > 3 * slots) continue;
+    const double part = std::ceil(double(v) / p) + bt::kCtaCost + bt::kPartCost;
+    after = std::min(after, (waves - 1) * cta + std::ceil(r * p / slots) * part);
+  }
+  return after > 0.99 * before ? 1 : before / after;
 }
 
 double backward_fixed_us(const ComputeProfile& cp, const planner::Workload& w, double lq, bool first) {

@@ -34,10 +34,18 @@ constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backw
 // (kernels/bwd_sm90.cuh, col_parts), one below.
 constexpr int backward_column_parts(int D) { return D > 128 ? 2 : 1; }
 
+// Query rows a backward CTA takes per visit of its walk: 128 at D=64, 64 in the wide kernel (D=256), 80 between
+// (kernels/bwd_sm90.cuh block_m, bwd_sm90_wide.cuh).
+constexpr int backward_query_tile(int D) { return D == 64 ? 128 : D > 128 ? 64 : 80; }
+
 // The occupancy of a launch's last wave (1: whole waves): the forward runs B * H * ceil(lq / tile_m) CTAs,
 // the backward B * H * key_tiles (a CTA per query head, GQA too; the deterministic dQ's CTAs walk a whole group,
-// which the simulator does not model).
+// which the simulator does not model), its last wave split in parts (backward_tail_gain).
 double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool backward);
+// How much shorter the backward's last wave runs split in parts (kernels/bwd_tail.hpp) than whole: `ctas` walks of
+// `visits` visits each on `slots` SMs, the last wave's CTAs each split in the parts kernels::bwd::plan_tail would
+// take for walks all this long (1: no split saves 1%). Walks taken equal, as the fill above takes them.
+double backward_tail_gain(double ctas, double visits, double slots);
 
 // `mask`: the workload's (planner::make_mask), when the caller keeps one; made here otherwise.
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece,
