@@ -3,18 +3,19 @@
 # run reproduces the files byte for byte):
 #   comm:     the shared NCCL step table on 8x H200 (data/nccl/, from tools/measurements-to-csv.sh);
 #   kernels:  tasp's own kernels on an H200, cold, hot and mixed (tools/gpu/model.sh sweep): first the rates of the
-#             fit set's build (the newest data/kernels/h200-fit-set-rates-*, swept in the same call as the fit set),
-#             with which the executor's figures below are fitted, then the compute alone refitted from the current
-#             kernels' sweeps (CURRENT: three sweeps of kernels whose long walks are the same, on two H200s; fitted
-#             alone, two of them put the D=128 forward's asymptote 3% apart; the head dims 80, 96 and 256 forward and
-#             backward, swept alone when their backward kernels came; and the fit set's own sweep), the executor's
-#             figures kept: fitted in one step from rates newer than the fit set's timelines, NCCL's share of the SMs
-#             would absorb the kernels' speed-up;
-#   executor: the fit set's timelines on 2x H200 (data/model/h200x2-fit-set-*/, tools/gpu/model.sh fit-set, with the
-#             kernels of the same build: older sets timed older kernels, and the share of the SMs lost to NCCL would
-#             absorb their difference to the new rates);
-#   H100 profiles: compute only, from data/kernels/h100-sweep-* (tools/gpu/model.sh sweep on one H100); the rest of
-#             each profile is kept (--base);
+#             fit set's build (data/kernels/h200-fit-set-rates-*, swept in the same call as the fit set), with which
+#             the executor's figures below are fitted, then the compute alone refitted from the current kernels' sweep
+#             (CURRENT), the executor's figures kept: fitted in one step from rates newer than the fit set's timelines,
+#             NCCL's share of the SMs would absorb the kernels' speed-up. CURRENT is one sweep of today's kernels (the
+#             backward's last wave split, its tensor maps prefetched: 2-21% faster than the sweeps before it, which
+#             described kernels that are gone);
+#   executor: the fit set's timelines on 2x H200 (data/model/h200x2-fit-set-2026-11-26/, tools/gpu/model.sh fit-set,
+#             with the kernels of the same build). A fit set of 2026-11-27 with its own sweep put NCCL's share at 0
+#             and predicted six fresh runs 2-13% fast (the set has no head-parallel run, whose forward steps run beside
+#             all-to-alls), where this one's share with today's compute predicts them within 3.7%
+#             (docs/measurements/model.md); a set that holds such runs comes first;
+#   H100 profiles: compute only, from the newest data/kernels/h100-sweep-* (tools/gpu/model.sh sweep on one H100, the
+#             kernels of CURRENT); the rest of each profile is kept (--base);
 #   fabrics:  the slow fabrics' comm from their NCCL steps (data/fabrics/): sockets on 2x H100 on the H100 profile,
 #             sockets and host memory on 2x H200 on the H200 profile.
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
@@ -22,12 +23,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-build/tools/tasp}
 D=docs/measurements/data
-FITSET=$(ls -d $D/model/h200x2-fit-set-*/ | sort | tail -1)
-RATES=$(ls $D/kernels/h200-fit-set-rates-*.csv | sort | tail -1)  # the sweep by the fit set's build, the same day
+FITSET=$D/model/h200x2-fit-set-2026-11-26/
+RATES=$D/kernels/h200-fit-set-rates-2026-11-26.csv
 fit=(--fit $D/nccl/h200x8-steps-2026-11-22.csv "$RATES" --timeline "$FITSET"fit-*.json -q)
-CURRENT=($D/kernels/h200-sweep-2026-11-23-bwd-plan-cache.csv $D/kernels/h200-sweep-2026-11-23-fwd-persistent.csv
-         $D/kernels/h200-sweep-2026-11-23-gqa.csv $D/kernels/h200-sweep-2026-11-26-wide-bwd.csv
-         "$RATES")
+CURRENT=($D/kernels/h200-sweep-2026-11-27-tail-split.csv)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The H200 profiles: everything from the fit set and its kernel rates, then the compute from the current rates.
@@ -49,7 +48,7 @@ h200 h200-hgx-4 \
 count and tensor-core rate, same kernels); flows between nodes are bounded by the topology's NIC links."
 for p in h100-hgx-8 h100-cluster-2x8 h100-cluster-4x8; do
   desc=$(sed -n '/^description: >-/,/^[a-z_]*:/p' topologies/$p.profile.yaml | sed '1d;$d' | tr -s ' \n' ' ' | sed 's/^ //;s/ $//')
-  $T calibrate --fit $D/kernels/h100-sweep-2026-11-23.csv $D/kernels/h100-sweep-2026-11-26-wide-bwd.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
+  $T calibrate --fit $D/kernels/h100-sweep-2026-11-27-tail-split.csv --base topologies/$p.profile.yaml -t topologies/$p.yaml --name $p \
     --description "$desc" -q -o topologies/$p.profile.yaml.new && mv topologies/$p.profile.yaml.new topologies/$p.profile.yaml
 done
 # The socket fabric on 2x H100: comm from its NCCL steps (data/fabrics/), the rest the H100 profile's.

@@ -346,8 +346,8 @@ TEST(Cli, FabricProfilesPredictTheirRuns) {
   struct Fabric {
     std::string topology, profile, runs;  // topology: a file in topologies/, or a shorthand
   };
-  for (const Fabric& f : {Fabric{"complete:2", "h200-hgx-8", "h200x2-exposed-2026-11-26.csv"},
-                          Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-2026-11-26.csv"},
+  for (const Fabric& f : {Fabric{"complete:2", "h200-hgx-8", "h200x2-schemes-2026-11-27.csv"},
+                          Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-tail-2026-11-27.csv"},
                           Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-schemes-2026-11-26.csv"}}) {
     SCOPED_TRACE(f.topology);
     const std::string out = dir + "/fabric-" + f.profile;
