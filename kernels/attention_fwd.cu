@@ -152,6 +152,9 @@ void attention_forward(const AttentionBatch& b, Workspace& ws, void* stream) {
         const KvPiece& kp = b.pieces[pc];
         keys += std::max(0LL, std::min(khi + 1, kp.pos0 + kp.len) - std::max(klo, kp.pos0));
       }
+      // A folding tile that sees no key would fold nothing: its task only reloads Q and rewrites its rows' running
+      // (out, lse) unchanged (allgather's and zigzag's second forward step on 2 ranks: half the tiles of the step).
+      if (it.accumulate && keys == 0) continue;
       tiles.push_back({int(i), r, it.piece_count > 0 ? it.piece_begin : -1});
       work.push_back(keys);
     }
