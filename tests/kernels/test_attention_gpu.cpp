@@ -322,17 +322,13 @@ TEST(AttentionGpu, ManySmallItems) {
   DeviceCase(c, 5).run_and_check();
 }
 
-// The fold into a running (out, lse) at every head dim: the epilogue's weight of the running output per row.
-TEST(AttentionGpu, AccumulateEveryHeadDim) {
-  NEED_GPU();
-  Case c;
-  c.B = 2, c.H = 2, c.Hkv = 1, c.q_rows = 200;
-  c.pieces = {{150, 0}, {130, 150}, {77, 280}};
-  c.items = {{0, 200, 250, {0, 1, 2}, true}};
+// At every head dim: piece 0 of the case's one item in a first launch, then pieces 1 and 2 folded into its running
+// (out, lse) in a second, against the reference of all three.
+static void fold_after_first_piece(Case c, int seed) {
   for (int D : fwd_head_dims()) {
     SCOPED_TRACE("D=" + std::to_string(D));
     c.D = D;
-    DeviceCase dc(c, 29 + D);
+    DeviceCase dc(c, seed + D);
     std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
     dc.reference(c.items[0], {0, 1, 2}, ro, rl);
     dc.poison();
@@ -348,6 +344,16 @@ TEST(AttentionGpu, AccumulateEveryHeadDim) {
   }
 }
 
+// The fold into a running (out, lse) at every head dim: the epilogue's weight of the running output per row.
+TEST(AttentionGpu, AccumulateEveryHeadDim) {
+  NEED_GPU();
+  Case c;
+  c.B = 2, c.H = 2, c.Hkv = 1, c.q_rows = 200;
+  c.pieces = {{150, 0}, {130, 150}, {77, 280}};
+  c.items = {{0, 200, 250, {0, 1, 2}, true}};
+  fold_after_first_piece(c, 29);
+}
+
 // A folding launch whose first query tile sees none of its keys (causal, the keys after those rows): that tile is
 // left out of the launch, and its rows keep the first launch's values, which are already the whole answer.
 TEST(AttentionGpu, AccumulateLeavesTilesThatSeeNoKey) {
@@ -356,23 +362,7 @@ TEST(AttentionGpu, AccumulateLeavesTilesThatSeeNoKey) {
   c.B = 2, c.H = 2, c.Hkv = 1, c.q_rows = 300;
   c.pieces = {{150, 0}, {130, 150}, {77, 280}};
   c.items = {{0, 300, 0, {0, 1, 2}, true}};
-  for (int D : fwd_head_dims()) {
-    SCOPED_TRACE("D=" + std::to_string(D));
-    c.D = D;
-    DeviceCase dc(c, 41 + D);
-    std::vector<double> ro(size_t(c.B) * c.q_rows * c.H * c.D, NAN), rl(size_t(c.B) * c.H * c.q_rows, NAN);
-    dc.reference(c.items[0], {0, 1, 2}, ro, rl);
-    dc.poison();
-    Workspace ws;
-    AttentionBatch a = dc.batch;
-    a.items[0].piece_count = 1;
-    attention_forward(a, ws, nullptr);
-    AttentionBatch b2 = dc.batch;
-    b2.items[0].piece_begin = 1, b2.items[0].piece_count = 2, b2.items[0].accumulate = true;
-    attention_forward(b2, ws, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    dc.check(ro, rl, dc.tol());
-  }
+  fold_after_first_piece(c, 41);
 }
 
 // The separate merge kernel (the fused fold: AccumulateEveryHeadDim) and the final cast.
