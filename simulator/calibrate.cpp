@@ -292,19 +292,46 @@ ExecutorProfile fit_executor(const std::vector<planner::Timeline>& measured, con
   return e;
 }
 
+namespace {
+
+// The rank's transfer intervals (the steps that send something), merged: what runs on its comm stream.
+std::vector<std::pair<double, double>> comm_intervals(const std::vector<planner::StepTiming>& steps) {
+  std::vector<std::pair<double, double>> iv;
+  for (const auto& st : steps)
+    if (st.bytes > 0 && st.comm_end_us > st.comm_start_us) iv.push_back({st.comm_start_us, st.comm_end_us});
+  std::sort(iv.begin(), iv.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& x : iv)
+    if (!merged.empty() && x.first <= merged.back().second) merged.back().second = std::max(merged.back().second, x.second);
+    else merged.push_back(x);
+  return merged;
+}
+
+double overlap_with(const std::vector<std::pair<double, double>>& iv, double a, double b) {
+  double o = 0;
+  for (const auto& [x, y] : iv) o += std::max(0.0, std::min(b, y) - std::max(a, x));
+  return o;
+}
+
+}  // namespace
+
 double fit_comm_compute_share(const std::vector<std::pair<planner::Timeline, planner::Timeline>>& runs, double base) {
   std::vector<int> run;
   std::vector<double> frac, ratio;
   for (size_t t = 0; t < runs.size(); ++t) {
     const auto& [m, s] = runs[t];
-    for (size_t r = 0; r < std::min(m.per_rank.size(), s.per_rank.size()); ++r)
+    for (size_t r = 0; r < std::min(m.per_rank.size(), s.per_rank.size()); ++r) {
+      // Any transfer beside the kernel counts, its own step's or another's (a head-parallel pass's all-to-alls of
+      // the other head groups run in steps of their own, beside the groups' kernels).
+      const auto comm = comm_intervals(m.per_rank[r]);
       for (size_t i = 0; i < std::min(m.per_rank[r].size(), s.per_rank[r].size()); ++i) {
         const auto &a = m.per_rank[r][i], &b = s.per_rank[r][i];
         const double comp = a.compute_end_us - a.compute_start_us, pred = b.compute_end_us - b.compute_start_us;
         if (a.flops <= 0 || comp <= 0 || pred <= 0) continue;
-        const double comm = a.bytes > 0 ? std::max(0.0, std::min(a.comm_end_us, a.compute_end_us) - a.compute_start_us) : 0;
-        run.push_back(int(t)), frac.push_back(std::min(1.0, comm / comp)), ratio.push_back(comp / pred);
+        const double beside = overlap_with(comm, a.compute_start_us, a.compute_end_us);
+        run.push_back(int(t)), frac.push_back(std::min(1.0, beside / comp)), ratio.push_back(comp / pred);
       }
+    }
   }
   const int k = int(runs.size()), m = int(ratio.size());
   if (m < k + 2) return base;

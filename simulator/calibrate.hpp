@@ -62,8 +62,8 @@ double fit_elementwise_gbps(const std::vector<planner::Timeline>& measured, cons
 
 // The share of the kernels' throughput NCCL takes while transfers run beside them, from measured timelines
 // and the same runs simulated without that term: per step, measured over predicted kernel time against the
-// fraction of the kernel that overlapped transfers (least squares, an intercept per run: the kernel model's
-// own error differs by shape). Keeps `base` when the runs show no such variation.
+// fraction of the kernel that overlapped the rank's transfers of any step (least squares, an intercept per run: the
+// kernel model's own error differs by shape). Keeps `base` when the runs show no such variation.
 double fit_comm_compute_share(const std::vector<std::pair<planner::Timeline, planner::Timeline>>& measured_predicted,
                               double base);
 

@@ -391,3 +391,29 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   EXPECT_FALSE(total(fast, ring, Collectives::Auto).collectives);
   EXPECT_DOUBLE_EQ(total(fast, ring, Collectives::Auto).total_us, total(fast, ring, Collectives::Off).total_us);
 }
+
+// NCCL's share of the SMs, fitted from measured kernels against predicted ones: a kernel counts as beside transfers
+// where any of its rank's transfers overlaps it, its own step's (a ring step) or another step's (a head-parallel
+// pass's all-to-alls run in steps of their own). Both runs below slow their kernels by 20% beside transfers (the
+// second's kernels 10% slower than the model throughout); the share comes back as 0.2.
+TEST(Calibrate, CommShareCountsTransfersOfOtherSteps) {
+  auto step = [](double c0, double c1, double flops, double bytes, double t0, double t1) {
+    planner::StepTiming s;
+    s.compute_start_us = c0, s.compute_end_us = c1, s.flops = flops, s.bytes = bytes, s.comm_start_us = t0, s.comm_end_us = t1;
+    return s;
+  };
+  auto timeline = [](std::vector<planner::StepTiming> steps) {
+    planner::Timeline t;
+    t.per_rank = {std::move(steps)};
+    return t;
+  };
+  // Ring-like: step 0's transfer beside its kernel, step 1 alone.
+  const auto ring = timeline({step(0, 120, 1, 1, 0, 200), step(300, 400, 1, 0, 300, 300)});
+  // Head-parallel-like: a transfer-only step beside the kernel of the next one, then a kernel alone.
+  const auto heads = timeline({step(0, 0, 0, 1, 0, 150), step(0, 132, 1, 0, 0, 0), step(200, 310, 1, 0, 200, 200)});
+  const auto ring_model = timeline({step(0, 100, 1, 1, 0, 0), step(0, 100, 1, 0, 0, 0)});
+  const auto heads_model = timeline({step(0, 0, 0, 1, 0, 0), step(0, 100, 1, 0, 0, 0), step(0, 100, 1, 0, 0, 0)});
+  EXPECT_NEAR(simulator::fit_comm_compute_share({{ring, ring_model}, {heads, heads_model}}, 0.5), 0.2, 1e-9);
+  // With no transfer beside any kernel there is nothing to fit: the base stays.
+  EXPECT_EQ(simulator::fit_comm_compute_share({{heads_model, heads_model}, {ring_model, ring_model}}, 0.5), 0.5);
+}
