@@ -67,7 +67,7 @@ namespace tasp::kernels::bwd {
 __host__ __device__ constexpr int qd_blocks_per_copy(int D, bool deterministic) { return D == 128 && !deterministic ? 2 : 1; }
 
 // Query rows of a dQ scratch tile and of the backward's query tiles for head dim D (up to 128).
-__host__ __device__ constexpr int block_m(int D) { return D == 64 ? 128 : 80; }
+__host__ __device__ constexpr int block_m(int D) { return visit_rows(D); }
 
 template <int D, int BM>
 struct Shape {

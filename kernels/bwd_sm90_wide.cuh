@@ -35,7 +35,7 @@ namespace tasp::kernels::bwd::wide {
 template <int D>
 struct Shape {
   static_assert(D == 256, "the wide backward is for D=256");
-  static constexpr int WG = 2, STAGES = 2, BM = 64, BN = 64, kThreads = 128 * WG;
+  static constexpr int WG = 2, STAGES = 2, BM = visit_rows(D), BN = 64, kThreads = 128 * WG;
   static constexpr int kQdBlocks = D / 64;                // 64-column blocks of Q, dO, K, V
   static constexpr int kKvBytes = BN * D * 2;             // 32 KB
   static constexpr int kQBytes = BM * D * 2;              // 32 KB

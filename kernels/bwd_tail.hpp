@@ -26,6 +26,11 @@ struct TailSplit {
   }
 };
 
+// Query rows of one visit (a query tile of a walk) per head dim: 128 at D=64, 64 in the wide kernel (D=256), 80
+// between. The kernels' tiles (bwd_sm90.cuh block_m, bwd_sm90_wide.cuh Shape::BM) and the simulator's visits per walk
+// (simulator::launch_fill) take it from here.
+TASP_HD constexpr int visit_rows(int D) { return D == 64 ? 128 : D > 128 ? 64 : 80; }
+
 // What the model charges, in visits: a CTA's entry and end (its prologue and the dK/dV stores: ~25k cycles of a
 // ~6.5k-cycle visit at D=256, traced), and a part's adds of its dK and dV on top.
 constexpr int kCtaCost = 4, kPartCost = 1;

@@ -124,7 +124,7 @@ double launch_fill(const ComputeProfile& cp, const planner::Workload& w, const B
   if (!backward) return whole;
   // A CTA's visits: the query rows its keys see (the pairs of a head over its key tiles of 128) in tiles.
   const double visits = sum.flops() / (4.0 * w.B * w.H * w.D) / (std::max(1.0, tiles) * kBackwardKeyTile) /
-                        backward_query_tile(w.D);
+                        kernels::bwd::visit_rows(w.D);
   return whole * backward_tail_gain(ctas, visits, cp.sms);
 }
 

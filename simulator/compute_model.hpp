@@ -34,10 +34,6 @@ constexpr double kBackwardKeyTile = 128;  // keys per CTA of tasp's Hopper backw
 // (kernels/bwd_sm90.cuh, col_parts), one below.
 constexpr int backward_column_parts(int D) { return D > 128 ? 2 : 1; }
 
-// Query rows a backward CTA takes per visit of its walk: 128 at D=64, 64 in the wide kernel (D=256), 80 between
-// (kernels/bwd_sm90.cuh block_m, bwd_sm90_wide.cuh).
-constexpr int backward_query_tile(int D) { return D == 64 ? 128 : D > 128 ? 64 : 80; }
-
 // The occupancy of a launch's last wave (1: whole waves): the forward runs B * H * ceil(lq / tile_m) CTAs,
 // the backward B * H * key_tiles (a CTA per query head, GQA too; the deterministic dQ's CTAs walk a whole group,
 // which the simulator does not model), its last wave split in parts (backward_tail_gain).
