@@ -60,6 +60,11 @@ struct CudaOptions {
   // Steps that gather every rank's pieces or reduce-scatter accumulators as NCCL collectives (cuda_pass.hpp,
   // Exchange) instead of grouped send/recv: faster over sockets, slower on NVLink between 2 GPUs.
   bool collectives = false;
+  // With collectives: a rank's pieces leave as one ncclBroadcast and each owner's accumulators return as one ncclReduce,
+  // each root on a communicator and stream of its own, instead of one all-gather or reduce-scatter on the plan's
+  // communicator. Over loopback sockets on 2x H200 two such broadcasts moved 5.2 GB/s a direction where one all-gather
+  // of the same bytes moved 3.5 (tools/gpu/lib/nccl_directions.py, 2026-11-27). Token-parallel plans only.
+  bool root_comms = false;
   bool deterministic = false;  // the backward's dQ bit-identical run to run (kernels::AttentionBackwardBatch)
 };
 // bf16 inputs, fp32 out/LSE; one process, a thread per local GPU, rank r on GPU r. Throws where CUDA

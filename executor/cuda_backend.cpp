@@ -202,6 +202,17 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       }
     }
   }
+  // CudaOptions::root_comms: n copies of the plan's communicator, one per root (ncclCommSplit, every rank the same
+  // colour and its own rank as key).
+  const bool root_comms = opt_.root_comms && collectives && u == 1;
+  for (int q = 0; root_comms && q < n; ++q) {
+    TASP_NCCL(ncclGroupStart());
+    for (int x : local) {
+      R[x].roots.resize(n);
+      TASP_NCCL(ncclCommSplit(R[x].nccl, 0, x, &R[x].roots[q], nullptr));
+    }
+    TASP_NCCL(ncclGroupEnd());
+  }
   auto release_all = [&] {
     for (int r : local) R[r].release();
   };
@@ -240,6 +251,14 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
+      if (!x.roots.empty()) {
+        x.root_streams.resize(n), x.root_joins.resize(n);
+        for (int q = 0; q < n; ++q) {
+          TASP_CUDA(cudaStreamCreateWithPriority(&x.root_streams[q], cudaStreamNonBlocking, greatest));
+          TASP_CUDA(cudaEventCreateWithFlags(&x.root_joins[q], cudaEventDisableTiming));
+        }
+        TASP_CUDA(cudaEventCreateWithFlags(&x.root_fork, cudaEventDisableTiming));
+      }
       const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D;
       // The slot of the rank's own K/V piece c: c, or by owner with collective exchanges (planner::by_owner_slot).
       auto own_slot = [&](int c) { return collectives ? planner::by_owner_slot(plan, r, c) : c; };
@@ -386,6 +405,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
           while (cudaEventQuery(x.done) == cudaErrorNotReady) {
             ncclResult_t async = ncclSuccess;
             ncclCommGetAsyncError(x.nccl, &async);
+            for (ncclComm_t c : x.roots)
+              if (async == ncclSuccess || async == ncclInProgress) ncclCommGetAsyncError(c, &async);
             if (async != ncclSuccess && async != ncclInProgress)
               throw std::runtime_error(std::string("NCCL error during the run: ") + ncclGetErrorString(async));
             if (abort.load()) throw std::runtime_error("another rank failed");
@@ -436,7 +457,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       for (auto& th : threads) th.join();
     }
     if (failure) {
-      for (int r : local) ncclCommAbort(R[r].nccl), R[r].nccl = nullptr;
+      for (int r : local) R[r].abort_comms();
       // Under a launcher the peers may wait in NCCL or MPI calls that nothing else ends: end the job, saying why.
       if (env.multi_process()) {
         try {

@@ -25,6 +25,33 @@ void RankDevice::release() {
   allocs.clear();
   for (ncclComm_t* c : {&nccl, &group, &world})
     if (*c) ncclCommDestroy(*c), *c = nullptr;
+  for (ncclComm_t c : roots) ncclCommDestroy(c);
+  for (cudaStream_t s : root_streams) cudaStreamDestroy(s);
+  for (cudaEvent_t e : root_joins) cudaEventDestroy(e);
+  if (root_fork) cudaEventDestroy(root_fork);
+  roots.clear(), root_streams.clear(), root_joins.clear(), root_fork = nullptr;
+}
+
+void RankDevice::abort_comms() {
+  for (ncclComm_t* c : {&nccl, &group, &world})
+    if (*c) ncclCommAbort(*c), *c = nullptr;
+  for (ncclComm_t c : roots) ncclCommAbort(c);
+  roots.clear();
+}
+
+// Collectives of one step, one per root on that root's communicator and stream (CudaOptions::root_comms): forked from
+// the comm stream after what it queued so far, joined back into it before the step's end event.
+template <class Issue>
+void per_root(RankDevice& x, Issue issue) {
+  TASP_CUDA(cudaEventRecord(x.root_fork, x.comm));
+  for (size_t q = 0; q < x.roots.size(); ++q) {
+    TASP_CUDA(cudaStreamWaitEvent(x.root_streams[q], x.root_fork));
+    TASP_NCCL(ncclGroupStart());
+    issue(int(q), x.roots[q], x.root_streams[q]);
+    TASP_NCCL(ncclGroupEnd());
+    TASP_CUDA(cudaEventRecord(x.root_joins[q], x.root_streams[q]));
+  }
+  for (cudaEvent_t e : x.root_joins) TASP_CUDA(cudaStreamWaitEvent(x.comm, e));
 }
 
 uint16_t to_half_bits(double x, kernels::DType t) {
@@ -115,10 +142,20 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   if (moves && how == Exchange::AllGather) {
     // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
     // them, which the all-gather fills in place; one all-gather per piece the step moves.
-    TASP_NCCL(ncclGroupStart());
-    for (int c : planner::collective_pieces(pw.steps[t]))
-      TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
-    TASP_NCCL(ncclGroupEnd());
+    const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
+    if (!x.roots.empty()) {  // block (c, q) of every rank from root q, in place
+      per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
+        for (int c : pieces) {
+          auto* blk = kv + se * (size_t(c) * g.n + q);
+          TASP_NCCL(ncclBroadcast(blk, blk, se, kv_type, q, comm, st));
+        }
+      });
+    } else {
+      TASP_NCCL(ncclGroupStart());
+      for (int c : pieces)
+        TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
+      TASP_NCCL(ncclGroupEnd());
+    }
   } else if (moves && how == Exchange::ReduceScatter) {
     // Every owner's accumulators of piece c in block (c, owner) of rs_send, piece-major (this rank's own block zero:
     // its own accumulators are being computed beside), summed across ranks into rs_recv's block c: what the others
@@ -134,11 +171,20 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       if (half) kernels::cast_out(acc, to, kernels::DType::BF16, se, x.comm);
       else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
-    TASP_NCCL(ncclGroupStart());
-    for (int c : pieces)
-      TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
-                                  half ? ncclBfloat16 : ncclFloat32, ncclSum, x.nccl, x.comm));
-    TASP_NCCL(ncclGroupEnd());
+    const ncclDataType_t acc_type = half ? ncclBfloat16 : ncclFloat32;
+    if (!x.roots.empty()) {  // block (c, q) of every rank summed into root q's rs_recv block c
+      per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
+        for (int c : pieces)
+          TASP_NCCL(ncclReduce(send + se * (size_t(c) * g.n + q) * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
+                               acc_type, ncclSum, q, comm, st));
+      });
+    } else {
+      TASP_NCCL(ncclGroupStart());
+      for (int c : pieces)
+        TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
+                                    acc_type, ncclSum, x.nccl, x.comm));
+      TASP_NCCL(ncclGroupEnd());
+    }
   } else if (moves) {
     // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
     // made in; or the kernel wrote it there), received ones land in staging and are added after the step (below).

@@ -45,6 +45,12 @@ struct RankDevice {
   ncclComm_t nccl = nullptr;   // the plan's ranks (head-parallel: the same slot of every group)
   ncclComm_t group = nullptr;  // head-parallel: the GPUs of this GPU's group (its all-to-alls)
   ncclComm_t world = nullptr;  // head-parallel: every GPU (what the two were split from)
+  // CudaOptions::root_comms: a communicator and a stream per root rank (copies of `nccl`), and the events that fork a
+  // step's collectives onto them from the comm stream and join them back.
+  std::vector<ncclComm_t> roots;
+  std::vector<cudaStream_t> root_streams;
+  std::vector<cudaEvent_t> root_joins;
+  cudaEvent_t root_fork = nullptr;
   std::vector<HeadGroupDevice> groups;
   SeqBuffers seq;  // head-parallel: the layer's side
   cudaEvent_t origin = nullptr, done = nullptr;
@@ -61,6 +67,7 @@ struct RankDevice {
     return static_cast<T*>(p);
   }
   void release();
+  void abort_comms();  // every communicator aborted (a failed run: peers may wait in NCCL)
 };
 
 // The backward's dQ scratch of rank r under w's mask (its items split at documents): tiles, and floats for a count.

@@ -27,7 +27,7 @@ int local_gpu_count() {
 }
 
 std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>& sizes, int warmup, int iters,
-                                                bool verbose, const std::function<void(int, int)>& progress) {
+                                                bool verbose, const std::function<void(int, int)>& progress, bool per_root) {
   int devices = local_gpu_count();
   if (devices == 0) throw std::invalid_argument("calibrate --measure: no CUDA device visible");
   if (n < 2 || n > devices)
@@ -37,8 +37,11 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   std::vector<int> devs(n);
   for (int r = 0; r < n; ++r) devs[r] = r;
   TASP_NCCL_B(ncclCommInitAll(comms.data(), n, devs.data()));
+  std::vector<std::vector<ncclComm_t>> roots(per_root ? n : 0, std::vector<ncclComm_t>(n));  // [root][rank]
+  for (auto& c : roots) TASP_NCCL_B(ncclCommInitAll(c.data(), n, devs.data()));
   const double max_bytes = *std::max_element(sizes.begin(), sizes.end());
-  const std::vector<std::string> kinds = {"ring", "multi", "pairs", "allgather"};
+  const std::vector<std::string> kinds = {"ring", "multi", "pairs", per_root ? "allgather-roots" : "allgather",
+                                          per_root ? "reducescatter-roots" : "reducescatter"};
   std::vector<std::vector<double>> ms(kinds.size() * sizes.size(), std::vector<double>(n));
   std::barrier sync(n);
   std::exception_ptr failure;
@@ -49,12 +52,20 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
       cudaStream_t s;
       TASP_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       char *send, *recv;
-      TASP_CUDA(cudaMalloc(&send, size_t(max_bytes)));
+      // A reduce-scatter reads every owner's part: up to 2x the largest size (n = 2).
+      TASP_CUDA(cudaMalloc(&send, size_t(max_bytes) * 2));
       TASP_CUDA(cudaMalloc(&recv, size_t(max_bytes) * 2));
-      TASP_CUDA(cudaMemset(send, 1, size_t(max_bytes)));
-      cudaEvent_t e0, e1;
+      TASP_CUDA(cudaMemset(send, 1, size_t(max_bytes) * 2));
+      cudaEvent_t e0, e1, fork;
       TASP_CUDA(cudaEventCreate(&e0));
       TASP_CUDA(cudaEventCreate(&e1));
+      TASP_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+      std::vector<cudaStream_t> rs(roots.size());
+      std::vector<cudaEvent_t> joins(roots.size());
+      for (size_t q = 0; q < roots.size(); ++q) {
+        TASP_CUDA(cudaStreamCreateWithFlags(&rs[q], cudaStreamNonBlocking));
+        TASP_CUDA(cudaEventCreateWithFlags(&joins[q], cudaEventDisableTiming));
+      }
       for (size_t k = 0; k < kinds.size(); ++k)
         for (size_t z = 0; z < sizes.size(); ++z) {
           const size_t B = size_t(sizes[z]), part = B / (n - 1);
@@ -62,6 +73,24 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
             const std::string& kind = kinds[k];
             if (kind == "allgather") {
               TASP_NCCL_B(ncclAllGather(send, recv, part, ncclChar, comms[r], s));
+              return;
+            }
+            // Reductions in bf16, as the accumulators travel (part / 2 elements a part).
+            if (kind == "reducescatter") {
+              TASP_NCCL_B(ncclReduceScatter(send, recv, part / 2, ncclBfloat16, ncclSum, comms[r], s));
+              return;
+            }
+            if (kind == "allgather-roots" || kind == "reducescatter-roots") {  // as cuda_rank.cpp's per_root
+              TASP_CUDA(cudaEventRecord(fork, s));
+              for (int q = 0; q < n; ++q) {
+                TASP_CUDA(cudaStreamWaitEvent(rs[q], fork));
+                if (kind == "allgather-roots")
+                  TASP_NCCL_B(ncclBroadcast(send, recv + size_t(q) * part, part, ncclChar, q, roots[q][r], rs[q]));
+                else
+                  TASP_NCCL_B(ncclReduce(send + size_t(q) * part, recv, part / 2, ncclBfloat16, ncclSum, q, roots[q][r], rs[q]));
+                TASP_CUDA(cudaEventRecord(joins[q], rs[q]));
+              }
+              for (cudaEvent_t j : joins) TASP_CUDA(cudaStreamWaitEvent(s, j));
               return;
             }
             TASP_NCCL_B(ncclGroupStart());
@@ -97,6 +126,8 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
         }
       cudaFree(send), cudaFree(recv);
       cudaStreamDestroy(s);
+      for (size_t q = 0; q < rs.size(); ++q) cudaStreamDestroy(rs[q]), cudaEventDestroy(joins[q]);
+      cudaEventDestroy(fork), cudaEventDestroy(e0), cudaEventDestroy(e1);
     } catch (...) {
       std::lock_guard<std::mutex> g(lock);
       if (!failure) failure = std::current_exception();
@@ -106,6 +137,8 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   for (int r = 0; r < n; ++r) th.emplace_back(rank_main, r);
   for (auto& t : th) t.join();
   for (auto& c : comms) ncclCommDestroy(c);
+  for (auto& set : roots)
+    for (auto& c : set) ncclCommDestroy(c);
   if (failure) std::rethrow_exception(failure);
   std::vector<CommMeasurement> out;
   for (size_t k = 0; k < kinds.size(); ++k)

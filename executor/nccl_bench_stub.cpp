@@ -7,7 +7,7 @@ namespace tasp::executor {
 int local_gpu_count() { return 0; }
 
 std::vector<CommMeasurement> measure_nccl_steps(int, const std::vector<double>&, int, int, bool,
-                                                const std::function<void(int, int)>&) {
+                                                const std::function<void(int, int)>&, bool) {
   throw std::invalid_argument("calibrate --measure: this build has no CUDA/NCCL");
 }
 

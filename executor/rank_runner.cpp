@@ -37,6 +37,8 @@ void abort_locked(RankGroup& g, const std::string& why) {
   if (!g.nccl) return;
   for (auto& [u, c] : g.splits) ncclCommAbort(c.first), ncclCommAbort(c.second);
   g.splits.clear();
+  for (ncclComm_t c : g.roots) ncclCommAbort(c);
+  g.roots.clear();
   ncclCommAbort(g.nccl);
   g.nccl = nullptr;
   g.failure = why;
@@ -52,6 +54,7 @@ ncclResult_t async_error(RankGroup& g) {
   };
   check(g.nccl);
   for (auto& [u, c] : g.splits) check(c.first), check(c.second);
+  for (ncclComm_t c : g.roots) check(c);
   return a;
 }
 
@@ -129,6 +132,7 @@ void RankGroupDelete::operator()(RankGroup* g) const {
   cudaSetDevice(g->dev);
   if (g->compute) cudaStreamSynchronize(g->compute), cudaStreamSynchronize(g->comm);
   for (auto& [u, c] : g->splits) ncclCommDestroy(c.first), ncclCommDestroy(c.second);
+  for (ncclComm_t c : g->roots) ncclCommDestroy(c);
   if (g->nccl) ncclCommDestroy(g->nccl);
   for (const auto& p : g->pending) cudaEventDestroy(p.ev);
   for (cudaEvent_t e : g->spare) cudaEventDestroy(e);
@@ -175,6 +179,7 @@ void RankRunnerDelete::operator()(RankRunner* s) const {
   if (s->x.compute) cudaStreamSynchronize(s->x.compute), cudaStreamSynchronize(s->x.comm);
   if (s->staged) cudaEventDestroy(s->staged);
   s->x.comm = s->x.compute = nullptr, s->x.nccl = s->x.group = nullptr;  // the group's, which outlives the runner
+  s->x.roots.clear();  // the group's too (its root streams and events are the runner's)
   s->x.release();
   delete s;
 }
@@ -186,8 +191,32 @@ void make_nccl_id(unsigned char* nccl_id) {
   std::memcpy(nccl_id, &id, kNcclIdBytes);
 }
 
+namespace {
+
+// The group's communicators one a root (RankGroup::roots), split from its own when first asked for: every rank opens
+// the same runners in the same order, so the splits pair up. Split outside the group's lock, which the watchdog takes
+// to abort the group should a peer never come.
+std::vector<ncclComm_t> roots_of(RankGroup& g) {
+  {
+    std::lock_guard<std::mutex> lock(g.m);
+    if (!g.roots.empty()) return g.roots;
+  }
+  const ncclComm_t parent = comm_of(g);
+  std::vector<ncclComm_t> made(g.ranks, nullptr);
+  for (ncclComm_t& c : made) TASP_NCCL(ncclCommSplit(parent, 0, g.rank, &c, nullptr));
+  std::lock_guard<std::mutex> lock(g.m);
+  if (!g.nccl) {  // aborted meanwhile
+    for (ncclComm_t c : made) ncclCommAbort(c);
+    throw std::runtime_error("rank group: its communicator was aborted: " + g.failure);
+  }
+  g.roots = made;
+  return g.roots;
+}
+
+}  // namespace
+
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
-                               bool deterministic, bool collectives) {
+                               bool deterministic, bool collectives, bool root_comms) {
   check_rank_plan(p, w, group.ranks);
   if (const std::string e = kernels::unsupported_head_dim(w.D, true, p.has_backward); !e.empty())
     throw planner::InputError("workload: " + e);
@@ -206,6 +235,18 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
   TASP_CUDA(cudaSetDevice(x.dev));
+  if (s->collectives && root_comms) {
+    x.roots = roots_of(group);
+    const size_t n = x.roots.size();
+    int least = 0, greatest = 0;
+    TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    x.root_streams.resize(n), x.root_joins.resize(n);
+    for (size_t q = 0; q < n; ++q) {
+      TASP_CUDA(cudaStreamCreateWithPriority(&x.root_streams[q], cudaStreamNonBlocking, greatest));
+      TASP_CUDA(cudaEventCreateWithFlags(&x.root_joins[q], cudaEventDisableTiming));
+    }
+    TASP_CUDA(cudaEventCreateWithFlags(&x.root_fork, cudaEventDisableTiming));
+  }
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;

@@ -67,8 +67,10 @@ using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 // `deterministic`: the backward's dQ bit-identical from run to run (kernels::AttentionBackwardBatch::deterministic).
 // `collectives`: an allgather plan's gathers and reduce-scatters as NCCL collectives, as `tasp run` runs them where the
 // profile times them faster (NCCL's over sockets: 1.45x its send/recv at 256 MiB); ignored for other plans.
+// `root_comms`: those collectives one a root, each on a communicator of the group's own and a stream of the runner's
+// (cuda::CudaOptions::root_comms), as `tasp run` moves them where the profile measured them so.
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
-                               bool deterministic = false, bool collectives = false);
+                               bool deterministic = false, bool collectives = false, bool root_comms = false);
 // What open_rank_runner checks of the plan before touching a device (with or without CUDA): planner::InputError when
 // the plan is head-parallel, has another number of ranks than the group's, or disagrees with the workload's mask.
 void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int group_ranks);

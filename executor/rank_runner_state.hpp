@@ -35,6 +35,9 @@ struct RankGroup {
   // Head-parallel plans of u GPUs a group: u -> (the plan's ranks: the GPUs of one slot; the u GPUs of one group),
   // split from `nccl` once and kept (aborted with it).
   std::map<int, std::pair<ncclComm_t, ncclComm_t>> splits;
+  // Copies of `nccl`, one per root rank, for runners that move collectives one a root (cuda::CudaOptions::root_comms):
+  // split once, when the first such runner opens, and kept (aborted with it).
+  std::vector<ncclComm_t> roots;
   std::string failure;        // why it was aborted
   struct Pending {
     cudaEvent_t ev;

@@ -19,7 +19,7 @@ RankGroupPtr open_rank_group(int ranks, int rank, int, const unsigned char*) {
   check_rank_group(ranks, rank);
   missing();
 }
-RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int, bool, bool) { missing(); }
+RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int, bool, bool, bool) { missing(); }
 void make_nccl_id(unsigned char*) { missing(); }
 void watch_rank_group(RankGroup&, int) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }

@@ -85,11 +85,18 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
       cp.rank_cap_gbps = cp.flow_cap_gbps;
     }
     // NCCL's all-gather, as the cuda backend's collective steps run: its own rate past the same latency.
-    if (auto& ag = kinds["allgather"]; !ag.empty()) {
-      const double t_min = std::min_element(ag.begin(), ag.end(), [](auto& a, auto& b) { return a.us < b.us; })->us;
-      const double lat = cp.latency_us + cp.peer_latency_us * std::max(0, n - 2);  // as the engine starts the step
-      cp.collective_gbps = rate_curve(ag, std::min(lat, 0.9 * t_min), 1.0);
-    }
+    // As one broadcast a root (allgather-roots, CommProfile::collectives_per_root) where measured so; the
+    // reduce-scatter's own rate where its rows are there (reducescatter[-roots]).
+    auto& roots = kinds["allgather-roots"];
+    cp.collectives_per_root = !roots.empty();
+    const double lat = cp.latency_us + cp.peer_latency_us * std::max(0, n - 2);  // as the engine starts the step
+    auto collective_rate = [&](const std::vector<CommSample>& rows) {
+      const double t_min = std::min_element(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.us < b.us; })->us;
+      return rate_curve(rows, std::min(lat, 0.9 * t_min), 1.0);
+    };
+    if (auto& ag = roots.empty() ? kinds["allgather"] : roots; !ag.empty()) cp.collective_gbps = collective_rate(ag);
+    auto& rs_roots = kinds["reducescatter-roots"];
+    if (auto& rs = rs_roots.empty() ? kinds["reducescatter"] : rs_roots; !rs.empty()) cp.reduce_gbps = collective_rate(rs);
     const int ranks = n;  // (a structured binding: lambdas capture a copy)
     auto it = std::find_if(p.comm.begin(), p.comm.end(), [&](const CommProfile& c) { return c.ranks == ranks; });
     if (it != p.comm.end()) *it = cp;

@@ -258,11 +258,13 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       cur.bytes_out[int(pairs[i].first / n)] += pairs[i].second;
       cur.bytes_in[int(pairs[i].first % n)] += pairs[i].second;
     }
-    const bool coll = collectives && planner::collective_of(s, n, P) != planner::Collective::None;
+    const planner::Collective kind = collectives ? planner::collective_of(s, n, P) : planner::Collective::None;
+    const bool coll = kind != planner::Collective::None;
+    const Curve& coll_gbps = cp.collective_curve(kind == planner::Collective::ReduceScatter);
     double t_min = kInf;
     for (size_t i = 0; i < f.size(); ++i) {
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));
-      f.c.push_back(coll ? cp.collective_gbps.at(cur.bytes_out[f.s[i]]) : cp.flow_cap_gbps.at(f.b[i]));
+      f.c.push_back(coll ? coll_gbps.at(cur.bytes_out[f.s[i]]) : cp.flow_cap_gbps.at(f.b[i]));
       t_min = std::min(t_min, f.t0[i]);
     }
     if (u > 1) {
@@ -296,8 +298,8 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       if (!same) {
         std::vector<double> sc(size_t(n) * u), rc(size_t(n) * u);
         for (int r = 0; r < n * u; ++r)
-          sc[r] = coll ? cp.collective_gbps.at(cur.bytes_out[r]) : rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
-          rc[r] = coll ? cp.collective_gbps.at(cur.bytes_in[r]) : rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
+          sc[r] = coll ? coll_gbps.at(cur.bytes_out[r]) : rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
+          rc[r] = coll ? coll_gbps.at(cur.bytes_in[r]) : rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
         FluidResult fr = run_fluid(net, f, sc, rc);
         ++res.network_solves;
         prev_dur.assign(n, -kInf);

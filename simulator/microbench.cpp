@@ -7,9 +7,16 @@
 
 namespace tasp::simulator {
 
-bool is_comm_kind(const std::string& k) { return k == "ring" || k == "multi" || k == "pairs" || k == "allgather"; }
+bool is_comm_kind(const std::string& k) {
+  return k == "ring" || k == "multi" || k == "pairs" || k == "allgather" || k == "allgather-roots" || k == "reducescatter" ||
+         k == "reducescatter-roots";
+}
 
-double predict_comm_step_us(const Network& net, const Profile& prof, const std::string& kind, int n, double bytes) {
+double predict_comm_step_us(const Network& net, const Profile& prof, const std::string& measured_kind, int n, double bytes) {
+  // A gather as one broadcast a root (allgather-roots) moves what one all-gather moves, at the collectives' rate; a
+  // reduce-scatter (one, or one reduce a root) the same bytes at the reduce-scatter's.
+  const bool reduce = measured_kind.rfind("reducescatter", 0) == 0;
+  const std::string kind = measured_kind == "allgather-roots" || reduce ? "allgather" : measured_kind;
   if (n < 2 || n > net.ranks) throw std::invalid_argument("microbenchmark needs 2.." + std::to_string(net.ranks) + " ranks");
   const CommProfile& cp = prof.comm_for(n);
   FlowList f;
@@ -29,12 +36,13 @@ double predict_comm_step_us(const Network& net, const Profile& prof, const std::
     throw std::invalid_argument("unknown microbenchmark kind '" + kind + "'");
   }
   // NCCL's all-gather at its own rate where the profile has one (as the engine times collective steps).
-  const bool coll = kind == "allgather" && !cp.collective_gbps.empty();
+  const Curve& cc = cp.collective_curve(reduce);
+  const bool coll = kind == "allgather" && !cc.empty();
   for (size_t i = 0; i < f.size(); ++i) {
     f.t0.push_back(step_latency_us(cp, peers));
-    f.c.push_back(coll ? cp.collective_gbps.at(bytes) : cp.flow_cap_gbps.at(f.b[i]));
+    f.c.push_back(coll ? cc.at(bytes) : cp.flow_cap_gbps.at(f.b[i]));
   }
-  const double rate = coll ? cp.collective_gbps.at(bytes) : rank_cap_gbps(cp, peers, bytes);
+  const double rate = coll ? cc.at(bytes) : rank_cap_gbps(cp, peers, bytes);
   std::vector<double> caps(net.ranks, rate);
   FluidResult r = run_fluid(net, f, caps, caps);
   double end = 0;

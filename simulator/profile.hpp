@@ -27,6 +27,15 @@ struct CommProfile {
   // timed as its point-to-point flows). Over sockets on 2x H100 NCCL's all-gather moved 256 MiB 1.46x faster than
   // grouped send/recv (docs/measurements/fabrics.md).
   Curve collective_gbps;
+  // The collectives were measured as one broadcast (or reduce) a root, each on a communicator of its own
+  // (executor::CudaOptions::root_comms), and `tasp run` moves them so on this fabric. Over loopback sockets on 2x H200
+  // two such broadcasts moved 5.2 GB/s a direction where one all-gather moved 3.5 (2026-11-27).
+  bool collectives_per_root = false;
+  // The rate of the reduce-scatter steps where measured apart (empty: collective_gbps). Through host memory on 2x H200
+  // a reduce a root moved 25.7 GB/s a direction at 64 MiB where a broadcast a root moved 30.9 (2026-11-27); over
+  // sockets the two were level.
+  Curve reduce_gbps;
+  const Curve& collective_curve(bool reduce) const { return reduce && !reduce_gbps.empty() ? reduce_gbps : collective_gbps; }
 };
 
 // Attention forward rate of the kernels (TFLOP/s counts 4*Lq*Lk*H*D per unmasked pair... of blocks).

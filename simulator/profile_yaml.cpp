@@ -62,7 +62,8 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
   for (size_t i = 0; i < comm.size(); ++i) {
     const std::string f = "comm[" + std::to_string(i) + "]";
     const YAML::Node c = comm[i];
-    cx.only_keys(c, f, {"ranks", "latency_us", "peer_latency_us", "flow_cap_gbps", "rank_cap_gbps", "collective_gbps"});
+    cx.only_keys(c, f, {"ranks", "latency_us", "peer_latency_us", "flow_cap_gbps", "rank_cap_gbps", "collective_gbps",
+                        "collectives_per_root", "reduce_gbps"});
     CommProfile cp;
     if (!c["ranks"]) cx.fail(c, f + ".ranks", "missing");
     cp.ranks = int(cx.integer(c["ranks"], f + ".ranks"));
@@ -75,6 +76,8 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     cp.flow_cap_gbps = curve(cx, c["flow_cap_gbps"], f + ".flow_cap_gbps");
     cp.rank_cap_gbps = curve(cx, c["rank_cap_gbps"], f + ".rank_cap_gbps");
     if (c["collective_gbps"]) cp.collective_gbps = curve(cx, c["collective_gbps"], f + ".collective_gbps");
+    if (c["reduce_gbps"]) cp.reduce_gbps = curve(cx, c["reduce_gbps"], f + ".reduce_gbps");
+    if (c["collectives_per_root"]) cp.collectives_per_root = cx.boolean(c["collectives_per_root"], f + ".collectives_per_root");
     p.comm.push_back(cp);
   }
   const YAML::Node k = root["compute"];
@@ -192,6 +195,8 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
     write_curve(o, "flow_cap_gbps", c.flow_cap_gbps);
     write_curve(o, "rank_cap_gbps", c.rank_cap_gbps);
     if (!c.collective_gbps.points.empty()) write_curve(o, "collective_gbps", c.collective_gbps);
+    if (!c.reduce_gbps.points.empty()) write_curve(o, "reduce_gbps", c.reduce_gbps);
+    if (c.collectives_per_root) o << "    collectives_per_root: true\n";
   }
   const auto& k = p.compute;
   o << "compute:\n  launch_us: " << k.launch_us << "\n  half_len: " << k.half_len << "\n  sms: " << k.sms

@@ -392,6 +392,80 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   EXPECT_DOUBLE_EQ(total(fast, ring, Collectives::Auto).total_us, total(fast, ring, Collectives::Off).total_us);
 }
 
+// A gather measured as one broadcast a root (kind allgather-roots, executor::CudaOptions::root_comms) fits the same
+// collectives' rate and marks the profile so that `tasp run` moves its collectives that way; the mark survives the
+// profile's YAML, and a profile fitted from one all-gather's rows has no mark.
+TEST(Calibrate, PerRootGatherMarksTheProfile) {
+  auto net = simulator::build_network(star(2, 1000));
+  simulator::Profile truth = simple_profile(20, 1, 1, 1);
+  simulator::CommProfile& c = truth.comm[0];
+  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
+  c.rank_cap_gbps = c.flow_cap_gbps;
+  c.collective_gbps.points = {{1 << 20, 3.1}, {1 << 28, 4.3}};
+  for (const char* gather : {"allgather-roots", "allgather"}) {
+    simulator::Samples s;
+    for (double mib : {1, 4, 16, 64, 256})
+      for (const char* kind : {"ring", gather})
+        s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+    const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, nullptr);
+    const bool roots = std::string(gather) == "allgather-roots";
+    EXPECT_EQ(fit.comm_for(2).collectives_per_root, roots) << gather;
+    ASSERT_FALSE(fit.comm_for(2).collective_gbps.empty()) << gather;
+    EXPECT_NEAR(fit.comm_for(2).collective_gbps.at(1 << 28), 4.3, 0.05 * 4.3) << gather;
+    std::ostringstream o;
+    simulator::write_profile_yaml(o, fit);
+    EXPECT_EQ(simulator::profile_from_yaml_text(o.str(), "rt.yaml").comm_for(2).collectives_per_root, roots) << gather;
+  }
+}
+
+// The reduce-scatter's own rate (CommProfile::reduce_gbps), fitted from its rows where measured (through host memory a
+// reduce a root ran 0.85x a broadcast a root, 2026-11-27): the rows replay at it, the gathers at theirs, the curve
+// survives the YAML, and a simulation with collectives times allgather's backward slower by it and its forward not.
+TEST(Calibrate, ReduceScatterRateFromItsRows) {
+  auto net = simulator::build_network(star(2, 1000));
+  simulator::Profile truth = simple_profile(20, 1, 1, 1);
+  simulator::CommProfile& c = truth.comm[0];
+  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
+  c.rank_cap_gbps = c.flow_cap_gbps;
+  c.collective_gbps.points = {{1 << 20, 2.3}, {1 << 28, 3.2}};
+  c.reduce_gbps.points = {{1 << 20, 2.0}, {1 << 28, 2.7}};
+  simulator::Samples s;
+  for (double mib : {1, 4, 16, 64, 256})
+    for (const char* kind : {"ring", "allgather-roots", "reducescatter-roots"})
+      s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+  const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, nullptr);
+  const auto& fc = fit.comm_for(2);
+  ASSERT_FALSE(fc.reduce_gbps.empty());
+  for (double b : {1 << 24, 1 << 28}) {
+    EXPECT_NEAR(fc.reduce_gbps.at(b), c.reduce_gbps.at(b), 0.05 * c.reduce_gbps.at(b)) << b;
+    EXPECT_NEAR(fc.collective_gbps.at(b), c.collective_gbps.at(b), 0.05 * c.collective_gbps.at(b)) << b;
+  }
+  for (const auto& x : s.comm)
+    if (x.kind != "ring") EXPECT_NEAR(simulator::predict_comm_step_us(net, fit, x.kind, 2, x.bytes), x.us, 0.02 * x.us) << x.kind;
+  std::ostringstream o;
+  simulator::write_profile_yaml(o, fit);
+  EXPECT_EQ(simulator::profile_from_yaml_text(o.str(), "rt.yaml").comm_for(2).reduce_gbps.points.size(), fc.reduce_gbps.points.size());
+
+  planner::PlanOptions po;
+  po.causal = true;
+  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
+  const planner::Plan p = planner::build_plan(star(2, 1000), "allgather", po);
+  simulator::SimOptions so;
+  so.passes = {true, true};
+  so.collectives = simulator::Collectives::On;
+  simulator::Profile fast = fit;  // kernels short beside the exchange: the comm decides
+  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
+  simulator::Profile level = fast;
+  level.comm[0].reduce_gbps = {};  // the reduce-scatters at the gathers' rate
+  for (bool bwd : {false, true}) {
+    so.passes = {!bwd, bwd};
+    const double with = simulator::simulate(p, star(2, 1000), w, fast, so).total_us;
+    const double without = simulator::simulate(p, star(2, 1000), w, level, so).total_us;
+    if (bwd) EXPECT_GT(with, without * 1.1);
+    else EXPECT_DOUBLE_EQ(with, without);
+  }
+}
+
 // NCCL's share of the SMs, fitted from measured kernels against predicted ones: a kernel counts as beside transfers
 // where any of its rank's transfers overlaps it, its own step's (a ring step) or another step's (a head-parallel
 // pass's all-to-alls run in steps of their own). Both runs below slow their kernels by 20% beside transfers (the

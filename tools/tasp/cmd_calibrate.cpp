@@ -18,6 +18,7 @@ namespace {
 struct Args {
   std::vector<std::string> fit, timelines;
   bool measure = false;
+  bool one_comm = false;
   int ranks = 0, iters = 20, warmup = 5;
   std::string csv;
   std::string out, base, topology = "h200-hgx-8", name, description;
@@ -35,7 +36,10 @@ void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)");
   cmd->add_option("--timeline", a->timelines, "Measured timelines (tasp run --timeline): the executor's pass starts and step gaps");
-  cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather; 256 KiB..512 MiB) on the local GPUs first");
+  cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather, reduce-scatter; 256 KiB..512 MiB) on the local GPUs first");
+  cmd->add_flag("--one-comm", a->one_comm, "--measure: the all-gather as one ncclAllGather (default: one broadcast a root, each\n"
+                                           "on a communicator of its own, as tasp run then moves collectives on this profile;\n"
+                                           "the profile says which: collectives_per_root)");
   cmd->add_option("--ranks", a->ranks, "--measure: GPUs to use (default: all)");
   cmd->add_option("--iters", a->iters, "--measure: timed repetitions per size")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "--measure: untimed repetitions first")->capture_default_str();
@@ -60,7 +64,8 @@ void register_calibrate(CLI::App& app) {
       std::cerr << "calibrate: measuring NCCL steps on " << n << " GPUs\n";
       Progress progress("measuring NCCL steps on " + std::to_string(n) + " GPUs:");
       auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true,
-                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes"); });
+                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes"); },
+                                            !a->one_comm);
       for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
       if (!a->csv.empty())
         write_output(a->csv, [&](std::ostream& o) {

@@ -24,6 +24,7 @@ void register_run(CLI::App& app) {
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
     bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false;
     CollectivesFlags collectives;
+    bool root_comms = false, one_comm = false;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
@@ -61,6 +62,13 @@ void register_run(CLI::App& app) {
                                                   "tile in launch order instead of as they finish; dK, dV and the forward always are;\n"
                                                   "the cpu backend always is)");
   add_collectives_flags(cmd, a->collectives);  // cuda
+  auto* roots = cmd->add_flag("--root-comms", a->root_comms,
+                              "cuda, with collectives: each rank's pieces leave as one broadcast and its dK/dV return as\n"
+                              "one reduce, every rank's on a NCCL communicator and stream of its own, instead of one\n"
+                              "all-gather or reduce-scatter (default: as the profile's collectives were measured,\n"
+                              "collectives_per_root; faster over loopback sockets and host memory)");
+  cmd->add_flag("--one-comm", a->one_comm, "cuda, with collectives: one all-gather or reduce-scatter on the plan's communicator")
+      ->excludes(roots);
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
@@ -90,6 +98,7 @@ void register_run(CLI::App& app) {
     }
     std::unique_ptr<executor::Backend> backend;
     bool collectives = false;  // allgather's steps as NCCL collectives (the cuda backend)
+    bool root_comms = false;   // ... one a root (CudaOptions::root_comms)
     Progress progress("running: iteration");
     if (a->backend == "cpu") {
       backend = executor::make_cpu_backend(a->precision);
@@ -102,6 +111,12 @@ void register_run(CLI::App& app) {
       co.a2a = a->a2a;
       co.deterministic = a->deterministic;
       co.collectives = a->collectives.on;
+      // Collectives one a root where asked, or where the profile measured them so (CommProfile::collectives_per_root).
+      co.root_comms = a->root_comms;
+      if (!a->root_comms && !a->one_comm) {
+        const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
+        co.root_comms = choose_profile(a->profile, topo, nullptr).comm_for(p.ranks).collectives_per_root;
+      }
       // The prediction decides what the flags leave open (collectives or send/recv) and how many untimed runs fill the
       // heating time.
       if (a->heat_ms > 0 || a->collectives.choice() == simulator::Collectives::Auto) {
@@ -117,6 +132,7 @@ void register_run(CLI::App& app) {
       }
       // What the run does, not what was asked: a ring's steps are never collectives (its line said so, 2026-11-26).
       collectives = co.collectives && planner::collectives_apply(p);
+      root_comms = collectives && co.root_comms && p.ulysses <= 1;
       co.progress = [&](int done, int total) { progress.update(done, total); };
       backend = executor::make_cuda_backend(co);
     } else {
@@ -186,7 +202,8 @@ void register_run(CLI::App& app) {
               << (p.has_backward && passes.bwd ? std::string(", accumulators in ") + (p.accumulator_bytes == 2 ? "bf16" : "fp32") +
                                                      (p.backward.keeps_kv ? ", the forward's K/V kept" : "")
                                                : "")
-              << (collectives ? ", gathers and reduce-scatters as NCCL collectives" : "") << "\n";
+              << (collectives ? ", gathers and reduce-scatters as NCCL collectives" : "")
+              << (root_comms ? " (one a root, each on its own communicator)" : "") << "\n";
     if (a->steps) {
       // Steps may overlap (head groups run one group's exchange beside another's kernels): each row's end is from the
       // pass's start.
