@@ -28,6 +28,7 @@ struct tasp_plan {
   std::string json;
   bool deterministic = false;  // its ranks' backward: dQ bit-identical run to run
   bool collectives = false;    // its ranks run allgather's gathers and reduce-scatters as NCCL collectives
+  bool root_comms = false;     // ... one a root, each on a communicator of its own (executor::CudaOptions::root_comms)
 };
 
 // A group is shared by its handle and its ranks' handles, so they may be destroyed in any order (a garbage collector
@@ -82,6 +83,7 @@ struct Options {
   // simulator::kCollectivesMargin), grouped send/recv elsewhere (NVLink). The ranks' collectives passed
   // tests/python/gpu/check_attention.py on 2x H200 (2026-11-26) before this became the default.
   simulator::Collectives collectives = simulator::Collectives::Auto;
+  int root_comms = -1;  // -1: as the profile measured its collectives (CommProfile::collectives_per_root); 0 or 1: asked
 };
 
 Options parse_options(const char* text) {
@@ -113,6 +115,10 @@ Options parse_options(const char* text) {
     else if (k == "prune_plain" || k == "deterministic" || k == "framework") {
       if (!v.is_boolean()) throw planner::InputError("options." + k + ": expected true or false");
       (k == "deterministic" ? o.deterministic : k == "framework" ? o.framework : o.choices.prune_plain) = v.get<bool>();
+    }
+    else if (k == "root_comms") {
+      if (!v.is_boolean()) throw planner::InputError("options.root_comms: expected true or false");
+      o.root_comms = v.get<bool>() ? 1 : 0;
     }
     else if (k == "collectives") {
       if (v.is_boolean()) o.collectives = v.get<bool>() ? simulator::Collectives::On : simulator::Collectives::Off;
@@ -222,6 +228,8 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     const planner::Plan& p = h->plan;
     // Asked for, collectives run whatever the profile knows of them (allgather's steps only); "auto": as predicted.
     if (o.collectives == simulator::Collectives::On) h->collectives = planner::collectives_apply(p);
+    h->root_comms = h->collectives && p.ulysses <= 1 &&
+                    (o.root_comms >= 0 ? o.root_comms == 1 : prof.comm_for(p.ranks).collectives_per_root);
     nlohmann::json j = {{"scheme", s},
                         {"ranks", p.ranks},
                         {"gpus", p.gpus()},
@@ -234,6 +242,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"keeps_kv", p.has_backward && p.backward.keeps_kv},
                         {"deterministic", h->deterministic},
                         {"collectives", h->collectives},
+                        {"root_comms", h->root_comms},
                         {"detail", detail},
                         {"profile", prof.name},
                         {"predicted_us", predicted},
@@ -311,7 +320,7 @@ extern "C" int tasp_rank_create(const tasp_plan* plan, tasp_group* group, int ti
     auto h = std::make_unique<tasp_rank>();
     h->group = group->group;
     h->runner = executor::open_rank_runner(plan->plan, plan->workload, *group->group, timeout_s, plan->deterministic,
-                                           plan->collectives);
+                                           plan->collectives, plan->root_comms);
     *out = h.release();
   });
 }

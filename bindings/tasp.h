@@ -46,12 +46,14 @@ TASP_API const char* tasp_last_error(void);
  * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
  * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
  * and its own layout, as tasp_rank_* runs it), "collectives" (its ranks run allgather's gathers and reduce-scatters as
- * NCCL collectives: true, false (grouped send/recv), or "auto" (default): where the profile times them faster). */
+ * NCCL collectives: true, false (grouped send/recv), or "auto" (default): where the profile times them faster),
+ * "root_comms" (those collectives one a root, each on a NCCL communicator of its own: true or false; default: as the
+ * profile measured its collectives, its collectives_per_root). */
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);
 /* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, pieces_per_rank, layout, causal, accumulator, keeps_kv,
- * deterministic, collectives (whether its ranks run NCCL collectives), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
+ * deterministic, collectives (whether its ranks run NCCL collectives), root_comms (whether one a root), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
  * token ranges [begin, end) of the sequence it holds, in the order it holds them (zigzag chunks, documents split).
  * The text lives as long as the plan. */
 TASP_API const char* tasp_plan_json(const tasp_plan* plan);

@@ -196,3 +196,35 @@ TEST(CApi, CollectivesAsAskedOrAsTheProfileTimesThem) {
   }
 }
 
+// Whether those collectives go one a root ("root_comms"): as the profile measured them (the 2x H200 socket fabric's
+// profile, fitted from broadcasts one a root, says so; the 2x H100 one, from one all-gather, does not), or as asked;
+// never without collectives.
+TEST(CApi, RootCommsAsTheProfileMeasuredThem) {
+  const std::string src = TASP_SOURCE_DIR;
+  const std::string h200 = "\"profile\": \"" + src + "/topologies/h200x2-socket.profile.yaml\"";
+  const std::string h100 = "\"profile\": \"" + src + "/topologies/h100x2-socket.profile.yaml\"";
+  const std::string topology = src + "/topologies/h200x2-socket.yaml";
+  struct Case {
+    std::string scheme, options;
+    bool root_comms;
+  } cases[] = {
+      {"allgather", "{" + h200 + "}", true},
+      {"allgather", "{" + h200 + ", \"root_comms\": false}", false},
+      {"allgather", "{" + h200 + ", \"collectives\": false}", false},
+      {"ring", "{" + h200 + "}", false},
+      {"allgather", "{" + h100 + "}", false},
+      {"allgather", "{" + h100 + ", \"root_comms\": true}", true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.scheme + " " + c.options);
+    tasp_plan* p = nullptr;
+    ASSERT_EQ(tasp_plan_create(topology.c_str(), c.scheme.c_str(), "B=1,S=8192,H=32,D=128,causal", c.options.c_str(), &p), TASP_OK)
+        << tasp_last_error();
+    EXPECT_EQ(describe(p)["root_comms"].get<bool>(), c.root_comms);
+    tasp_plan_destroy(p);
+  }
+  tasp_plan* p = nullptr;
+  EXPECT_EQ(tasp_plan_create(topology.c_str(), "allgather", "B=1,S=8192,H=32,D=128,causal", "{\"root_comms\": 1}", &p), TASP_ERR_INPUT);
+  EXPECT_NE(std::string(tasp_last_error()).find("options.root_comms"), std::string::npos) << tasp_last_error();
+}
+

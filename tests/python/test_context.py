@@ -34,6 +34,8 @@ def one_process_group():
     (dict(gather_pieces=True), "gather_pieces:"),
     (dict(collectives="yes"), "collectives:"),
     (dict(collectives=1), "collectives:"),
+    (dict(root_comms="yes"), "root_comms:"),
+    (dict(root_comms=1), "root_comms:"),
     (dict(candidates=["spiral"]), "candidates:"),
     (dict(candidates=[]), "candidates:"),
     (dict(candidates="ulysses"), "candidates:"),

@@ -154,6 +154,10 @@ class Context:
         `profile` times faster (NCCL runs collectives 1.45x faster than send/recv over sockets, slower on NVLink
         between 2 GPUs: docs/measurements/fabrics.md; a profile measured on the fabric: tasp calibrate --measure);
         True, NCCL collectives; False, grouped send/recv.
+    root_comms: those collectives as one broadcast (gathers) or reduce (dK/dV) a rank, each on a NCCL communicator
+        of its own, instead of one all-gather or reduce-scatter: None (default), as `profile` measured its
+        collectives (the shipped 2x H200 socket and host-memory profiles: so; over loopback sockets two broadcasts
+        moved 5.2 GB/s a direction where one all-gather moved 3.5: docs/measurements/fabrics.md); True or False.
     gather_pieces: an allgather plan's shard in this many pieces, each gathered and its dK/dV sent home beside the
         compute on the ones before (a slow fabric's link busy while the GPU is); None (default): the count from 1 to 4
         that `profile` simulates fastest (over sockets 2 pieces ran qwen3_14b 8.5% faster, through host memory 6.5%
@@ -161,7 +165,7 @@ class Context:
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
-                 gather_pieces=None):
+                 gather_pieces=None, root_comms=None):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -179,6 +183,8 @@ class Context:
             raise ValueError(f"deterministic: expected True or False, got {deterministic!r}")
         if collectives not in (False, True, "auto") or isinstance(collectives, int) and not isinstance(collectives, bool):
             raise ValueError(f"collectives: expected False, True or 'auto', got {collectives!r}")
+        if root_comms not in (None, False, True) or isinstance(root_comms, int) and not isinstance(root_comms, bool):
+            raise ValueError(f"root_comms: expected None, False or True, got {root_comms!r}")
         if gather_pieces is not None and not (isinstance(gather_pieces, int) and not isinstance(gather_pieces, bool) and
                                               1 <= gather_pieces <= 64):
             raise ValueError(f"gather_pieces: expected None (the simulator's choice) or 1 to 64, got {gather_pieces!r}")
@@ -194,7 +200,7 @@ class Context:
         self.topology = str(topology) if topology is not None else _detect_topology(self.n)
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
-        self.collectives, self.gather_pieces = collectives, gather_pieces
+        self.collectives, self.gather_pieces, self.root_comms = collectives, gather_pieces, root_comms
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._closed = False
@@ -227,6 +233,8 @@ class Context:
             o["collectives"] = self.collectives
         if self.gather_pieces is not None:
             o["gather_pieces"] = self.gather_pieces
+        if self.root_comms is not None:
+            o["root_comms"] = self.root_comms
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):
@@ -291,7 +299,7 @@ class Context:
     def scheme_for(self, q, k, causal=False, window=None, cu_seqlens=None):
         """What the plan for this shard runs and why (auto: every scheme's predicted time)."""
         info = self._rank_for(q, k, causal, window, cu_seqlens).plan.info
-        how = "; NCCL collectives" if info.get("collectives") else ""
+        how = ("; NCCL collectives" + (", one a root" if info.get("root_comms") else "")) if info.get("collectives") else ""
         return f"{info['scheme']} ({info['detail'] or 'named'}; predicted {info['predicted_us'] / 1e3:.3f} ms{how})"
 
     # ---- the token order

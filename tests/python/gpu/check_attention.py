@@ -179,16 +179,18 @@ def main():
     bad += not judge("allgather softmax_scale=0.05 bf16 H=8/4 causal", got, full, True, None, None, rank, scale=0.05)
 
     # allgather's gathers and reduce-scatters as NCCL collectives through a rank (Context(collectives=True)): the K/V
-    # kept for the backward (bf16), and gathered again where a memory budget keeps none (fp16).
-    for budget, dtype in ((None, torch.bfloat16), (1e-6, torch.float16)):
-        ctx = tt.Context(scheme="allgather", collectives=True, memory_budget=budget)
+    # kept for the backward (bf16, one broadcast and one reduce a root: root_comms), and gathered again where a memory
+    # budget keeps none (fp16, one all-gather and one reduce-scatter).
+    for budget, dtype, roots in ((None, torch.bfloat16, True), (1e-6, torch.float16, False)):
+        ctx = tt.Context(scheme="allgather", collectives=True, memory_budget=budget, root_comms=roots)
         g = torch.Generator(device=dev).manual_seed(19)
         full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, 4, 4, 8)]
         mine, got = causal_pass(ctx, full)
         info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
-        note = f"collectives {info['collectives']}, K/V kept {info['keeps_kv']}"
+        note = f"collectives {info['collectives']}, one a root {info['root_comms']}, K/V kept {info['keeps_kv']}"
         ok = judge(f"allgather collectives {str(dtype)[6:]:8} B=2 H=8/4 causal", got, full, True, None, None, rank, note)
-        engaged = info["collectives"] and info["keeps_kv"] == (budget is None)  # the path meant, or the case is void
+        # the path meant, or the case is void
+        engaged = info["collectives"] and info["root_comms"] == roots and info["keeps_kv"] == (budget is None)
         if rank == 0 and not engaged:
             print(f"FAIL allgather collectives: the plan did not take the path meant ({note})", flush=True)
         bad += not (ok and engaged)
@@ -196,7 +198,7 @@ def main():
     # allgather in pieces through a rank (Context(gather_pieces=P)): MHA bf16 as collectives, each piece's dK/dV written
     # by the kernel in 16 bits into its piece-major block of the reduce-scatter; GQA fp16 in 3 pieces as send/recv.
     for P, coll, dtype, hkv in ((2, True, torch.bfloat16, 8), (3, False, torch.float16, 4)):
-        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P)
+        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll)
         g = torch.Generator(device=dev).manual_seed(23)
         full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)]
         mine, got = causal_pass(ctx, full)
