@@ -347,8 +347,8 @@ TEST(Cli, FabricProfilesPredictTheirRuns) {
     std::string topology, profile, runs;  // topology: a file in topologies/, or a shorthand
   };
   for (const Fabric& f : {Fabric{"complete:2", "h200-hgx-8", "h200x2-schemes-2026-11-27.csv"},
-                          Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-tail-2026-11-27.csv"},
-                          Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-schemes-2026-11-26.csv"}}) {
+                          Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-roots-2026-11-27.csv"},
+                          Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-roots-2026-11-27.csv"}}) {
     SCOPED_TRACE(f.topology);
     const std::string out = dir + "/fabric-" + f.profile;
     const std::string topo = f.topology.find(':') != std::string::npos ? f.topology : src + "/topologies/" + f.topology + ".yaml";
