@@ -236,7 +236,7 @@ void register_run(CLI::App& app) {
         j["bound_us"] = {{"kernels", bound.kernels_us}, {"bytes", bound.bytes_us}, {"bound", bound.whole_us},
                          {"per_pass", bound.per_pass_us}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
-        if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives;
+        if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives, j["root_comms"] = root_comms;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
         if (rep.result.device_bytes > 0)
           j["device_bytes_per_rank"] = rep.result.device_bytes, j["device_used_bytes"] = rep.result.device_used_bytes;
