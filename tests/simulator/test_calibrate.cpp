@@ -310,20 +310,37 @@ TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
   test_support::expect_input_errors([](const std::string& t) { simulator::read_samples_csv(t, "a.csv"); }, bad);
 }
 
+namespace {
+
+// A 2-rank fabric's truth for the collectives' fits: point-to-point 2 -> 1.7 GB/s past 20 us, the collectives at
+// `coll` (and the reduce-scatters at `reduce`), and its microbenchmark rows of `kinds` at 1 to 256 MiB.
+simulator::Profile two_rank_truth(simulator::Curve coll, simulator::Curve reduce = {}) {
+  simulator::Profile truth = simple_profile(20, 1, 1, 1);
+  simulator::CommProfile& c = truth.comm[0];
+  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
+  c.rank_cap_gbps = c.flow_cap_gbps;
+  c.collective_gbps = coll, c.reduce_gbps = reduce;
+  return truth;
+}
+simulator::Samples replayed_rows(const simulator::Network& net, const simulator::Profile& truth,
+                                 std::initializer_list<const char*> kinds) {
+  simulator::Samples s;
+  for (double mib : {1, 4, 16, 64, 256})
+    for (const char* kind : kinds)
+      s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+  return s;
+}
+
+}  // namespace
+
 // NCCL's all-gather rate (CommProfile::collective_gbps): fitted from the `allgather` microbenchmark rows past the
 // step's latency, and what a simulation with collectives times allgather's all-gather and reduce-scatter steps at;
 // point-to-point steps, and every step of a plan that is not allgather's, keep the point-to-point caps.
 TEST(Calibrate, CollectiveRateFromAllGatherRows) {
   auto net = simulator::build_network(star(2, 1000));
-  simulator::Profile truth = simple_profile(20, 1, 1, 1);
-  simulator::CommProfile& c = truth.comm[0];
-  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
-  c.rank_cap_gbps = c.flow_cap_gbps;
-  c.collective_gbps.points = {{1 << 20, 2.3}, {1 << 28, 2.5}};
-  simulator::Samples s;
-  for (double mib : {1, 4, 16, 64, 256})
-    for (const char* kind : {"ring", "allgather"})
-      s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+  const simulator::Profile truth = two_rank_truth({{{1 << 20, 2.3}, {1 << 28, 2.5}}});
+  const simulator::CommProfile& c = truth.comm[0];
+  const simulator::Samples s = replayed_rows(net, truth, {"ring", "allgather"});
   std::vector<simulator::FitCheck> checks;
   const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, &checks);
   const auto& fc = fit.comm_for(2);
@@ -397,16 +414,9 @@ TEST(Calibrate, CollectiveRateFromAllGatherRows) {
 // profile's YAML, and a profile fitted from one all-gather's rows has no mark.
 TEST(Calibrate, PerRootGatherMarksTheProfile) {
   auto net = simulator::build_network(star(2, 1000));
-  simulator::Profile truth = simple_profile(20, 1, 1, 1);
-  simulator::CommProfile& c = truth.comm[0];
-  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
-  c.rank_cap_gbps = c.flow_cap_gbps;
-  c.collective_gbps.points = {{1 << 20, 3.1}, {1 << 28, 4.3}};
+  const simulator::Profile truth = two_rank_truth({{{1 << 20, 3.1}, {1 << 28, 4.3}}});
   for (const char* gather : {"allgather-roots", "allgather"}) {
-    simulator::Samples s;
-    for (double mib : {1, 4, 16, 64, 256})
-      for (const char* kind : {"ring", gather})
-        s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+    const simulator::Samples s = replayed_rows(net, truth, {"ring", gather});
     const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, nullptr);
     const bool roots = std::string(gather) == "allgather-roots";
     EXPECT_EQ(fit.comm_for(2).collectives_per_root, roots) << gather;
@@ -423,16 +433,9 @@ TEST(Calibrate, PerRootGatherMarksTheProfile) {
 // survives the YAML, and a simulation with collectives times allgather's backward slower by it and its forward not.
 TEST(Calibrate, ReduceScatterRateFromItsRows) {
   auto net = simulator::build_network(star(2, 1000));
-  simulator::Profile truth = simple_profile(20, 1, 1, 1);
-  simulator::CommProfile& c = truth.comm[0];
-  c.flow_cap_gbps.points = {{1 << 20, 2}, {1 << 28, 1.7}};
-  c.rank_cap_gbps = c.flow_cap_gbps;
-  c.collective_gbps.points = {{1 << 20, 2.3}, {1 << 28, 3.2}};
-  c.reduce_gbps.points = {{1 << 20, 2.0}, {1 << 28, 2.7}};
-  simulator::Samples s;
-  for (double mib : {1, 4, 16, 64, 256})
-    for (const char* kind : {"ring", "allgather-roots", "reducescatter-roots"})
-      s.comm.push_back({kind, 2, mib * 1048576, simulator::predict_comm_step_us(net, truth, kind, 2, mib * 1048576)});
+  const simulator::Profile truth = two_rank_truth({{{1 << 20, 2.3}, {1 << 28, 3.2}}}, {{{1 << 20, 2.0}, {1 << 28, 2.7}}});
+  const simulator::CommProfile& c = truth.comm[0];
+  const simulator::Samples s = replayed_rows(net, truth, {"ring", "allgather-roots", "reducescatter-roots"});
   const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, nullptr);
   const auto& fc = fit.comm_for(2);
   ASSERT_FALSE(fc.reduce_gbps.empty());

@@ -20,7 +20,7 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 
 
 def timed(fn, warmup, iters):
@@ -100,14 +100,7 @@ def main():
         sys.exit("nccl_directions.py needs 2 visible GPUs")
     env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("NCCL_"))
     print(f"# nccl_directions: 2 x {torch.cuda.get_device_name()}, torch {torch.__version__}, median of {a.iters}; {env}")
-    ctx = mp.get_context("spawn")
-    port = 29500 + os.getpid() % 1000
-    procs = [ctx.Process(target=worker, args=(r, a, port)) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    sys.exit(max(p.exitcode for p in procs))
+    spawn_ranks(worker, 2, a)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
+from spawn_ranks import spawn_ranks
 
 # The algorithms' module by its path: importing the tasp package would load its C library, which these runs need not.
 _spec = importlib.util.spec_from_file_location(
@@ -111,14 +111,7 @@ def main():
     if a.csv:
         with open(a.csv, "w") as f:
             f.write("config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks\n")
-    ctx = mp.get_context("spawn")
-    port = 29500 + os.getpid() % 1000
-    procs = [ctx.Process(target=worker, args=(r, n, a, port)) for r in range(n)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    sys.exit(max(p.exitcode for p in procs))
+    spawn_ranks(worker, n, n, a)
 
 
 if __name__ == "__main__":
