@@ -3,7 +3,7 @@
 # NCCL's proxy threads of every rank in it); PyTorch and mpirun give each GPU its own process. On a forced fabric
 # (FABRIC=socket: NCCL's socket threads copy every byte) the two may move bytes at different rates, which decides
 # tasp against PyTorch where both move the same bytes (allgather, 2 GPUs, MHA: docs/measurements/executor.md,
-# "Slow fabrics"). The same run both ways, taking turns ROUNDS (3) times, then PyTorch's BASELINE (allgather) on the
+# "What was measured and not kept"). The same run both ways, taking turns ROUNDS (3) times, then PyTorch's BASELINE (allgather) on the
 # same GPUs, each heated HEAT_MS (2000) ms.
 # Usage: tools/gpu/procs.sh [SCHEME] [WORKLOAD]   (default: allgather B=1,S=8192,H=32,D=128,causal; ITERS 5;
 #   TASP_RUN_ARGS go to every tasp run) -> $OUT/procs.md (a row per round), $OUT/procs.log
