@@ -233,7 +233,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       size_t free = 0, total = 0;
       TASP_CUDA(cudaMemGetInfo(&free, &total));
       R[r].used_before = double(total - free);
-      const double need = planner::rank_memory(plan, w, passes, rank_of(r)).total();
+      const double need = planner::rank_memory(plan, w, passes, rank_of(r), collectives).total();
       if (need > 0.95 * double(free))
         throw std::invalid_argument("cuda backend: rank " + std::to_string(r) + " needs about " +
                                     std::to_string(long(need / (1 << 20))) + " MiB of GPU memory for its buffers; GPU " +

@@ -49,13 +49,6 @@ std::vector<kernels::WorkItem> masked_items(const planner::Workload& w, const pl
   return items;
 }
 
-std::pair<int, int> most_grad_transfers(const planner::RankSlots& s) {
-  std::pair<int, int> most{0, 0};
-  for (const auto& st : s.steps)
-    most.first = std::max(most.first, int(st.grad_send.size())), most.second = std::max(most.second, int(st.grad_recv.size()));
-  return most;
-}
-
 size_t dq_tiles(const planner::Mask& m, const std::vector<Range>& qranges, int rows) {
   size_t tiles = 0;
   for (const Range& q : qranges)

@@ -113,8 +113,6 @@ struct PassWork {
 // critical path (allgather's own accumulators: 134 MB at B=1 S=8192 H=32 per rank, about 50 us of a 2.7 ms fwd+bwd).
 std::vector<std::pair<int, int>> slots_zeroed_ahead(const planner::RankSlots& rs);  // (step, slot)
 
-// The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
-std::pair<int, int> most_grad_transfers(const planner::RankSlots& s);
 
 // Work items of query rows `rows` (global positions; row `row0` of the buffer holds rows.begin) over the
 // batch's first `pieces` pieces: one per document the rows cross, each with its document and the workload's

@@ -333,7 +333,7 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   else
     b.grad = x.alloc<float>(se * std::max(1, grad_slots));
   if (p.accumulator_bytes == 2) {
-    const auto [sends, recvs] = most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));
+    const auto [sends, recvs] = planner::most_grad_transfers(planner::plan_slots(p, planner::Pass::Bwd, r, collectives));
     b.grad_send16 = x.alloc<uint16_t>(se * std::max(1, sends));
     b.grad_recv16 = x.alloc<uint16_t>(se * std::max(1, recvs));
   }

@@ -196,4 +196,11 @@ std::vector<SendWrittenOnce> sends_written_once(const RankSlots& rs) {
   return out;
 }
 
+std::pair<int, int> most_grad_transfers(const RankSlots& s) {
+  std::pair<int, int> most{0, 0};
+  for (const auto& st : s.steps)
+    most.first = std::max(most.first, int(st.grad_send.size())), most.second = std::max(most.second, int(st.grad_recv.size()));
+  return most;
+}
+
 }  // namespace tasp::planner

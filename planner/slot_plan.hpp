@@ -37,6 +37,8 @@ struct RankSlots {
 // `by_owner`: every K/V piece in its slot by_owner_slot (n * P slots, own ones included, piece-major), so that a step
 // gathering a piece is one all-gather into the slots in place (the cuda backend's collective exchanges).
 RankSlots plan_slots(const Plan& p, Pass pass, int rank, bool by_owner = false);
+// The most accumulators a rank sends and receives in one step of a slot plan (the bf16 staging it needs).
+std::pair<int, int> most_grad_transfers(const RankSlots& s);
 // K/V piece (owner, piece)'s slot when slots are by owner: piece * ranks + owner (piece c's n blocks side by side).
 int by_owner_slot(const Plan& p, int owner, int piece);
 

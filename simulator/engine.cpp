@@ -569,7 +569,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
   }
   r.collectives = opt.collectives == Collectives::On && collectives_timed(p, prof.comm_for(p.gpus()));
   r.single_gpu_us = single_gpu_us(w_in, prof, opt.passes);
-  r.peak_memory_bytes = planner::peak_rank_memory(p, w_in, opt.passes).total();
+  r.peak_memory_bytes = planner::peak_rank_memory(p, w_in, opt.passes, r.collectives).total();
   r.tokens_per_s = r.total_us > 0 ? double(w_in.B) * w_in.S / (r.total_us * 1e-6) : 0;
   auto& tl = r.timeline;
   tl.source = "simulated";

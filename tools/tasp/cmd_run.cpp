@@ -162,7 +162,7 @@ void register_run(CLI::App& app) {
                 << v.back() << " us (the median run's timeline is reported)\n";
     }
     std::cout << "  " << std::setprecision(0) << rep.tokens_per_s << " tokens/s";
-    const double predicted_mem = planner::peak_rank_memory(p, w, passes).total();
+    const double predicted_mem = planner::peak_rank_memory(p, w, passes, collectives).total();
     if (rep.result.device_bytes > 0)
       std::cout << std::setprecision(2) << "; GPU memory per rank: " << rep.result.device_bytes / (1 << 30)
                 << " GiB of tasp buffers (predicted " << predicted_mem / (1 << 30) << "), " << rep.result.device_used_bytes / (1 << 30)
