@@ -61,14 +61,15 @@ Timeline::PerPass Timeline::slowest_compute() const {
   return most;
 }
 
-RunBound run_bound(const Timeline& t, double peak_gbps) {
+RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps) {
   const Timeline::PerPass sent = t.busiest_sent(), kernels = t.slowest_compute();
-  auto at_peak = [&](double bytes) { return peak_gbps > 0 ? bytes / (peak_gbps * 1e3) : 0.0; };
+  if (bwd_peak_gbps < 0) bwd_peak_gbps = peak_gbps;
+  auto at = [](double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e3) : 0.0; };
   RunBound b;
   b.kernels_us = t.compute_us();
-  b.bytes_us = at_peak(sent.fwd + sent.bwd);
+  b.bytes_us = at(sent.fwd, peak_gbps) + at(sent.bwd, bwd_peak_gbps);
   b.whole_us = std::max(b.kernels_us, b.bytes_us);
-  b.per_pass_us = std::max(kernels.fwd, at_peak(sent.fwd)) + std::max(kernels.bwd, at_peak(sent.bwd));
+  b.per_pass_us = std::max(kernels.fwd, at(sent.fwd, peak_gbps)) + std::max(kernels.bwd, at(sent.bwd, bwd_peak_gbps));
   return b;
 }
 

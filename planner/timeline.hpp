@@ -55,8 +55,9 @@ struct RunBound {
   double whole_us = 0;                  // max(kernels_us, bytes_us)
   double per_pass_us = 0;               // the passes' max(kernels, bytes), summed
 };
-// `peak_gbps`: the fastest a GPU sends (GB/s; 0: bytes bound nothing).
-RunBound run_bound(const Timeline& t, double peak_gbps);
+// `peak_gbps`: the fastest a GPU sends (GB/s; 0: bytes bound nothing); `bwd_peak_gbps` the backward's where it differs
+// (< 0: the same).
+RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps = -1);
 
 void write_timeline_json(std::ostream& o, const Timeline& t);
 // Chrome trace (Perfetto): one process per rank, comm and compute as two threads.

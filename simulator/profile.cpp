@@ -64,10 +64,11 @@ const CommProfile& Profile::comm_for(int ranks) const {
                            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
 }
 
-double Profile::peak_send_gbps(int ranks, bool collectives) const {
+double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) const {
   const CommProfile& c = comm_for(ranks);
   double best = 0;
-  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps, collectives ? &c.collective_gbps : &c.flow_cap_gbps})
+  const Curve* coll = !collectives ? &c.flow_cap_gbps : reduces_only ? &c.collective_curve(true) : &c.collective_gbps;
+  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps, coll, collectives && !reduces_only ? &c.reduce_gbps : coll})
     for (const auto& pt : k->points) best = std::max(best, pt.second);
   return best;
 }

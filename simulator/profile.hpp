@@ -120,8 +120,10 @@ struct Profile {
   const CommProfile& comm_for(int ranks) const;
   // The fastest a GPU of a `ranks` communicator was measured to send, GB/s (the highest point of its curves): what
   // a run's bytes need at the least (`tasp run` prints the bound beside the time); with `collectives`, NCCL's
-  // collectives' rate counts too.
-  double peak_send_gbps(int ranks, bool collectives = false) const;
+  // collectives' rate counts too, and with `reduces_only` (a pass whose collectives all reduce-scatter: an allgather
+  // backward on kept K/V) the reduce-scatter's rate instead of the gather's where measured apart: through host memory
+  // on 2x H200 it peaks at 27.9 GB/s against the broadcasts' 32.7.
+  double peak_send_gbps(int ranks, bool collectives = false, bool reduces_only = false) const;
   // This profile with its kernel rates at `clock` (Sustained: each rate times its sustained fraction, the
   // mixed ones where forward and backward take turns).
   Profile at_clock(Clock clock, bool mixed = false) const;

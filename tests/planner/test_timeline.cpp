@@ -87,6 +87,10 @@ TEST(Timeline, RunBoundByHand) {
   // At 0.1 GB/s (100 B/us) the bytes take 10.24 and 20.48 us and bind both passes: 10.24 + 20.48.
   b = run_bound(t, 0.1);
   EXPECT_DOUBLE_EQ(b.per_pass_us, 10.24 + 20.48);
+  // The backward's bytes at a rate of their own (a reduce-scatter slower than the gathers): 0.05 GB/s, 40.96 us.
+  b = run_bound(t, 0.1, 0.05);
+  EXPECT_DOUBLE_EQ(b.per_pass_us, 10.24 + 40.96);
+  EXPECT_DOUBLE_EQ(b.bytes_us, 10.24 + 40.96);
   // A forward that waits on its bytes beside a backward whose kernels hide its own: per pass longer than whole.
   Timeline u = t;
   for (auto& r : u.per_rank) r[1].bytes = 512;  // backward 5.12 us at 100 B/us, under its 14.5 us of kernels

@@ -115,6 +115,14 @@ TEST(Bytes, PeakSendRateIsTheProfilesFastestPoint) {
   p.comm[0].collective_gbps.points = {{1 << 28, 400}};  // NCCL's all-gather: counts only for a run that uses it
   EXPECT_EQ(p.peak_send_gbps(2), 310);
   EXPECT_EQ(p.peak_send_gbps(2, true), 400);
+  // A reduce-scatter's own rate: the peak of a pass that only reduce-scatters, and no lower bound for one that gathers.
+  p.comm[0].reduce_gbps.points = {{1 << 28, 330}};
+  EXPECT_EQ(p.peak_send_gbps(2, true, true), 330);
+  EXPECT_EQ(p.peak_send_gbps(2, true), 400);
+  p.comm[0].reduce_gbps.points = {{1 << 28, 450}};
+  EXPECT_EQ(p.peak_send_gbps(2, true), 450);
+  p.comm[0].reduce_gbps = {};
+  EXPECT_EQ(p.peak_send_gbps(2, true, true), 400);  // not measured apart: the gathers' rate
 }
 
 // Every accumulator choice (`--accumulator fp32|bf16`) moves what it says: the accumulators' bytes scale with their

@@ -181,7 +181,9 @@ void register_run(CLI::App& app) {
     // whole run; the time above against it says how much of the exchange stayed exposed.
     const RunBound bound = [&] {
       const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      return run_bound(t, choose_profile(a->profile, topo, nullptr).peak_send_gbps(p.gpus(), collectives));
+      const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
+      const bool reduces_only = collectives && p.has_backward && p.backward.keeps_kv;  // allgather's backward on kept K/V
+      return run_bound(t, prof.peak_send_gbps(p.gpus(), collectives), prof.peak_send_gbps(p.gpus(), collectives, reduces_only));
     }();
     if (a->backend == "cuda" && bound.per_pass_us > 0)
       std::cout << std::setprecision(1) << "  bound: each pass's max(kernels, bytes at the profile's peak), summed = "
