@@ -251,14 +251,7 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       TASP_CUDA(cudaStreamCreateWithPriority(&x.comm, cudaStreamNonBlocking, greatest));
       TASP_CUDA(cudaStreamCreateWithFlags(&x.compute, cudaStreamNonBlocking));
-      if (!x.roots.empty()) {
-        x.root_streams.resize(n), x.root_joins.resize(n);
-        for (int q = 0; q < n; ++q) {
-          TASP_CUDA(cudaStreamCreateWithPriority(&x.root_streams[q], cudaStreamNonBlocking, greatest));
-          TASP_CUDA(cudaEventCreateWithFlags(&x.root_joins[q], cudaEventDisableTiming));
-        }
-        TASP_CUDA(cudaEventCreateWithFlags(&x.root_fork, cudaEventDisableTiming));
-      }
+      if (!x.roots.empty()) x.open_root_streams();
       const size_t nq = size_t(w.B) * g.qrows[r] * sw.H * w.D;
       // The slot of the rank's own K/V piece c: c, or by owner with collective exchanges (planner::by_owner_slot).
       auto own_slot = [&](int c) { return collectives ? planner::by_owner_slot(plan, r, c) : c; };

@@ -32,6 +32,17 @@ void RankDevice::release() {
   roots.clear(), root_streams.clear(), root_joins.clear(), root_fork = nullptr;
 }
 
+void RankDevice::open_root_streams() {
+  int least = 0, greatest = 0;
+  TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  root_streams.resize(roots.size()), root_joins.resize(roots.size());
+  for (size_t q = 0; q < roots.size(); ++q) {
+    TASP_CUDA(cudaStreamCreateWithPriority(&root_streams[q], cudaStreamNonBlocking, greatest));
+    TASP_CUDA(cudaEventCreateWithFlags(&root_joins[q], cudaEventDisableTiming));
+  }
+  TASP_CUDA(cudaEventCreateWithFlags(&root_fork, cudaEventDisableTiming));
+}
+
 void RankDevice::abort_comms() {
   for (ncclComm_t* c : {&nccl, &group, &world})
     if (*c) ncclCommAbort(*c), *c = nullptr;

@@ -68,6 +68,8 @@ struct RankDevice {
   }
   void release();
   void abort_comms();  // every communicator aborted (a failed run: peers may wait in NCCL)
+  // A stream (at the highest priority, as `comm`) and a join event per communicator of `roots`, and the fork event.
+  void open_root_streams();
 };
 
 // The backward's dQ scratch of rank r under w's mask (its items split at documents): tiles, and floats for a count.

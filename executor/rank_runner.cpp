@@ -235,18 +235,7 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
   TASP_CUDA(cudaSetDevice(x.dev));
-  if (s->collectives && root_comms) {
-    x.roots = roots_of(group);
-    const size_t n = x.roots.size();
-    int least = 0, greatest = 0;
-    TASP_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    x.root_streams.resize(n), x.root_joins.resize(n);
-    for (size_t q = 0; q < n; ++q) {
-      TASP_CUDA(cudaStreamCreateWithPriority(&x.root_streams[q], cudaStreamNonBlocking, greatest));
-      TASP_CUDA(cudaEventCreateWithFlags(&x.root_joins[q], cudaEventDisableTiming));
-    }
-    TASP_CUDA(cudaEventCreateWithFlags(&x.root_fork, cudaEventDisableTiming));
-  }
+  if (s->collectives && root_comms) x.roots = roots_of(group), x.open_root_streams();
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;
