@@ -48,6 +48,10 @@ def parse_args(argv=None):
     ap.add_argument("--collectives", choices=("false", "true", "auto"), default="auto",
                     help="allgather's gathers and reduce-scatters as NCCL collectives (true), grouped send/recv "
                          "(false), or whichever --profile times faster (auto, default); Context(collectives=...)")
+    ap.add_argument("--root-comms", choices=("false", "true", "auto"), default="auto",
+                    help="those collectives as one broadcast or reduce a rank, each on a NCCL communicator of its own "
+                         "(true), one all-gather or reduce-scatter (false), or as --profile measured them (auto, "
+                         "default); Context(root_comms=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
@@ -185,7 +189,8 @@ def run(a):
 
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
     ctx = tt.Context(scheme=a.scheme, profile=a.profile,
-                     collectives={"false": False, "true": True, "auto": "auto"}[a.collectives])
+                     collectives={"false": False, "true": True, "auto": "auto"}[a.collectives],
+                     root_comms={"false": False, "true": True, "auto": None}[a.root_comms])
     q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 
