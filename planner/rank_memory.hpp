@@ -10,7 +10,7 @@ namespace tasp::planner {
 struct RankMemory {
   double queries = 0;   // Q, its fp32 output and LSE (and dO, D, dQ and the dQ scratch with the backward)
   double kv = 0;        // K/V slots
-  double grads = 0;     // fp32 dK/dV accumulator slots (backward)
+  double grads = 0;     // dK/dV accumulator slots (backward; fp32, or 16-bit where a head-parallel GPU writes each once)
   // The backward's exchange buffers: accumulators travelling in bf16 (staged out and in), and with collectives every
   // owner's accumulators for the reduce-scatter and this rank's share of its sum.
   double exchange = 0;
