@@ -61,20 +61,21 @@ for wg in "B=2,S=$((N * 1000 + 6)),H=8,Hkv=4,D=128,causal:1 2 4" "B=1,S=$((N * 5
     check "ulysses --head-groups $hg $w" 120 $T run --backend cuda -t $TOPO -s ulysses --head-groups $hg -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
-echo "== allgather's gather and reduce-scatter each way (--collectives: NCCL collectives, --sendrecv: grouped send/recv;"
-echo "   the runs above take whichever the profile times faster)"
+echo "== allgather's gather and reduce-scatter each way (--collectives: NCCL collectives, one all-gather and one"
+echo "   reduce-scatter or one broadcast and one reduce a root, --sendrecv: grouped send/recv; the runs above take"
+echo "   whichever the profile times faster)"
 # (MHA: the gathered pieces' dK/dV written by the kernel in 16 bits into the reduce-scatter's or the sends' staging;
 #  fp16: not, the staging travels as bf16)
 for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,Hkv=2,D=128" \
          "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal" "B=2,S=$((N * 2 * 1000 + 7)),H=8,D=128,causal,fp16"; do
-  for f in --collectives --sendrecv; do
+  for f in "--collectives --one-comm" "--collectives --root-comms" --sendrecv; do
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
 echo "== allgather in pieces (--gather-pieces: each piece gathered and reduce-scattered beside the compute on the ones"
 echo "   before; as collectives, one per piece into piece-major slots), kept K/V and gathered again"
 for w in "B=2,S=$((N * 3 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 300)),H=4,D=64"; do
-  for f in --collectives --sendrecv; do
+  for f in "--collectives --one-comm" "--collectives --root-comms" --sendrecv; do
     for P in 2 3; do
       check "allgather --gather-pieces $P $f $w" 120 $T run --backend cuda -t $TOPO -s allgather --gather-pieces $P $f \
         -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
