@@ -367,8 +367,8 @@ TEST(Cli, FabricProfilesPredictTheirRuns) {
 }
 
 // The memory a rank's buffers take, as `tasp run` predicts it beside what the cuda backend allocated: the allocations
-// `tasp run` printed on 2x H200 (2026-11-27: `GPU memory per rank: X GiB of tasp buffers`, two decimals; the head-dim
-// configurations' CSV three) for schemes, transports, pieces and head dims, against `tasp simulate`'s
+// `tasp run` printed on 2x H200 (2026-11-26/27: `GPU memory per rank: X GiB of tasp buffers`, two decimals; the
+// head-dim configurations' CSV three) for schemes, transports, pieces and head dims, against `tasp simulate`'s
 // peak_memory_bytes for the same plan (planner::peak_rank_memory). Before the exchange buffers, the padded dQ scratch
 // and a head-parallel GPU's 16-bit results were counted, these read 11% over to 29% under.
 TEST(Cli, MemoryPredictionsMatchTheGpuRuns) {
@@ -391,6 +391,11 @@ TEST(Cli, MemoryPredictionsMatchTheGpuRuns) {
       {"h200x2-socket", "allgather", "B=1,H=32,Hkv=8,D=128,S=65536,causal", "--gather-pieces 2 --collectives", 3.26},
       {"complete:2", "allgather", "B=4,S=8192,H=12,D=256", "", 2.631},
       {"complete:2", "allgather", "B=4,S=16384,H=24,D=256", "", 10.507},
+      // `tasp configs` names on 2x H200 (2026-11-26): a window, D=64 GQA, a 128K layer, the largest.
+      {"complete:2", "allgather", "B=4,S=8192,H=24,D=128,causal,window=512:0", "--gather-pieces 1 --sendrecv", 2.26},
+      {"complete:2", "allgather", "B=2,S=16384,H=64,Hkv=4,D=64,causal", "--gather-pieces 1 --sendrecv", 1.16},
+      {"complete:2", "allgather", "B=1,S=131072,H=32,Hkv=8,D=128,causal", "--gather-pieces 1 --sendrecv", 6.52},
+      {"complete:2", "allgather", "B=8,S=32768,H=32,D=128,causal", "--gather-pieces 1 --sendrecv", 28.04},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.scheme + " " + r.workload + " " + r.flags);
