@@ -66,9 +66,11 @@ const CommProfile& Profile::comm_for(int ranks) const {
 
 double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) const {
   const CommProfile& c = comm_for(ranks);
+  std::vector<const Curve*> curves = {&c.flow_cap_gbps, &c.rank_cap_gbps};
+  if (collectives && reduces_only) curves.push_back(&c.collective_curve(true));
+  else if (collectives) curves.insert(curves.end(), {&c.collective_gbps, &c.reduce_gbps});
   double best = 0;
-  const Curve* coll = !collectives ? &c.flow_cap_gbps : reduces_only ? &c.collective_curve(true) : &c.collective_gbps;
-  for (const Curve* k : {&c.flow_cap_gbps, &c.rank_cap_gbps, coll, collectives && !reduces_only ? &c.reduce_gbps : coll})
+  for (const Curve* k : curves)
     for (const auto& pt : k->points) best = std::max(best, pt.second);
   return best;
 }

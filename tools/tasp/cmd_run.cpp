@@ -111,21 +111,18 @@ void register_run(CLI::App& app) {
       co.a2a = a->a2a;
       co.deterministic = a->deterministic;
       co.collectives = a->collectives.on;
+      const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
+      const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
       // Collectives one a root where asked, or where the profile measured them so (CommProfile::collectives_per_root).
-      co.root_comms = a->root_comms;
-      if (!a->root_comms && !a->one_comm) {
-        const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-        co.root_comms = choose_profile(a->profile, topo, nullptr).comm_for(p.ranks).collectives_per_root;
-      }
+      co.root_comms = a->root_comms || (!a->one_comm && prof.comm_for(p.ranks).collectives_per_root);
       // The prediction decides what the flags leave open (collectives or send/recv) and how many untimed runs fill the
       // heating time.
       if (a->heat_ms > 0 || a->collectives.choice() == simulator::Collectives::Auto) {
-        const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
         simulator::SimOptions so;
         so.passes = passes;
         so.max_timeline_cells = 0;
         so.collectives = a->collectives.choice();
-        const simulator::SimResult sim = simulator::simulate(p, topo, w, choose_profile(a->profile, topo, nullptr), so);
+        const simulator::SimResult sim = simulator::simulate(p, topo, w, prof, so);
         co.collectives = a->collectives.on || sim.collectives;  // forced, or what the profile times faster
         if (a->heat_ms > 0 && sim.total_us > 0)
           co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / sim.total_us))));
