@@ -134,6 +134,16 @@ Options parse_options(const char* text) {
     else if (k == "ulysses") o.choices.ulysses = integer();
     else if (k == "head_groups") o.choices.head_groups = integer();
     else if (k == "gather_pieces") o.choices.gather_pieces = integer();
+    else if (k == "gather_steps") {
+      if (!v.is_array() || v.empty() || v.size() > 64)
+        throw planner::InputError("options.gather_steps: expected a list of 1 to 64 counts of pieces");
+      o.choices.gather_steps.clear();
+      for (const auto& e : v) {
+        if (!e.is_number_integer() || e.get<long long>() < 1 || e.get<long long>() > 64)
+          throw planner::InputError("options.gather_steps: expected counts of pieces from 1 to 64");
+        o.choices.gather_steps.push_back(int(e.get<long long>()));
+      }
+    }
     else if (k == "memory_budget_gib") {
       if (!v.is_number() || v.get<double>() < 0) throw planner::InputError("options.memory_budget_gib: expected a non-negative number");
       o.choices.memory_budget_gib = v.get<double>();
@@ -142,7 +152,7 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, gather_pieces, memory_budget_gib, accumulator, prune_plain, pass, deterministic, "
+                                "head_groups, gather_pieces, gather_steps, memory_budget_gib, accumulator, prune_plain, pass, deterministic, "
                                 "framework, collectives)");
     }
   }
@@ -218,7 +228,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
       h->plan = planner::build_plan(t, s, po);
       if (const std::string e = simulator::misfit(h->plan, h->workload); !e.empty()) throw planner::InputError("workload: " + e);
       if (o.choices.head_groups == 0) detail = simulator::choose_head_groups(h->plan, t, h->workload, prof, so);
-      if (o.choices.gather_pieces == 0)
+      if (o.choices.choose_pieces())
         if (const std::string d = simulator::choose_gather_pieces(h->plan, t, h->workload, prof, so, po); !d.empty())
           detail += (detail.empty() ? "" : "; ") + d;
       const simulator::SimResult sim = simulator::simulate(h->plan, t, h->workload, prof, so);

@@ -58,7 +58,8 @@ void add_backward(Plan& p, int accumulator_bytes, bool keep_kv) {
   if (p.scheme == "allgather") {
     p.backward.rule = "allgather";
     p.backward.keeps_kv = keep_kv && p.ranks > 1;
-    p.backward.step_count = p.ranks == 1 ? 1 : p.pieces_per_rank + (keep_kv ? 1 : 2);  // allgather.cpp
+    const int groups = p.gather_steps.empty() ? p.pieces_per_rank : int(p.gather_steps.size());
+    p.backward.step_count = p.ranks == 1 ? 1 : groups + (keep_kv ? 1 : 2);  // allgather.cpp
   } else if (!p.rings.empty()) {
     p.backward.rule = "ring-flow";
     p.backward.step_count = p.ranks > 1 ? p.ranks + 1 : 1;

@@ -17,7 +17,8 @@ namespace {
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // "a, b, c"
-std::string join_longs(const std::vector<long>& v) {
+template <class T>
+std::string join_numbers(const std::vector<T>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s;
@@ -91,7 +92,8 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "{\n\"format\": " << quoted(format_of(p)) << ",\n\"scheme\": " << quoted(p.scheme) << ",\n\"ranks\": " << p.ranks
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
-  if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_longs(p.layout_docs) << "]";
+  if (!p.gather_steps.empty()) o << ",\n\"gather_steps\": [" << join_numbers(p.gather_steps) << "]";
+  if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_numbers(p.layout_docs) << "]";
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (p.head_groups != 1) o << ",\n\"head_groups\": " << p.head_groups;
   if (!p.topology.empty()) o << ",\n\"topology\": " << quoted(p.topology);
@@ -99,7 +101,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
   if (p.pruned.any()) {
     o << ",\n\"pruned_for\": {\"S\": " << p.pruned.S << ", \"window\": [" << p.pruned.window_left << ", " << p.pruned.window_right
       << "], \"docs\": [";
-    o << join_longs(p.pruned.docs);
+    o << join_numbers(p.pruned.docs);
     o << "]}";
   }
   o << ",\n\"rings\": [";
@@ -133,7 +135,8 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   o << "format: " << quoted(format_of(p)) << "\nscheme: " << quoted(p.scheme) << "\nranks: " << p.ranks
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
-  if (!p.layout_docs.empty()) o << "layout_docs: [" << join_longs(p.layout_docs) << "]\n";
+  if (!p.gather_steps.empty()) o << "gather_steps: [" << join_numbers(p.gather_steps) << "]\n";
+  if (!p.layout_docs.empty()) o << "layout_docs: [" << join_numbers(p.layout_docs) << "]\n";
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (p.head_groups != 1) o << "head_groups: " << p.head_groups << "\n";
   if (!p.topology.empty()) o << "topology: " << quoted(p.topology) << "\n";
@@ -141,7 +144,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
   if (p.pruned.any()) {
     o << "pruned_for:\n  S: " << p.pruned.S << "\n  window: [" << p.pruned.window_left << ", " << p.pruned.window_right
       << "]\n  docs: [";
-    o << join_longs(p.pruned.docs) << "]\n";
+    o << join_numbers(p.pruned.docs) << "]\n";
   }
   o << "rings:" << (p.rings.empty() ? " []\n" : "\n");
   for (const auto& r : p.rings) {
@@ -240,6 +243,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     else if (k == "pruned_for.window") plan.pruned.window_left = plan.pruned.window_right = -2;
     else if (k == "pruned_for.docs") plan.pruned.docs.clear();
     else if (k == "layout_docs") plan.layout_docs.clear();
+    else if (k == "gather_steps") plan.gather_steps.clear();
     else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute" && k != "backward.steps" &&
              k != "backward.steps[].transfers" && k != "backward.steps[].compute")
       return fail("unexpected list");
@@ -255,7 +259,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
                                               "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
-                                              "head_groups", "pruned_for", "layout_docs"};
+                                              "head_groups", "pruned_for", "layout_docs", "gather_steps"};
     static const std::vector<std::string> pf{"S", "window", "docs"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count", "keeps_kv"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
@@ -346,6 +350,10 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
       long& side = plan.pruned.window_left == -2 ? plan.pruned.window_left : plan.pruned.window_right;
       if (plan.pruned.window_right != -2) return fail("expected [LEFT, RIGHT]");
       return side = v, advance(), true;
+    }
+    if (k == "gather_steps[]") {
+      if (v < 1 || v > 64) return fail("expected a count of pieces, 1 to 64");
+      return plan.gather_steps.push_back(int(v)), advance(), true;
     }
     if (k == "layout_docs[]") {
       if (v < 1) return fail("expected a positive document length");

@@ -5,6 +5,7 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/prune.hpp"
+#include "planner/schemes/schemes.hpp"
 
 namespace tasp::planner {
 namespace {
@@ -215,6 +216,8 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (p.format != "tasp-plan/1" && p.format != "tasp-plan/2") return "format: '" + p.format + "' is not tasp-plan/1 or /2";
   if (p.ranks < 1) return "ranks: must be >= 1";
   if (p.pieces_per_rank < 1) return "pieces_per_rank: must be >= 1";
+  if (!p.gather_steps.empty() && p.scheme != "allgather") return "gather_steps: only allgather gathers in steps of pieces";
+  if (const std::string e = gather_steps_error(p.gather_steps, p.pieces_per_rank); !e.empty()) return e;
   if (p.ulysses < 1 || p.ulysses > 4096) return "ulysses: must be between 1 and 4096 (GPUs per head-parallel group)";
   if (p.head_groups < 1 || p.head_groups > 1024) return "head_groups: must be between 1 and 1024";
   if (p.head_groups > 1 && p.ulysses == 1) return "head_groups: only head-parallel plans (ulysses > 1) cut their heads into groups";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <ostream>
 #include <sstream>
 
@@ -13,6 +14,19 @@ namespace tasp::simulator {
 
 using namespace tasp::planner;
 
+void set_gather_pieces(const PlanChoices& h, bool applies, PlanOptions& o) {
+  if (h.gather_pieces < 0 || h.gather_pieces > 64) throw InputError("--gather-pieces: must be 0 (choose) or 1 to 64");
+  o.gather_pieces = applies ? std::max(1, h.gather_pieces) : 1;
+  if (!applies || h.gather_steps.empty()) return;
+  const int sum = std::accumulate(h.gather_steps.begin(), h.gather_steps.end(), 0);
+  if (h.gather_pieces != 0 && h.gather_pieces != sum)
+    throw InputError("--gather-steps: its pieces sum to " + std::to_string(sum) + ", --gather-pieces says " +
+                     std::to_string(h.gather_pieces) + " (give one of the two)");
+  if (const std::string e = planner::gather_steps_error(h.gather_steps, sum); !e.empty() || sum > 64)
+    throw InputError("--gather-steps: " + (e.empty() ? "at most 64 pieces in all" : e));
+  o.gather_pieces = sum, o.gather_steps = h.gather_steps;
+}
+
 PlanOptions plan_options(const std::string& scheme, const Workload& w, const PlanChoices& h) {
   PlanOptions o;
   o.causal = w.causal;
@@ -22,9 +36,8 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.head_groups = std::max(1, h.head_groups);
   o.prune_plain = h.prune_plain;
   o.accumulator_bytes = accumulator_bytes_of(h.accumulator);
-  if (h.gather_pieces < 0 || h.gather_pieces > 64) throw InputError("--gather-pieces: must be 0 (choose) or 1 to 64");
   // allgather's, and usp's across its groups when that is allgather (its groups' slots gather in pieces alike).
-  o.gather_pieces = scheme == "allgather" || (scheme == "usp" && h.inner == "allgather") ? std::max(1, h.gather_pieces) : 1;
+  set_gather_pieces(h, scheme == "allgather" || (scheme == "usp" && h.inner == "allgather"), o);
   if (!(h.memory_budget_gib >= 0)) throw InputError("--memory-budget: must be 0 (none) or a positive number of GiB");
   o.memory_budget_bytes = h.memory_budget_gib * double(1 << 30);
   if (h.ulysses < 0) throw InputError("--ulysses: must be a positive group size");
@@ -201,7 +214,7 @@ std::vector<SchemeRun> run_schemes(const Topology& t, const Workload& w, const s
       }
       r.detail = std::string("layout ") + layout_name(r.plan.layout) + tried + ")";
     }
-    if (!search && head.gather_pieces == 0 && s == "allgather") {
+    if (!search && head.choose_pieces() && s == "allgather") {
       PlanOptions o = plan_options(s, w, head);
       o.layout_given = true, o.layout = r.plan.layout;
       const std::string d = choose_gather_pieces(r.plan, t, w, prof, opt, o);

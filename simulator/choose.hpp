@@ -35,8 +35,14 @@ struct PlanChoices {
   bool prune_plain = false;      // planner::PlanOptions::prune_plain
   std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
   int gather_pieces = 0;  // allgather: PlanOptions::gather_pieces; 0: the count the simulator finds fastest (a plan alone: 1)
+  std::vector<int> gather_steps;  // allgather: PlanOptions::gather_steps (their sum the pieces); empty: one piece a step
+  // Whether the simulator picks allgather's pieces and steps (choose_gather_pieces): neither given.
+  bool choose_pieces() const { return gather_pieces == 0 && gather_steps.empty(); }
 };
 planner::PlanOptions plan_options(const std::string& scheme, const planner::Workload& w, const PlanChoices& h = {});
+// PlanOptions::gather_pieces and gather_steps from the choices where they `apply` (allgather; 1 piece elsewhere);
+// InputError for a count out of range or steps that do not sum to the pieces.
+void set_gather_pieces(const PlanChoices& h, bool applies, planner::PlanOptions& o);
 // PlanOptions::accumulator_bytes of a PlanChoices::accumulator (fp32: 4, bf16: 2, auto: 0); InputError naming `what`
 // (the option as the caller spells it) otherwise.
 int accumulator_bytes_of(const std::string& accumulator, const std::string& what = "--accumulator");

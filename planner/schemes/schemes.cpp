@@ -75,7 +75,8 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   }
   else if (scheme == "allgather") {
     if (o.gather_pieces < 1 || o.gather_pieces > 64) throw InputError("allgather: gather pieces must be 1 to 64");
-    p = build_allgather(n, o.causal, layout, ex, o.gather_pieces);
+    if (const std::string e = gather_steps_error(o.gather_steps, o.gather_pieces); !e.empty()) throw InputError("allgather: " + e);
+    p = build_allgather(n, o.causal, layout, ex, o.gather_pieces, o.gather_steps);
   }
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);

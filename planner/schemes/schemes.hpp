@@ -26,6 +26,9 @@ struct PlanOptions {
   // allgather: each rank's shard in this many pieces, gathered (and their dK/dV sent home) one piece a step beside
   // the compute on the pieces before it (planner/schemes/allgather.cpp); 1: the whole shard in one step.
   int gather_pieces = 1;
+  // allgather: the pieces each forward step gathers, summing to gather_pieces, e.g. {3, 2, 1} (Plan::gather_steps);
+  // empty: one a step.
+  std::vector<int> gather_steps = {};
   double max_bytes = 8.0 * (1 << 30);  // refuse plans whose building would take more memory than this
   // usp: GPUs per head-parallel group (0: the GPUs of a node) and the scheme across groups.
   int ulysses = 0;
@@ -50,7 +53,13 @@ double plan_memory_bytes(const Topology& t, const std::string& scheme, const Pla
 
 Plan build_ring(const Topology& t, bool causal, Layout layout, bool expand_steps);
 Plan build_zigzag(const Topology& t, bool expand_steps);
-Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps, int pieces = 1);
+Plan build_allgather(int n, bool causal, Layout layout, bool expand_steps, int pieces = 1, const std::vector<int>& steps = {});
+// allgather's forward steps as piece ranges [begin, end) of every rank's shard (Plan::gather_steps; one piece a step
+// without them); the keeping backward takes their sizes last first.
+std::vector<std::pair<int, int>> gather_groups(const Plan& p);
+// Why `steps` cannot be allgather's gather_steps for `pieces` pieces a rank ("" if it can): each at least 1, summing to
+// `pieces` (empty: one a step).
+std::string gather_steps_error(const std::vector<int>& steps, int pieces);
 Step allgather_step(const Plan& p, int t);
 Step allgather_backward_step(const Plan& p, int t);
 // Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).

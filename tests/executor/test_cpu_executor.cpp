@@ -28,6 +28,7 @@ struct Config {
   bool causal;
   int gather_pieces = 1;  // allgather: PlanOptions::gather_pieces
   bool keep_kv = true;
+  std::vector<int> gather_steps = {};  // allgather: PlanOptions::gather_steps (summing to gather_pieces)
 };
 
 // The fewest tokens the plan's split gives every piece one: a zigzag head-parallel plan chunks over all its GPUs.
@@ -57,7 +58,7 @@ void run_and_check(const Config& c, int H, int Hkv, int D, int mult, const std::
   Topology t = load_topology(c.topology);
   PlanOptions o;
   o.causal = c.causal;
-  o.gather_pieces = c.gather_pieces, o.keep_kv = c.keep_kv;
+  o.gather_pieces = c.gather_pieces, o.keep_kv = c.keep_kv, o.gather_steps = c.gather_steps;
   Plan p = build_plan(t, c.scheme, o);
   Workload w;
   w.B = mult == 1 ? 2 : 1;
@@ -85,6 +86,12 @@ std::vector<Config> configs() {
     for (bool causal : {false, true}) {
       v.push_back({"complete:" + std::to_string(n), "allgather", causal, 2});
       v.push_back({"complete:" + std::to_string(n), "allgather", causal, 3, false});
+    }
+  // Steps of several pieces, the forward's shrinking (the backward takes them in reverse), kept and gathered again.
+  for (int n : {2, 3})
+    for (bool causal : {false, true}) {
+      v.push_back({"complete:" + std::to_string(n), "allgather", causal, 6, true, {3, 2, 1}});
+      v.push_back({"complete:" + std::to_string(n), "allgather", causal, 4, false, {1, 3}});
     }
   for (const char* c : {"cluster:2x4", "cluster:3x4"}) {
     v.push_back({c, "two-level", false});
@@ -114,7 +121,9 @@ TEST_P(EveryScheme, UnevenSequenceInFp64) {
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryScheme, ::testing::ValuesIn(configs()), [](const auto& info) {
   const Config& c = info.param;
   return test_name(c.topology + "_" + c.scheme + (c.causal ? "_causal" : "_full") +
-                   (c.gather_pieces > 1 ? "_pieces" + std::to_string(c.gather_pieces) : "") + (c.keep_kv ? "" : "_gathered_again"));
+                   (c.gather_pieces > 1 ? "_pieces" + std::to_string(c.gather_pieces) : "") +
+                   (c.gather_steps.empty() ? "" : "_in_" + std::to_string(c.gather_steps.size()) + "_steps") +
+                   (c.keep_kv ? "" : "_gathered_again"));
 });
 
 // Packed documents and sliding windows: plans pruned for the mask (fewer blocks and transfers), exact in fp64

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "planner/collective.hpp"
 #include "planner/slot_plan.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
+#include "planner/verify_plan.hpp"
 #include "tests/planner/scheme_plans.hpp"
 
 using namespace tasp;
@@ -243,4 +245,43 @@ TEST(SlotPlan, AllgatherInPiecesIsOneCollectivePerPiece) {
   Step s = step_at(p, 0, scratch, Pass::Fwd);
   s.transfers.pop_back();
   EXPECT_EQ(collective_of(s, 3, 2), Collective::None);
+}
+
+// Steps of several pieces (PlanOptions::gather_steps): the forward's step t gathers its group and computes the one
+// before; the keeping backward takes the sizes last first (its first, exposed step the smallest), every step one
+// collective per piece it moves, and the plan verifies in both passes.
+TEST(SlotPlan, AllgatherStepsOfSeveralPieces) {
+  for (int n : {2, 3}) {
+    PlanOptions o;
+    o.causal = true, o.gather_pieces = 6, o.gather_steps = {3, 2, 1};
+    const Plan p = build_plan(load_topology("complete:" + std::to_string(n)), "allgather", o);
+    ASSERT_EQ(p.gather_steps, (std::vector<int>{3, 2, 1}));
+    ASSERT_EQ(p.num_steps(Pass::Fwd), 4);
+    ASSERT_EQ(p.num_steps(Pass::Bwd), 4);
+    EXPECT_EQ(verify_plan(p), "");
+    const std::vector<std::vector<int>> gathered{{0, 1, 2}, {3, 4}, {5}, {}}, sent{{}, {0}, {1, 2}, {3, 4, 5}};
+    for (int t = 0; t < 4; ++t) {
+      Step scratch;
+      const Step& f = step_at(p, t, scratch, Pass::Fwd);
+      EXPECT_EQ(collective_pieces(f), gathered[t]) << "forward step " << t;
+      if (!f.transfers.empty()) EXPECT_EQ(collective_of(f, n, 6), Collective::AllGather);
+      std::set<int> computed;
+      for (const auto& c : f.compute)
+        if (c.owner != c.rank) computed.insert(c.piece);
+      EXPECT_EQ(std::vector<int>(computed.begin(), computed.end()), t ? gathered[t - 1] : std::vector<int>{}) << t;
+      Step scratch_b;
+      const Step& b = step_at(p, t, scratch_b, Pass::Bwd);
+      EXPECT_EQ(collective_pieces(b), sent[t]) << "backward step " << t;
+      if (!b.transfers.empty()) EXPECT_EQ(collective_of(b, n, 6), Collective::ReduceScatter);
+    }
+  }
+  // The sizes must cover the pieces, each at least one.
+  PlanOptions bad;
+  bad.gather_pieces = 4, bad.gather_steps = {2, 1};
+  EXPECT_THROW(build_plan(load_topology("complete:2"), "allgather", bad), InputError);
+  bad.gather_steps = {4, 0};
+  EXPECT_THROW(build_plan(load_topology("complete:2"), "allgather", bad), InputError);
+  // All ones is the plain plan (no gather_steps written).
+  bad.gather_steps = {1, 1, 1, 1};
+  EXPECT_TRUE(build_plan(load_topology("complete:2"), "allgather", bad).gather_steps.empty());
 }

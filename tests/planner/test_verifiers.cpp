@@ -186,6 +186,35 @@ TEST(PlanIo, HeadGroupsRoundTripAndAreChecked) {
   EXPECT_EQ(g.B, 2);
 }
 
+// allgather's steps of several pieces (Plan::gather_steps) travel with the plan, listed and compact, and ones that do
+// not sum to the pieces (or on another scheme) are refused.
+TEST(PlanIo, GatherStepsRoundTripAndAreChecked) {
+  for (int expand : {128, 0}) {
+    PlanOptions o;
+    o.causal = true, o.gather_pieces = 4, o.gather_steps = {2, 1, 1}, o.expand_max_ranks = expand;
+    const Plan p = build_plan(load_topology("complete:3"), "allgather", o);
+    for (const Plan& q : through_files(p, "/steps" + std::to_string(expand))) {
+      EXPECT_EQ(q.gather_steps, (std::vector<int>{2, 1, 1}));
+      EXPECT_EQ(q.num_steps(Pass::Bwd), 4);
+      EXPECT_EQ(verify_plan(q), "");
+    }
+    Plan bad = p;
+    bad.gather_steps = {2, 1};
+    EXPECT_NE(verify_plan(bad).find("gather_steps"), std::string::npos);
+  }
+  Plan ring = build_plan(load_topology("complete:3"), "ring", {});
+  ring.gather_steps = {1};
+  EXPECT_NE(verify_plan(ring).find("gather_steps"), std::string::npos);
+  std::stringstream j("{\"format\": \"tasp-plan/1\", \"scheme\": \"allgather\", \"ranks\": 2, \"gather_steps\": [2, 0], "
+                      "\"schedule\": \"allgather\", \"step_count\": 3}");
+  try {
+    read_plan_json(j, "bad.json");
+    ADD_FAILURE() << "a step of no pieces was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: gather_steps[1]"), std::string::npos) << e.what();
+  }
+}
+
 // A plan pruned for documents and a window keeps its mask through JSON and YAML, still verifies, and a
 // pruned plan that skips a block its queries see is caught.
 TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {

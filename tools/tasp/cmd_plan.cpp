@@ -127,8 +127,7 @@ void register_plan(CLI::App& app) {
     o.backward = passes.bwd;
     o.accumulator_bytes = simulator::accumulator_bytes_of(a->head.accumulator);
     o.prune_plain = a->head.prune_plain;
-    if (a->head.gather_pieces < 0 || a->head.gather_pieces > 64) throw InputError("--gather-pieces: must be 0 (choose) or 1 to 64");
-    o.gather_pieces = std::max(1, a->head.gather_pieces);
+    simulator::set_gather_pieces(a->head, true, o);
     o.memory_budget_bytes = a->head.memory_budget_gib * double(1 << 30);
     if (!a->layout.empty()) {
       if (!parse_layout(a->layout, &o.layout)) throw InputError("--layout: expected contiguous, zigzag or zigzag-docs");

@@ -91,7 +91,7 @@ void register_run(CLI::App& app) {
       so.collectives = a->collectives.choice();
       if (a->head.head_groups == 0 && p.ulysses > 1)
         std::cerr << "run: " << choose_head_groups(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so) << "\n";
-      if (a->head.gather_pieces == 0 && p.scheme == "allgather" && simulator::misfit(p, w).empty())
+      if (a->head.choose_pieces() && p.scheme == "allgather" && simulator::misfit(p, w).empty())
         std::cerr << "run: " << choose_gather_pieces(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so, o) << "\n";
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");

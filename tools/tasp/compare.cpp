@@ -33,6 +33,11 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                   "idles only for the first and the last; 0: the count from 1 to 4 the simulator finds fastest for\n"
                   "allgather, 1 for a plan alone)")
       ->capture_default_str();
+  cmd->add_option("--gather-steps", h.gather_steps,
+                  "allgather: how many pieces each forward step gathers, e.g. 3,2,1 (6 pieces a rank, the last steps\n"
+                  "small: what stays exposed where the link is the long pole is the forward's last step's compute and\n"
+                  "the backward's first, which takes these sizes in reverse; default: as the simulator finds fastest)")
+      ->delimiter(',');
   cmd->add_flag("--prune-plain", h.prune_plain,
                 "Prune for a plain mask too: under a causal mask a rank gets only the K/V its queries see and returns\n"
                 "only the dK/dV they made; each owner's partial dK/dV stays home (accumulators travel n-1 hops)");

@@ -34,7 +34,7 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   o->causal = chosen.causal;
   if (!best.inner.empty()) o->inner = best.inner;
   o->head_groups = best.plan.head_groups;
-  if (best.scheme == "allgather") o->gather_pieces = best.plan.pieces_per_rank;
+  if (best.scheme == "allgather") o->gather_pieces = best.plan.pieces_per_rank, o->gather_steps = best.plan.gather_steps;
   if (!best.detail.empty()) log << "auto: " << best.scheme << " " << best.detail << "\n";
   if (!o->layout_given) o->layout_given = chosen.layout_given, o->layout = chosen.layout;
   return best.scheme;
