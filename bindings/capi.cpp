@@ -246,6 +246,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"ulysses", p.ulysses},
                         {"head_groups", p.head_groups},
                         {"pieces_per_rank", p.pieces_per_rank},
+                        {"gather_steps", p.gather_steps},
                         {"layout", planner::layout_name(p.layout)},
                         {"causal", p.causal},
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},

@@ -9,6 +9,7 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
+#include "simulator/runs_csv.hpp"
 
 namespace tasp::simulator {
 
@@ -250,23 +251,32 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
                                  const SimOptions& opt, PlanOptions o) {
   if (p.scheme != "allgather") return "";
   const double shard = double(w.S) / (double(p.ranks) * (p.layout == Layout::Contiguous ? 1 : 2));
-  std::string tried;
-  int best = 1;
+  // One piece a step (1 to 4 pieces), and steps of several pieces that shrink toward the forward's end (the backward
+  // takes them in reverse), in the order of their pieces: over loopback sockets on 2x H200 (2026-11-27) 4 pieces in
+  // steps of 4, 2, 1, 1 ran `medium` 0.84x and `qwen3_14b` 0.92x the time of 4 and 2 pieces one a step, and through host
+  // memory 3, 1 ran B=1 S=8192 H=32 causal 0.96x of 2 (docs/measurements/executor.md).
+  static const std::vector<std::vector<int>> candidates{{1}, {1, 1}, {2, 1}, {1, 1, 1}, {3, 1}, {2, 1, 1}, {1, 1, 1, 1}, {4, 2, 1, 1}};
+  std::string tried, best_name = "1";
   double best_us = 0;
-  for (int P : {1, 2, 3, 4}) {
-    if (P > 1 && shard / P < 128) break;  // pieces under a kernel tile: launches for nothing
+  for (const std::vector<int>& steps : candidates) {
+    const int P = std::accumulate(steps.begin(), steps.end(), 0);
+    if (P > 1 && shard / P < 128) continue;  // pieces under a kernel tile: launches for nothing
+    const bool equal = std::all_of(steps.begin(), steps.end(), [](int k) { return k == 1; });
     o.gather_pieces = P;
+    o.gather_steps = equal ? std::vector<int>{} : steps;
     Plan c = build_plan(t, "allgather", o);
     if (!misfit(c, w).empty()) continue;
     SimOptions so = opt;
     so.max_timeline_cells = 0;
     const double us = simulate(c, t, w, prof, so).total_us;
-    tried += (tried.empty() ? "" : ", ") + std::to_string(P) + ": " + std::to_string(us / 1e3).substr(0, 7);
-    // A piece more must gain 1%: its launches and collectives are what the model prices least well (B=1 S=8192
-    // through shm: 2 pieces predicted 6% faster, measured 1.8%).
-    if (P == 1 || us < 0.99 * best_us) best = P, best_us = us, p = std::move(c);
+    const std::string name = std::to_string(P) + (equal ? "" : " in steps of " + steps_text(steps));
+    tried += (tried.empty() ? "" : ", ") + name + ": " + std::to_string(us / 1e3).substr(0, 7);
+    // More pieces must gain 1%: their launches and collectives are what the model prices least well (B=1 S=8192
+    // through shm: 2 pieces predicted 6% faster, measured 1.8%; 4 in steps of 2, 1, 1 predicted 1.9% faster, measured
+    // 3.7% slower).
+    if (P == 1 || us < 0.99 * best_us) best_name = name, best_us = us, p = std::move(c);
   }
-  return "gather pieces " + std::to_string(best) + " (tried, ms: " + tried + ")";
+  return "gather pieces " + best_name + " (tried, ms: " + tried + ")";
 }
 
 std::string near_ties(const std::vector<SchemeRun>& runs, size_t best, double band) {

@@ -56,7 +56,21 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
       if (col == ranks_col) {
         r.ranks = count("ranks", 1 << 20);
       } else if (col == pieces_col) {
-        r.gather_pieces = count("pieces", 64);
+        if (field.find('+') == std::string::npos) {
+          r.gather_pieces = count("pieces", 64);
+          continue;
+        }
+        // Steps of several pieces: "a+b+c", each at least 1, 64 in all at most.
+        std::istringstream parts(field + "+");
+        std::string part;
+        r.gather_pieces = 0;
+        while (std::getline(parts, part, '+')) {
+          char* end = nullptr;
+          const long v = std::strtol(part.c_str(), &end, 10);
+          if (part.empty() || *end || v < 1 || r.gather_pieces + v > 64)
+            fail("pieces", "expected a count of pieces or steps of them (2+1+1), 64 in all at most, got '" + field + "'");
+          r.gather_steps.push_back(int(v)), r.gather_pieces += int(v);
+        }
       } else if (col == pass_col) {
         planner::Passes p;
         if (!planner::parse_passes(field, &p)) fail("pass", "expected fwd, bwd or fwd+bwd, got '" + field + "'");
@@ -74,6 +88,12 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
   }
   if (rows.empty()) throw planner::InputError(name + ": no runs");
   return rows;
+}
+
+std::string steps_text(const std::vector<int>& steps) {
+  std::string s;
+  for (size_t i = 0; i < steps.size(); ++i) s += (i ? "+" : "") + std::to_string(steps[i]);
+  return s;
 }
 
 }  // namespace tasp::simulator

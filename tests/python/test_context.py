@@ -318,8 +318,8 @@ def test_close_frees_plans_then_the_group_and_refuses_later_calls(one_process_gr
 
 def test_gather_pieces_reach_the_plan(one_process_group):
     """Context(gather_pieces=P) plans allgather in P pieces a rank; None (the default) leaves the count to the
-    simulator, which over the 2x H200 socket fabric's profile cuts qwen3_14b in 2 and keeps 1 through host memory
-    (both as measured, docs/measurements/executor.md)."""
+    simulator, which over the 2x H200 socket fabric's profile cuts qwen3_14b in 4 gathered in steps of 2, 1, 1 and
+    keeps 1 through host memory (both as measured, docs/measurements/executor.md)."""
     import os
     import tasp
     src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
@@ -327,8 +327,9 @@ def test_gather_pieces_reach_the_plan(one_process_group):
     assert "gather_pieces" not in tt.Context()._options(True, False)
     opts = tt.Context(gather_pieces=3)._options(True, False)
     assert tasp.Plan("complete:2", "allgather", w, **opts).info["pieces_per_rank"] == 3
-    for fabric, want in (("socket", 2), ("shm", 1)):
+    for fabric, want in (("socket", 4), ("shm", 1)):
         t = os.path.join(src, f"h200x2-{fabric}.yaml")
         plan = tasp.Plan(t, "allgather", w, profile=os.path.join(src, f"h200x2-{fabric}.profile.yaml"))
         assert plan.info["pieces_per_rank"] == want, (fabric, plan.info["detail"])
+        assert plan.info["gather_steps"] == ([2, 1, 1] if fabric == "socket" else []), plan.info["detail"]
         assert "gather pieces" in plan.info["detail"]

@@ -83,6 +83,10 @@ TEST(RunsCsv, ColumnsAndBadRows) {
   EXPECT_EQ(rows[1].transport, "");
   EXPECT_EQ(rows[1].gather_pieces, 1);
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",allgather,2\n", "r", "bwd")[0].gather_pieces, 1);  // no column: one
+  const tasp::simulator::MeasuredRun steps = read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,2+1+1\n", "r", "fwd")[0];
+  EXPECT_EQ(steps.gather_pieces, 4);
+  EXPECT_EQ(steps.gather_steps, (std::vector<int>{2, 1, 1}));
+  EXPECT_EQ(tasp::simulator::steps_text(steps.gather_steps), "2+1+1");
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"B=1,ring,1\n", "runs.csv:1: config"},
@@ -95,6 +99,9 @@ TEST(RunsCsv, ColumnsAndBadRows) {
       {"config,scheme,measured_ms,transport\n\"B=1,H=8,D=128,S=64\",ring,1,nccl\n", "runs.csv:2: transport"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,0\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,65\n", "runs.csv:2: pieces"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,2+0\n", "runs.csv:2: pieces"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,2++1\n", "runs.csv:2: pieces"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,60+5\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms\n", "runs.csv: no runs"},
   };
   tasp::test_support::expect_input_errors([](const std::string& t) { read_runs_csv(t, "runs.csv", "fwd"); }, bad);

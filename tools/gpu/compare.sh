@@ -49,7 +49,7 @@ tasp_runs() {
     # How its allgather steps ran, from the run's own line (tasp report predicts each row so).
     case $out in *"as NCCL collectives"*) tr=collectives sim=(--collectives) ;; *) tr=sendrecv sim=(--sendrecv) ;; esac
     pc=$(echo "$out" | pieces_of)
-    p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" --gather-pieces $pc -w "$w" --pass $PASS --profile "$PROFILE")
+    p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" $(pieces_flags $pc) -w "$w" --pass $PASS --profile "$PROFILE")
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr,$pc,$round" | tee -a "$OUT/runs.csv"
   done
 }

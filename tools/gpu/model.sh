@@ -46,7 +46,7 @@ validate() {
         out=$(timeout 200 $T run --backend cuda -t $TOPO -s $s -w "$w" --pass $pass --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
             --timeline "$OUT/tl/$tag.json" 2>&1 | tee -a "$OUT/runs.log")
         m=$(echo "$out" | ms_of) pc=$(echo "$out" | pieces_of)
-        p=$(predict_ms -t $TOPO -s $s --gather-pieces $pc -w "$w" --pass $pass --profile "$PROFILE")
+        p=$(predict_ms -t $TOPO -s $s $(pieces_flags $pc) -w "$w" --pass $pass --profile "$PROFILE")
         [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$pass,${FABRIC:-nvlink},$pc" | tee -a "$OUT/runs.csv"
       done
     done

@@ -116,7 +116,7 @@ void register_report(CLI::App& app) {
                                                       : a->collectives.choice();
         parse_passes(r.pass, &so.passes);
         PlanChoices as_run;
-        as_run.gather_pieces = r.gather_pieces;
+        as_run.gather_pieces = r.gather_pieces, as_run.gather_steps = r.gather_steps;
         auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so, nullptr, as_run);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
         r.comm_ms = sim[0].sim.comm_us / 1e3;
@@ -172,7 +172,9 @@ void register_report(CLI::App& app) {
       html << "</table><h2>Runs</h2><table><tr><th>workload</th><th>scheme</th><th>pass</th><th>measured ms</th>"
               "<th>predicted ms</th><th>error</th><th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
       for (const auto& r : rows) {
-        const std::string scheme = r.scheme + (r.gather_pieces > 1 ? " (" + std::to_string(r.gather_pieces) + " pieces)" : "");
+        const std::string scheme =
+            r.scheme + (r.gather_steps.size() > 0 ? " (" + simulator::steps_text(r.gather_steps) + " pieces)"
+                        : r.gather_pieces > 1 ? " (" + std::to_string(r.gather_pieces) + " pieces)" : "");
         md << "| " << r.config << " | " << scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
            << r.predicted_ms << " | " << pct(r.error()) << " | " << r.comm_ms << " | " << r.compute_ms << " |\n";
         html << "<tr><td>" << esc(r.config) << "</td><td>" << esc(scheme) << "</td><td>" << r.pass << "</td><td>"
