@@ -23,7 +23,8 @@ def _cat(pieces, dim):
 class Plan:
     """A verified plan for a topology ("complete:N", "cluster:UxM", a machine file), a scheme ("auto": the fastest the
     simulator finds) and a workload ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]").
-    Options: profile, ulysses, inner, head_groups, gather_pieces (0: as the simulator finds fastest), memory_budget_gib,
+    Options: profile, ulysses, inner, head_groups, gather_pieces (0: as the simulator finds fastest), gather_steps
+    (a list: how many pieces each forward step gathers), memory_budget_gib,
     layout, pass (fwd | fwd+bwd).
     `info` is what tasp chose: scheme, layout, head groups, the tokens each GPU holds (gpu_tokens), ..."""
 

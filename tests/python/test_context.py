@@ -32,6 +32,10 @@ def one_process_group():
     (dict(gather_pieces=0), "gather_pieces:"),
     (dict(gather_pieces=2.0), "gather_pieces:"),
     (dict(gather_pieces=True), "gather_pieces:"),
+    (dict(gather_steps=(2, 0)), "gather_steps:"),
+    (dict(gather_steps="2,1"), "gather_steps:"),
+    (dict(gather_steps=(40, 30)), "gather_steps:"),
+    (dict(gather_pieces=3, gather_steps=(2, 1, 1)), "gather_steps:"),
     (dict(collectives="yes"), "collectives:"),
     (dict(collectives=1), "collectives:"),
     (dict(root_comms="yes"), "root_comms:"),
@@ -327,6 +331,10 @@ def test_gather_pieces_reach_the_plan(one_process_group):
     assert "gather_pieces" not in tt.Context()._options(True, False)
     opts = tt.Context(gather_pieces=3)._options(True, False)
     assert tasp.Plan("complete:2", "allgather", w, **opts).info["pieces_per_rank"] == 3
+    opts = tt.Context(gather_steps=[3, 1])._options(True, False)
+    assert opts["gather_steps"] == [3, 1]
+    info = tasp.Plan("complete:2", "allgather", w, **opts).info
+    assert (info["pieces_per_rank"], info["gather_steps"]) == (4, [3, 1])
     for fabric, want in (("socket", 4), ("shm", 1)):
         t = os.path.join(src, f"h200x2-{fabric}.yaml")
         plan = tasp.Plan(t, "allgather", w, profile=os.path.join(src, f"h200x2-{fabric}.profile.yaml"))

@@ -196,16 +196,18 @@ def main():
         bad += not (ok and engaged)
 
     # allgather in pieces through a rank (Context(gather_pieces=P)): MHA bf16 as collectives, each piece's dK/dV written
-    # by the kernel in 16 bits into its piece-major block of the reduce-scatter; GQA fp16 in 3 pieces as send/recv.
-    for P, coll, dtype, hkv in ((2, True, torch.bfloat16, 8), (3, False, torch.float16, 4)):
-        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll)
+    # by the kernel in 16 bits into its piece-major block of the reduce-scatter; GQA fp16 in 3 pieces as send/recv; GQA
+    # bf16 in 4 gathered in steps of 2, 1, 1 (Context(gather_steps=...)) as collectives.
+    for P, coll, dtype, hkv, steps in ((2, True, torch.bfloat16, 8, None), (3, False, torch.float16, 4, None),
+                                       (4, True, torch.bfloat16, 4, (2, 1, 1))):
+        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll, gather_steps=steps)
         g = torch.Generator(device=dev).manual_seed(23)
         full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)]
         mine, got = causal_pass(ctx, full)
         info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
         note = f"pieces {info['pieces_per_rank']}, collectives {info['collectives']}"
         ok = judge(f"allgather in {P} pieces {str(dtype)[6:]:8} B=2 H=8/{hkv} causal", got, full, True, None, None, rank, note)
-        engaged = info["pieces_per_rank"] == P and info["collectives"] == coll
+        engaged = info["pieces_per_rank"] == P and info["collectives"] == coll and info["gather_steps"] == list(steps or ())
         if rank == 0 and not engaged:
             print(f"FAIL allgather in pieces: the plan did not take the path meant ({note})", flush=True)
         bad += not (ok and engaged)
