@@ -348,7 +348,9 @@ TEST(Cli, FabricProfilesPredictTheirRuns) {
   };
   for (const Fabric& f : {Fabric{"complete:2", "h200-hgx-8", "h200x2-schemes-2026-11-27.csv"},
                           Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-roots-2026-11-27.csv"},
-                          Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-roots-2026-11-27.csv"}}) {
+                          Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-roots-2026-11-27.csv"},
+                          // allgather in steps of several pieces (2+1), as the simulator now chooses
+                          Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-steps-2026-11-27.csv"}}) {
     SCOPED_TRACE(f.topology);
     const std::string out = dir + "/fabric-" + f.profile;
     const std::string topo = f.topology.find(':') != std::string::npos ? f.topology : src + "/topologies/" + f.topology + ".yaml";
@@ -389,6 +391,11 @@ TEST(Cli, MemoryPredictionsMatchTheGpuRuns) {
       {"h200x2-socket", "allgather", "B=1,H=32,D=128,S=8192,causal", "--gather-pieces 4 --collectives", 0.78},
       {"h200x2-socket", "allgather", "B=4,H=24,D=128,S=8192,causal", "--gather-pieces 4 --collectives", 2.35},
       {"h200x2-socket", "allgather", "B=1,H=32,Hkv=8,D=128,S=65536,causal", "--gather-pieces 2 --collectives", 3.26},
+      // in steps of several pieces (2026-11-27)
+      {"h200x2-socket", "allgather", "B=4,H=40,Hkv=8,D=128,S=16384,causal", "--gather-steps 2,1 --collectives", 3.90},
+      {"h200x2-socket", "allgather", "B=1,H=32,Hkv=8,D=128,S=65536,causal", "--gather-steps 2,1 --collectives", 3.39},
+      {"h200x2-shm", "allgather", "B=1,H=32,D=128,S=8192,causal", "--gather-steps 2,1 --collectives", 0.95},
+      {"h200x2-shm", "allgather", "B=4,H=24,D=128,S=8192,causal", "--gather-steps 2,1 --collectives", 2.83},
       {"complete:2", "allgather", "B=4,S=8192,H=12,D=256", "", 2.631},
       {"complete:2", "allgather", "B=4,S=16384,H=24,D=256", "", 10.507},
       // `tasp configs` names on 2x H200 (2026-11-26): a window, D=64 GQA, a 128K layer, the largest.
