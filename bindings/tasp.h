@@ -41,7 +41,9 @@ TASP_API const char* tasp_last_error(void);
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
  * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; 0, the default:
- * the count from 1 to 4 the simulator finds fastest), "head_groups" likewise 0 by default (the fastest simulated),
+ * the count from 1 to 4 the simulator finds fastest), "gather_steps" (a list: how many of those pieces each forward
+ * step gathers, e.g. [2, 1, 1]; by default as the simulator finds fastest), "head_groups" likewise 0 by default (the
+ * fastest simulated),
  * "memory_budget_gib", "layout" (contiguous | zigzag | zigzag-docs), "pass" (fwd | fwd+bwd, default fwd+bwd),
  * "deterministic" (true: its ranks' backward gives dQ bit-identical from run to run, at some speed; dK, dV always),
  * "framework" (true: the prediction, and auto's choice, count the copies a rank makes between a framework's tensors
