@@ -67,7 +67,7 @@ struct Plan {
   std::vector<long> layout_docs;  // ZigzagDocs: the documents' lengths (summing to S)
   int pieces_per_rank = 1;
   // allgather: how many of the pieces each forward step gathers, summing to pieces_per_rank (e.g. 3, 2, 1: the
-  // exposed last step small); the keeping backward sends them home in the reverse order. Empty: one piece a step.
+  // exposed last step small); the keeping backward takes the sizes in reverse (1, 2, 3). Empty: one piece a step.
   std::vector<int> gather_steps;
   std::vector<std::vector<int>> rings;
   // The forward. (Kept as plain fields: `steps`, `schedule`, `step_count` are the /1 format's names.)

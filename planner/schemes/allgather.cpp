@@ -11,8 +11,9 @@
 // P = 1 is the schedule above.
 // Steps of several pieces (Plan::gather_steps, e.g. 3,2,1 of 6): what stays exposed where the exchange is the long
 // pole is the forward's last step's compute (nothing left to gather beside it) and the keeping backward's first (nothing
-// to send yet), so the forward's steps shrink toward its end and the backward takes the same groups in reverse, its
-// first step the smallest. The pieces stay one size, so slots and collectives are as for P equal steps.
+// to send yet), so the forward's steps shrink toward its end and the backward takes the same sizes in reverse (over the
+// pieces in order: K/V are kept, any piece may go first), its first step the smallest. The pieces stay one size, so
+// slots and collectives are as for P pieces one a step.
 #include <algorithm>
 
 #include "planner/schemes/schemes.hpp"

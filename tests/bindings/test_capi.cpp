@@ -98,6 +98,9 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"accumulator\": \"fp8\"}", "options.accumulator");
   fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"collectives\": \"yes\"}", "options.collectives");
+  fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"gather_steps\": [2, 0]}", "options.gather_steps");
+  fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"gather_steps\": 3}", "options.gather_steps");
+  fails("complete:2", "allgather", "B=1,S=512,H=4,D=8", "{\"gather_steps\": [2, 1], \"gather_pieces\": 4}", "--gather-steps");
   fails("complete:4", "usp", "B=1,S=64,H=4,D=8", "{\"ulysses\": 1099511627776}", "options.ulysses");
   fails("complete:4", "usp", "B=1,S=64,H=4,D=8", "{\"head_groups\": 18446744073709551615}", "options.head_groups");
   EXPECT_EQ(tasp_plan_create(nullptr, "ring", "B=1,S=64,H=4,D=8", nullptr, &p), TASP_ERR_INPUT);
