@@ -9,7 +9,6 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
-#include "simulator/runs_csv.hpp"
 
 namespace tasp::simulator {
 
@@ -269,7 +268,7 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
     SimOptions so = opt;
     so.max_timeline_cells = 0;
     const double us = simulate(c, t, w, prof, so).total_us;
-    const std::string name = std::to_string(P) + (equal ? "" : " in steps of " + steps_text(steps));
+    const std::string name = std::to_string(P) + (equal ? "" : " in steps of " + gather_steps_text(steps));
     tried += (tried.empty() ? "" : ", ") + name + ": " + std::to_string(us / 1e3).substr(0, 7);
     // More pieces must gain 1%: their launches and collectives are what the model prices least well (B=1 S=8192
     // through shm: 2 pieces predicted 6% faster, measured 1.8%; 4 in steps of 2, 1, 1 predicted 1.9% faster, measured

@@ -90,10 +90,4 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
   return rows;
 }
 
-std::string steps_text(const std::vector<int>& steps) {
-  std::string s;
-  for (size_t i = 0; i < steps.size(); ++i) s += (i ? "+" : "") + std::to_string(steps[i]);
-  return s;
-}
-
 }  // namespace tasp::simulator

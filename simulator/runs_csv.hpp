@@ -23,7 +23,5 @@ struct MeasuredRun {
 // Every row, or planner::InputError naming `name`, the line and the field; rows without a pass column get
 // `default_pass`. At least one row.
 std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::string& name, const std::string& default_pass);
-// "2+1+1": the runs CSV's (and `tasp run`'s) text for allgather's gather steps.
-std::string steps_text(const std::vector<int>& steps);
 
 }  // namespace tasp::simulator

@@ -62,6 +62,12 @@ std::string gather_steps_error(const std::vector<int>& steps, int pieces) {
   return "";
 }
 
+std::string gather_steps_text(const std::vector<int>& steps) {
+  std::string s;
+  for (size_t i = 0; i < steps.size(); ++i) s += (i ? "+" : "") + std::to_string(steps[i]);
+  return s;
+}
+
 Step allgather_step(const Plan& p, int t) {
   Step s;
   const auto g = gather_groups(p);

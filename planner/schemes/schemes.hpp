@@ -60,6 +60,8 @@ std::vector<std::pair<int, int>> gather_groups(const Plan& p);
 // Why `steps` cannot be allgather's gather_steps for `pieces` pieces a rank ("" if it can): each at least 1, summing to
 // `pieces` (empty: one a step).
 std::string gather_steps_error(const std::vector<int>& steps, int pieces);
+// "2+1+1": how `tasp run`, `simulate`'s choice and runs CSVs write gather steps.
+std::string gather_steps_text(const std::vector<int>& steps);
 Step allgather_step(const Plan& p, int t);
 Step allgather_backward_step(const Plan& p, int t);
 // Hamilton: rings from the topology's rank digraph (constructions for complete ones, search otherwise).

@@ -86,7 +86,7 @@ TEST(RunsCsv, ColumnsAndBadRows) {
   const tasp::simulator::MeasuredRun steps = read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,2+1+1\n", "r", "fwd")[0];
   EXPECT_EQ(steps.gather_pieces, 4);
   EXPECT_EQ(steps.gather_steps, (std::vector<int>{2, 1, 1}));
-  EXPECT_EQ(tasp::simulator::steps_text(steps.gather_steps), "2+1+1");
+  EXPECT_EQ(tasp::planner::gather_steps_text(steps.gather_steps), "2+1+1");
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"B=1,ring,1\n", "runs.csv:1: config"},

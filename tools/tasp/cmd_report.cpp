@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "planner/schemes/schemes.hpp"
 #include "planner/timeline.hpp"
 #include "tools/tasp/cli.hpp"
 #include "simulator/runs_csv.hpp"
@@ -173,7 +174,7 @@ void register_report(CLI::App& app) {
               "<th>predicted ms</th><th>error</th><th>pred. comm ms</th><th>pred. compute ms</th></tr>\n";
       for (const auto& r : rows) {
         const std::string scheme =
-            r.scheme + (r.gather_steps.size() > 0 ? " (" + simulator::steps_text(r.gather_steps) + " pieces)"
+            r.scheme + (r.gather_steps.size() > 0 ? " (" + planner::gather_steps_text(r.gather_steps) + " pieces)"
                         : r.gather_pieces > 1 ? " (" + std::to_string(r.gather_pieces) + " pieces)" : "");
         md << "| " << r.config << " | " << scheme << " | " << r.pass << " | " << std::setprecision(3) << r.measured_ms << " | "
            << r.predicted_ms << " | " << pct(r.error()) << " | " << r.comm_ms << " | " << r.compute_ms << " |\n";

@@ -10,7 +10,6 @@
 #include "planner/minimum_bytes.hpp"
 #include "planner/plan_io.hpp"
 #include "planner/schemes/schemes.hpp"
-#include "simulator/runs_csv.hpp"
 #include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
@@ -150,7 +149,7 @@ void register_run(CLI::App& app) {
     t.topology = p.topology;
     std::cout << "run: " << p.scheme
               << (p.scheme == "allgather" ? " in " + std::to_string(p.pieces_per_rank) + " pieces a rank" : std::string())
-              << (p.gather_steps.empty() ? std::string() : " (gathered in steps of " + simulator::steps_text(p.gather_steps) + ")")
+              << (p.gather_steps.empty() ? std::string() : " (gathered in steps of " + gather_steps_text(p.gather_steps) + ")")
               << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
               << to_string(w) << ", pass " << passes_name(passes) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
