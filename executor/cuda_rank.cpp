@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "kernels/env_knob.hpp"
 #include "kernels/staging.hpp"
 #include "planner/collective.hpp"
 
@@ -29,7 +30,8 @@ void RankDevice::release() {
   for (cudaStream_t s : root_streams) cudaStreamDestroy(s);
   for (cudaEvent_t e : root_joins) cudaEventDestroy(e);
   if (root_fork) cudaEventDestroy(root_fork);
-  roots.clear(), root_streams.clear(), root_joins.clear(), root_fork = nullptr;
+  for (cudaEvent_t e : started) cudaEventDestroy(e);
+  roots.clear(), root_streams.clear(), root_joins.clear(), root_fork = nullptr, started.clear();
 }
 
 void RankDevice::open_root_streams() {
@@ -50,6 +52,29 @@ void RankDevice::abort_comms() {
   roots.clear();
 }
 
+namespace {
+
+// Marks `stream`'s place just before a step's NCCL calls (RankDevice::started[i], made on first use).
+void mark_started(RankDevice& x, size_t i, cudaStream_t stream) {
+  while (x.started.size() <= i) {
+    x.started.push_back(nullptr);
+    TASP_CUDA(cudaEventCreateWithFlags(&x.started.back(), cudaEventDisableTiming));
+  }
+  TASP_CUDA(cudaEventRecord(x.started[i], stream));
+}
+
+}  // namespace
+
+bool transfers_first() {
+  static const bool on = kernels::env_int("TASP_TRANSFERS_FIRST", 1) != 0;
+  return on;
+}
+
+bool reduce_as_broadcast(int ranks) {
+  static const bool on = kernels::env_int("TASP_REDUCE_AS_BCAST", 1) != 0;
+  return on && ranks == 2;
+}
+
 // Collectives of one step, one per root on that root's communicator and stream (CudaOptions::root_comms): forked from
 // the comm stream after what it queued so far, joined back into it before the step's end event.
 template <class Issue>
@@ -57,6 +82,7 @@ void per_root(RankDevice& x, Issue issue) {
   TASP_CUDA(cudaEventRecord(x.root_fork, x.comm));
   for (size_t q = 0; q < x.roots.size(); ++q) {
     TASP_CUDA(cudaStreamWaitEvent(x.root_streams[q], x.root_fork));
+    mark_started(x, q, x.root_streams[q]);
     TASP_NCCL(ncclGroupStart());
     issue(int(q), x.roots[q], x.root_streams[q]);
     TASP_NCCL(ncclGroupEnd());
@@ -147,7 +173,27 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     for (const auto& [step, slot] : ahead) TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.comm));
   };
   const cudaStream_t on = moves || clear_ahead ? x.comm : x.compute;
-  if (moves || clear_ahead) TASP_CUDA(cudaStreamWaitEvent(x.comm, prev_done));
+  // Transfers first (transfers_first()): the step's kernel waits until its NCCL calls are next on their streams, so
+  // that NCCL's CTAs take their SMs before the attention's fill them; a forward's gather waits only for the gather
+  // before it (its slots are its own: nothing a kernel reads is overwritten), not for the previous step's kernel.
+  const bool first = transfers_first() && moves;
+  size_t marks = 0;  // started events recorded for this step
+  // On 2 ranks each owner's sum is the other rank's block (its own is zero): a broadcast from the other rank, which
+  // host memory moves at a broadcast's rate, 1.18x a reduce's (2x H200: 2.18 against 2.58 ms for 64 MiB; a run of
+  // B=1 S=8192 H=32 causal 0.935x, `medium` 0.93x: docs/measurements/executor.md). TASP_REDUCE_AS_BCAST=0: ncclReduce.
+  const bool as_bcast = how == Exchange::ReduceScatter && reduce_as_broadcast(g.n) && !x.roots.empty();
+  // A reduce-scatter sums this rank's own blocks too, as zeros: cleared on the comm stream, ahead of the wait for the
+  // previous step where transfers go first (no kernel writes them).
+  const bool zero_own = moves && how == Exchange::ReduceScatter && !as_bcast;
+  const auto clear_own = [&] {
+    const size_t bytes = size_t(pw.accumulator_bytes);
+    for (int c : planner::collective_pieces(pw.steps[t]))
+      TASP_CUDA(cudaMemsetAsync(static_cast<char*>(buf.rs_send) + se * (size_t(c) * g.n + r) * bytes, 0, se * bytes, x.comm));
+  };
+  if (first && zero_own) clear_own();
+  // (e[1 - kStepEvents]: the previous step's e[1], the end of its transfers)
+  const cudaEvent_t after = first && !bwd && how == Exchange::AllGather && t > 0 ? e[1 - kStepEvents] : prev_done;
+  if (moves || clear_ahead) TASP_CUDA(cudaStreamWaitEvent(x.comm, after));
   if (clear_ahead && !moves) clear();
   TASP_CUDA(cudaEventRecord(e[0], on));
   if (moves && how == Exchange::AllGather) {
@@ -161,7 +207,9 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
           TASP_NCCL(ncclBroadcast(blk, blk, se, kv_type, q, comm, st));
         }
       });
+      marks = x.roots.size();
     } else {
+      mark_started(x, 0, x.comm), marks = 1;
       TASP_NCCL(ncclGroupStart());
       for (int c : pieces)
         TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
@@ -170,11 +218,11 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   } else if (moves && how == Exchange::ReduceScatter) {
     // Every owner's accumulators of piece c in block (c, owner) of rs_send, piece-major (this rank's own block zero:
     // its own accumulators are being computed beside), summed across ranks into rs_recv's block c: what the others
-    // added to this rank's piece c. One reduce-scatter per piece the step moves.
+    // added to this rank's piece c. One reduce-scatter per piece the step moves (or, as_bcast, one broadcast a root).
     const size_t bytes = size_t(pw.accumulator_bytes);
     auto* send = static_cast<char*>(buf.rs_send);
     const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
-    for (int c : pieces) TASP_CUDA(cudaMemsetAsync(send + se * (size_t(c) * g.n + r) * bytes, 0, se * bytes, x.comm));
+    if (!first && zero_own) clear_own();
     for (const auto& tr : pw.steps[t].transfers) {
       if (tr.src != r || written(g.key(tr.owner, tr.piece))) continue;  // (the kernel wrote it there in 16 bits)
       const float* acc = buf.grad + se * s.grad_send.at(g.key(tr.owner, tr.piece));
@@ -185,11 +233,18 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     const ncclDataType_t acc_type = half ? ncclBfloat16 : ncclFloat32;
     if (!x.roots.empty()) {  // block (c, q) of every rank summed into root q's rs_recv block c
       per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
-        for (int c : pieces)
-          TASP_NCCL(ncclReduce(send + se * (size_t(c) * g.n + q) * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
-                               acc_type, ncclSum, q, comm, st));
+        for (int c : pieces) {
+          char* block = send + se * (size_t(c) * g.n + q) * bytes;
+          char* sum = static_cast<char*>(buf.rs_recv) + se * c * bytes;
+          if (as_bcast)  // from the other rank, in place there
+            TASP_NCCL(ncclBroadcast(r == q ? sum : block, r == q ? sum : block, se, acc_type, 1 - q, comm, st));
+          else
+            TASP_NCCL(ncclReduce(block, sum, se, acc_type, ncclSum, q, comm, st));
+        }
       });
+      marks = x.roots.size();
     } else {
+      mark_started(x, 0, x.comm), marks = 1;
       TASP_NCCL(ncclGroupStart());
       for (int c : pieces)
         TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
@@ -208,6 +263,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       ++sends16;
     }
     sends16 = 0;
+    mark_started(x, 0, x.comm), marks = 1;
     TASP_NCCL(ncclGroupStart());
     for (const auto& tr : pw.steps[t].transfers) {
       const long k = g.key(tr.owner, tr.piece);
@@ -236,6 +292,8 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   }
   if (clear_ahead && moves) clear();  // after this step's transfers, not before them
   TASP_CUDA(cudaEventRecord(e[1], on));
+  if (first)
+    for (size_t i = 0; i < marks; ++i) TASP_CUDA(cudaStreamWaitEvent(x.compute, x.started[i]));
   TASP_CUDA(cudaEventRecord(e[2], x.compute));
   for (int slot : s.grad_zero)  // (16-bit accumulators are written, not added to: nothing to clear)
     if (buf.grad && std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end() &&

@@ -51,6 +51,9 @@ struct RankDevice {
   std::vector<cudaStream_t> root_streams;
   std::vector<cudaEvent_t> root_joins;
   cudaEvent_t root_fork = nullptr;
+  // Recorded on each stream that carries a step's NCCL calls just before them (one per root stream, or the comm
+  // stream's): the step's kernel waits for them, so NCCL's CTAs are placed before the attention's (issue_step).
+  std::vector<cudaEvent_t> started;
   std::vector<HeadGroupDevice> groups;
   SeqBuffers seq;  // head-parallel: the layer's side
   cudaEvent_t origin = nullptr, done = nullptr;
@@ -90,8 +93,18 @@ double from_half_bits(uint16_t h, kernels::DType t);
 std::vector<uint16_t> pack_rows(const std::vector<double>& src, const std::vector<planner::Range>& ranges, int B, long S,
                                 long width, long stride, kernels::DType t);
 
+// Whether a step's kernel waits for its NCCL calls to be next on their streams (issue_step; on unless TASP_TRANSFERS_FIRST=0).
+bool transfers_first();
+
+// Whether a reduce-scatter one a root on `ranks` ranks goes as a broadcast from the other rank (2 ranks; on unless
+// TASP_REDUCE_AS_BCAST=0): issue_step, and what `tasp calibrate --measure` times for it (nccl_bench.cpp).
+bool reduce_as_broadcast(int ranks);
+
 // Enqueues step t of a pass on GPU `gpu`'s streams (it runs plan rank r), on buffers `b`, with the step's events
-// `e` (kStepEvents), after `prev_done`.
+// `e` (kStepEvents), after `prev_done`. With transfers_first() the step's kernel waits until the step's NCCL calls are
+// next on their streams (NCCL's CTAs placed first: a kernel that fills every SM, as the forward's persistent grid
+// does, had held a step's collectives back until it ended; shm B=1 S=8192 H=32 causal 0.937x, 2026-11-27), and a
+// forward's gathers follow one another without waiting for the kernels between them.
 void issue_step(RankDevice& x, const RankBuffers& b, const PassWork& pw, const Geometry& g, const planner::Workload& w,
                 int gpu, int r, int t, cudaEvent_t* e, cudaEvent_t prev_done);
 // A head-parallel all-to-all with its copy lists on the device.

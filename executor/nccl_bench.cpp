@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "executor/cuda_rank.hpp"
 #include "kernels/cuda_check.hpp"
 
 namespace tasp::executor {
@@ -42,7 +43,10 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   const double max_bytes = *std::max_element(sizes.begin(), sizes.end());
   const std::vector<std::string> kinds = {"ring", "multi", "pairs", per_root ? "allgather-roots" : "allgather",
                                           per_root ? "reducescatter-roots" : "reducescatter"};
-  std::vector<std::vector<double>> ms(kinds.size() * sizes.size(), std::vector<double>(n));
+  const size_t points = kinds.size() * sizes.size();
+  const int rounds = std::max(1, std::min(iters, 5)), per_round = (std::max(iters, 1) + rounds - 1) / rounds;
+  // [point][round][rank]
+  std::vector<std::vector<std::vector<double>>> ms(points, std::vector<std::vector<double>>(rounds, std::vector<double>(n)));
   std::barrier sync(n);
   std::exception_ptr failure;
   std::mutex lock;
@@ -66,8 +70,13 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
         TASP_CUDA(cudaStreamCreateWithFlags(&rs[q], cudaStreamNonBlocking));
         TASP_CUDA(cudaEventCreateWithFlags(&joins[q], cudaEventDisableTiming));
       }
-      for (size_t k = 0; k < kinds.size(); ++k)
-        for (size_t z = 0; z < sizes.size(); ++z) {
+      // Round by round over every (kind, size), each round starting one step further on: a slow minute of a shared
+      // fabric (loopback sockets drift 2x over minutes, docs/measurements/fabrics.md) lands on every kind alike
+      // instead of on the one measured in it; each point's figure is its rounds' median.
+      for (int round = 0; round < rounds; ++round)
+        for (size_t i = 0; i < points; ++i) {
+          const size_t point = (i + size_t(round) * points / size_t(rounds)) % points;
+          const size_t k = point / sizes.size(), z = point % sizes.size();
           const size_t B = size_t(sizes[z]), part = B / (n - 1);
           auto step = [&] {
             const std::string& kind = kinds[k];
@@ -84,10 +93,14 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
               TASP_CUDA(cudaEventRecord(fork, s));
               for (int q = 0; q < n; ++q) {
                 TASP_CUDA(cudaStreamWaitEvent(rs[q], fork));
+                char* block = send + size_t(q) * part;
                 if (kind == "allgather-roots")
                   TASP_NCCL_B(ncclBroadcast(send, recv + size_t(q) * part, part, ncclChar, q, roots[q][r], rs[q]));
+                else if (cuda::reduce_as_broadcast(n))  // as issue_step moves it: from the other rank, in place there
+                  TASP_NCCL_B(ncclBroadcast(r == q ? recv : block, r == q ? recv : block, part / 2, ncclBfloat16, 1 - q,
+                                            roots[q][r], rs[q]));
                 else
-                  TASP_NCCL_B(ncclReduce(send + size_t(q) * part, recv, part / 2, ncclBfloat16, ncclSum, q, roots[q][r], rs[q]));
+                  TASP_NCCL_B(ncclReduce(block, recv, part / 2, ncclBfloat16, ncclSum, q, roots[q][r], rs[q]));
                 TASP_CUDA(cudaEventRecord(joins[q], rs[q]));
               }
               for (cudaEvent_t j : joins) TASP_CUDA(cudaStreamWaitEvent(s, j));
@@ -111,17 +124,17 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
             }
             TASP_NCCL_B(ncclGroupEnd());
           };
-          for (int i = 0; i < warmup; ++i) step();
+          for (int w = 0; w < (round == 0 ? warmup : std::min(warmup, 1)); ++w) step();
           TASP_CUDA(cudaStreamSynchronize(s));
           sync.arrive_and_wait();
           TASP_CUDA(cudaEventRecord(e0, s));
-          for (int i = 0; i < iters; ++i) step();
+          for (int it = 0; it < per_round; ++it) step();
           TASP_CUDA(cudaEventRecord(e1, s));
           TASP_CUDA(cudaEventSynchronize(e1));
           float t = 0;
           TASP_CUDA(cudaEventElapsedTime(&t, e0, e1));
-          ms[k * sizes.size() + z][r] = t / iters;
-          if (r == 0 && progress) progress(int(k * sizes.size() + z + 1), int(kinds.size() * sizes.size()));
+          ms[point][size_t(round)][r] = t / per_round;
+          if (r == 0 && progress) progress(int(size_t(round) * points + i + 1), int(size_t(rounds) * points));
           sync.arrive_and_wait();
         }
       cudaFree(send), cudaFree(recv);
@@ -143,8 +156,12 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   std::vector<CommMeasurement> out;
   for (size_t k = 0; k < kinds.size(); ++k)
     for (size_t z = 0; z < sizes.size(); ++z) {
-      const auto& v = ms[k * sizes.size() + z];
-      CommMeasurement m{kinds[k], n, sizes[z], 1e3 * *std::max_element(v.begin(), v.end())};
+      std::vector<double> slowest;  // the slowest rank of each round
+      for (const auto& v : ms[k * sizes.size() + z]) slowest.push_back(*std::max_element(v.begin(), v.end()));
+      std::sort(slowest.begin(), slowest.end());
+      const size_t h = slowest.size() / 2;
+      const double median = slowest.size() % 2 ? slowest[h] : (slowest[h - 1] + slowest[h]) / 2;
+      CommMeasurement m{kinds[k], n, sizes[z], 1e3 * median};
       if (verbose)
         std::cerr << "  " << m.kind << " n=" << n << " " << m.bytes / 1048576 << " MiB: " << m.us << " us, "
                   << m.bytes / (m.us * 1e3) << " GB/s\n";

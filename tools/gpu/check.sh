@@ -72,6 +72,13 @@ for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 +
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
+echo "== the executor's defaults turned off (TASP_TRANSFERS_FIRST=0: a step's kernel does not wait for its NCCL calls to"
+echo "   be next; TASP_REDUCE_AS_BCAST=0: a 2-rank reduce one a root as ncclReduce, not a broadcast from the other rank)"
+for v in TASP_TRANSFERS_FIRST=0 TASP_REDUCE_AS_BCAST=0; do
+  w="B=2,S=$((N * 3 * 1000 + 7)),H=8,D=128,causal"
+  check "$v allgather --gather-steps 2,1,1 --root-comms $w" 120 env $v $T run --backend cuda -t $TOPO -s allgather \
+    --gather-steps 2,1,1 --collectives --root-comms -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
+done
 echo "== allgather in pieces (--gather-pieces: each piece gathered and reduce-scattered beside the compute on the ones"
 echo "   before; as collectives, one per piece into piece-major slots), kept K/V and gathered again"
 for w in "B=2,S=$((N * 3 * 1000 + 7)),H=8,Hkv=2,D=128,causal" "B=1,S=$((N * 2 * 300)),H=4,D=64"; do

@@ -41,8 +41,10 @@ void register_calibrate(CLI::App& app) {
                                            "on a communicator of its own, as tasp run then moves collectives on this profile;\n"
                                            "the profile says which: collectives_per_root)");
   cmd->add_option("--ranks", a->ranks, "--measure: GPUs to use (default: all)");
-  cmd->add_option("--iters", a->iters, "--measure: timed repetitions per size")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "--measure: untimed repetitions first")->capture_default_str();
+  cmd->add_option("--iters", a->iters, "--measure: timed repetitions per kind and size, in up to 5 rounds over all\n"
+                                       "of them (a figure is its rounds' median: drift is shared, not pinned on one kind)")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "--measure: untimed repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd->add_option("--csv", a->csv, "--measure: also write the measurements as CSV here");
   cmd->add_option("-o,--output", a->out, "Write the fitted profile YAML here (default: stdout)");
   cmd->add_option("--base", a->base, "Profile whose fields the measurements do not cover are kept (default: built-in)");
@@ -64,7 +66,7 @@ void register_calibrate(CLI::App& app) {
       std::cerr << "calibrate: measuring NCCL steps on " << n << " GPUs\n";
       Progress progress("measuring NCCL steps on " + std::to_string(n) + " GPUs:");
       auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true,
-                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes"); },
+                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes x rounds"); },
                                             !a->one_comm);
       for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
       if (!a->csv.empty())
