@@ -118,7 +118,8 @@ struct Profile {
   ExecutorProfile executor;
   // The figures of the largest measured communicator not larger than `ranks` (else the smallest).
   const CommProfile& comm_for(int ranks) const;
-  // The fastest a GPU of a `ranks` communicator was measured to send, GB/s (the highest point of its curves): what
+  // The fastest a GPU of a `ranks` communicator was measured to send, GB/s (the highest point of its curves, each as
+  // a step of that size delivers it: its bytes over their time at the rate plus the step's start latency): what
   // a run's bytes need at the least (`tasp run` prints the bound beside the time); with `collectives`, NCCL's
   // collectives' rate counts too, and with `reduces_only` (a pass whose collectives all reduce-scatter: an allgather
   // backward on kept K/V) the reduce-scatter's rate instead of the gather's where measured apart: through host memory

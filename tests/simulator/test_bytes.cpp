@@ -102,27 +102,38 @@ TEST(Bytes, PlainMasksPrunedOnRequest) {
 }
 
 // The bytes half of a run's bound (`tasp run`): a profile's fastest measured send rate on a communicator size, the
-// highest point of its one-peer and whole-rank curves.
+// highest point of its one-peer and whole-rank curves as a step of that size delivers it.
 TEST(Bytes, PeakSendRateIsTheProfilesFastestPoint) {
   simulator::Profile p;
   simulator::CommProfile two, eight;
+  two.latency_us = eight.latency_us = 0;  // (a step's latency: below)
   two.ranks = 2, two.flow_cap_gbps.points = {{1 << 20, 120}, {1 << 28, 310}}, two.rank_cap_gbps.points = {{1 << 20, 90}};
   eight.ranks = 8, eight.flow_cap_gbps.points = {{1 << 20, 40}}, eight.rank_cap_gbps.points = {{1 << 28, 350}, {1 << 30, 200}};
   p.comm = {two, eight};
-  EXPECT_EQ(p.peak_send_gbps(2), 310);
-  EXPECT_EQ(p.peak_send_gbps(4), 310);  // the largest measured size not above 4
-  EXPECT_EQ(p.peak_send_gbps(8), 350);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2), 310);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(4), 310);  // the largest measured size not above 4
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(8), 350);
   p.comm[0].collective_gbps.points = {{1 << 28, 400}};  // NCCL's all-gather: counts only for a run that uses it
-  EXPECT_EQ(p.peak_send_gbps(2), 310);
-  EXPECT_EQ(p.peak_send_gbps(2, true), 400);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2), 310);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2, true), 400);
   // A reduce-scatter's own rate: the peak of a pass that only reduce-scatters, and no lower bound for one that gathers.
   p.comm[0].reduce_gbps.points = {{1 << 28, 330}};
-  EXPECT_EQ(p.peak_send_gbps(2, true, true), 330);
-  EXPECT_EQ(p.peak_send_gbps(2, true), 400);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2, true, true), 330);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2, true), 400);
   p.comm[0].reduce_gbps.points = {{1 << 28, 450}};
-  EXPECT_EQ(p.peak_send_gbps(2, true), 450);
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2, true), 450);
   p.comm[0].reduce_gbps = {};
-  EXPECT_EQ(p.peak_send_gbps(2, true, true), 400);  // not measured apart: the gathers' rate
+  EXPECT_DOUBLE_EQ(p.peak_send_gbps(2, true, true), 400);  // not measured apart: the gathers' rate
+  // Each point as a step of its size delivers it, latency included: 256 KiB at 4.6 GB/s past 120 us of latency moved
+  // 1.5 GB/s, 16 MiB at 4.3 moved 4.2 (sockets over loopback, 2026-11-27): the peak is the second.
+  simulator::Profile s;
+  simulator::CommProfile sock;
+  sock.ranks = 2, sock.latency_us = 120, sock.collective_gbps.points = {{1 << 18, 4.6}, {1 << 24, 4.3}};
+  s.comm = {sock};
+  const double at16 = double(1 << 24) / (double(1 << 24) / 4.3e3 + 120) / 1e3;
+  EXPECT_NEAR(s.peak_send_gbps(2, true), at16, 1e-9);
+  EXPECT_LT(at16, 4.3);
+  EXPECT_GT(at16, 4.1);
 }
 
 // Every accumulator choice (`--accumulator fp32|bf16`) moves what it says: the accumulators' bytes scale with their
