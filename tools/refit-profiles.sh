@@ -18,7 +18,8 @@
 #             kernels of CURRENT); the rest of each profile is kept (--base);
 #   fabrics:  the slow fabrics' comm from their NCCL steps (data/fabrics/): sockets on 2x H100 on the H100 profile,
 #             sockets and host memory on 2x H200 on the H200 profile; the 2x H200 ones with the gather measured as one
-#             broadcast a root (allgather-roots rows), so that `tasp run` on those profiles moves collectives so.
+#             broadcast a root (allgather-roots rows), so that `tasp run` on those profiles moves collectives so, and
+#             the reduce as a broadcast from the other rank (reducescatter-roots rows, as tasp run moves it on 2 ranks).
 # Usage: tools/refit-profiles.sh [TASP]   (default build/tools/tasp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,13 +61,16 @@ tasp calibrate --measure there (docs/measurements/data/fabrics/h100x2-socket-ste
 give collective_gbps, the rate of the steps tasp run --collectives runs as NCCL collectives); compute and executor terms the \
 H100 profile's."
 # The 2x H200 host's slow fabrics (sockets, host memory): comm from their NCCL steps there, the rest the H200 profile's.
+# The steps as `tasp calibrate --measure` times them since 2026-11-27: kinds and sizes in rounds (a slow minute of the
+# loopback shared by every kind), each 2-rank reduce as a broadcast from the other rank (as tasp run moves it).
 fabric_h200() {  # fabric, steps' file's date and tag, what NCCL ran over
   $T calibrate --fit $D/fabrics/h200x2-$1-steps-$2.csv --base topologies/h200-hgx-8.profile.yaml \
     -t topologies/h200x2-$1.yaml --name h200x2-$1 -q -o topologies/h200x2-$1.profile.yaml --description \
     "2x H200 with NCCL over $3: comm fitted by tools/refit-profiles.sh from tasp calibrate --measure there \
 (docs/measurements/data/fabrics/h200x2-$1-steps-$2.csv; its gathers, one broadcast a root on a communicator of its own, \
-give collective_gbps and collectives_per_root); compute and executor terms the H200 profile's."
+give collective_gbps and collectives_per_root, its reduces, a broadcast from the other rank, reduce_gbps); compute and \
+executor terms the H200 profile's."
 }
-fabric_h200 socket 2026-11-27-roots "sockets on loopback (NCCL's default socket threads)"
-fabric_h200 shm 2026-11-27-roots "host memory (NCCL_P2P_DISABLE=1)"
+fabric_h200 socket 2026-11-27-interleaved "sockets on loopback (NCCL's default socket threads)"
+fabric_h200 shm 2026-11-27-interleaved "host memory (NCCL_P2P_DISABLE=1)"
 echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml topologies/h200x2-*.profile.yaml"
