@@ -161,10 +161,10 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
       std::sort(slowest.begin(), slowest.end());
       const size_t h = slowest.size() / 2;
       const double median = slowest.size() % 2 ? slowest[h] : (slowest[h - 1] + slowest[h]) / 2;
-      CommMeasurement m{kinds[k], n, sizes[z], 1e3 * median};
-      if (verbose)
+      CommMeasurement m{kinds[k], n, sizes[z], 1e3 * median, 1e3 * slowest.front(), 1e3 * slowest.back()};
+      if (verbose)  // the rounds' range beside the median: how much the fabric drifted while it was measured
         std::cerr << "  " << m.kind << " n=" << n << " " << m.bytes / 1048576 << " MiB: " << m.us << " us, "
-                  << m.bytes / (m.us * 1e3) << " GB/s\n";
+                  << m.bytes / (m.us * 1e3) << " GB/s (rounds " << m.us_min << "-" << m.us_max << " us)\n";
       out.push_back(m);
     }
   return out;

@@ -11,6 +11,7 @@ struct CommMeasurement {
   int ranks = 0;
   double bytes = 0;  // per rank
   double us = 0;     // median over rounds of the slowest rank's mean
+  double us_min = 0, us_max = 0;  // the fastest and the slowest round's
 };
 
 int local_gpu_count();  // 0 without CUDA

@@ -292,6 +292,10 @@ TEST(ProfileYaml, Fuzz) {
 
 TEST(CalibrateCsv, ErrorsNameLineAndColumn) {
   EXPECT_NO_THROW(simulator::read_samples_csv("kind,ranks,bytes,ms\nring,8,1048576,0.07\n", "a.csv"));
+  // As `tasp calibrate --measure --csv` writes them: the rounds' median, then their range, which the fit leaves.
+  const auto ranged = simulator::read_samples_csv("kind,ranks,bytes,ms,ms_min,ms_max\nring,2,1048576,0.07,0.06,0.09\n", "a.csv");
+  ASSERT_EQ(ranged.comm.size(), 1u);
+  EXPECT_DOUBLE_EQ(ranged.comm[0].us, 70);
   const auto gqa = simulator::read_samples_csv("kind,B,H,Hkv,S,D,causal,ms\nattention_bwd,1,32,8,1024,128,0,1\nattention,1,32,,1024,128,0,1\n", "a.csv");
   ASSERT_EQ(gqa.kernel.size(), 2u);
   EXPECT_EQ(gqa.kernel[0].kv_heads(), 8);

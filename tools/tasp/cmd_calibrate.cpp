@@ -71,8 +71,10 @@ void register_calibrate(CLI::App& app) {
       for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
       if (!a->csv.empty())
         write_output(a->csv, [&](std::ostream& o) {
-          o << "kind,ranks,bytes,ms\n";
-          for (const auto& x : m) o << x.kind << "," << x.ranks << "," << std::llround(x.bytes) << "," << x.us / 1e3 << "\n";
+          o << "kind,ranks,bytes,ms,ms_min,ms_max\n";  // (the fit reads ms, the rounds' median; the range is the drift)
+          for (const auto& x : m)
+            o << x.kind << "," << x.ranks << "," << std::llround(x.bytes) << "," << x.us / 1e3 << "," << x.us_min / 1e3 << ","
+              << x.us_max / 1e3 << "\n";
         });
       files = "NCCL steps measured on " + std::to_string(n) + " GPUs";
     }
