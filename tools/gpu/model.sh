@@ -25,7 +25,7 @@ comm() {
   stamp "NCCL steps on $N GPUs (${FABRIC:-nvlink})"
   timeout 500 $T calibrate --measure -t $TOPO --base "$PROFILE" --csv "$OUT/comm.csv" -o "$OUT/comm.profile.yaml" 2>&1 | tail -30
 }
-fitset() { stamp "fit set"; tools/gpu/lib/fit-set.sh "$OUT" "$ITERS" "$HEAT"; }
+fitset() { stamp "fit set on $TOPO (${FABRIC:-nvlink})"; TOPO=$TOPO tools/gpu/lib/fit-set.sh "$OUT" "$ITERS" "$HEAT"; }
 validate() {
   local set=$1 cfgs
   case $set in

@@ -80,8 +80,10 @@ bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;',
 
 # pieces_of "tasp run output": in how many pieces a rank its allgather ran (`run: allgather in P pieces a rank`; 1 for
 # other schemes), for the runs CSV's pieces column (tasp report predicts each row so).
-# "2+1+1" where it gathered them in steps of several (`(gathered in steps of 2+1+1)`).
-pieces_of() { python3 -c "import re,sys; t=sys.stdin.read(); m=re.search(r'in ([0-9]+) pieces a rank', t); s=re.search(r'in steps of ([0-9+]+)', t); print(s.group(1) if s else m.group(1) if m else 1)"; }
+# "2+1+1" where it gathered them in steps of several (`(gathered in steps of 2+1+1)`), read from that line alone: the
+# simulator's "gather pieces 1 (tried, ms: ..., 3 in steps of 2+1: ...)" before it names steps it did not take (until
+# 2026-11-27 a run of 1 piece was so recorded as 2+1).
+pieces_of() { python3 -c "import re,sys; m=re.search(r'in ([0-9]+) pieces a rank(?: \(gathered in steps of ([0-9+]+)\))?', sys.stdin.read()); print((m.group(2) or m.group(1)) if m else 1)"; }
 # pieces_flags PIECES: the simulate/run options for a runs CSV's pieces ("4" or "2+1+1").
 pieces_flags() { case $1 in *+*) echo "--gather-steps ${1//+/,}" ;; *) echo "--gather-pieces $1" ;; esac; }
 
