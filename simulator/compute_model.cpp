@@ -59,6 +59,11 @@ BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const 
 }
 
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, const planner::Mask* mask) {
+  return block_work(p, w, rank, owner, piece, 1, mask);
+}
+
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, int count,
+                     const planner::Mask* mask) {
   BlockWork bw;
   const double per_pair = 4.0 * w.B * w.H * w.D;
   // A head-parallel rank's zigzag shard is its GPUs' chunks (planner/layout.hpp, Split::sub): the same tokens as its
@@ -67,7 +72,18 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
   planner::Split split = planner::split_of(p, w.S);
   if (split.layout == planner::Layout::Zigzag) split.sub = 1;
   const auto q = planner::shard_ranges(split, rank);
-  const auto k = planner::piece_ranges(split, owner, piece);
+  // Pieces [piece, piece + count) of one owner in one launch: the kernels walk them as one run of keys a chunk (pieces
+  // are consecutive parts of each chunk), so the size curves act on their union, not on each piece.
+  std::vector<planner::Range> k = planner::piece_ranges(split, owner, piece);
+  if (count > 1) {
+    const auto last = planner::piece_ranges(split, owner, piece + count - 1);
+    if (last.size() != k.size()) {  // (a document layout's empty parts: piece by piece)
+      BlockWork sum = block_work(p, w, rank, owner, piece, 1, mask);
+      for (int c = 1; c < count; ++c) sum.add(block_work(p, w, rank, owner, piece + c, 1, mask));
+      return sum;
+    }
+    for (size_t h = 0; h < k.size(); ++h) k[h].end = last[h].end;
+  }
   if (w.windowed() || w.packed()) return masked_work(w, mask ? *mask : planner::make_mask(w), q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query
   for (const auto& qr : q)
@@ -181,10 +197,15 @@ double compute_us(const ComputeProfile& cp, const planner::Workload& w, const Bl
   const ComputeRate& r = cp.rate(w.D);
   const double m = math_us(cp, w, sum, r.full_tflops, r.causal_tflops, cp.full_half_len(w.D), cp.causal_half_len(w.D),
                            1 / cp.gqa_fraction(w.D, w.H, w.Hkv, false), false);
-  // The merge into the running fp32 out/LSE is fused into the kernel's epilogue: it reads the running
-  // values and writes them back, hidden under the math unless the block is too small to cover it.
-  const double merge_us = merge ? 2.0 * w.B * w.H * sum.lq * (w.D + 1) * 4.0 / (cp.hbm_gbps * 1e3) : 0;
-  return cp.launch_us + std::max(m, merge_us);
+  return cp.launch_us + m + (merge ? forward_merge_us(cp, w, sum.lq) : 0);
+}
+
+double forward_merge_us(const ComputeProfile& cp, const planner::Workload& w, double lq) {
+  // Fused into the kernel's epilogue, yet not hidden by the math: on 2x H200 NVLink (2026-11-27, `tasp run --steps`,
+  // allgather in pieces) every merging step ran 20-30 us (B=1 S=8192 H=32) and 75-100 us (B=4 H=24) over the
+  // kernel rates, a step of 1/8 of the keys as much as one of all, where the running fp32 out/LSE read and written
+  // at the elementwise rate take 34 and 103 us.
+  return 2.0 * w.B * w.H * lq * (w.D + 1) * 4.0 / (cp.elementwise_gbps * 1e3);
 }
 
 double framework_io_us(const ComputeProfile& cp, const planner::Plan& p, const planner::Workload& w, int rank,

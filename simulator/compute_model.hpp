@@ -46,6 +46,12 @@ double backward_tail_gain(double ctas, double visits, double slots);
 // `mask`: the workload's (planner::make_mask), when the caller keeps one; made here otherwise.
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece,
                      const planner::Mask* mask = nullptr);
+// Pieces [piece, piece + count) of one owner, computed in one launch (a step of several pieces: allgather's
+// --gather-steps). Measured on 2x H200 NVLink (2026-11-27, docs/measurements/model.md): a step of 4 pieces of 1/8 a
+// shard ran as fast as one piece of 1/2 (medium, forward 516 against 548 us), where summing the pieces' blocks had
+// charged each piece's short key run and put 4+2+1+1 35% over its measured time.
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, int count,
+                     const planner::Mask* mask = nullptr);
 // The same for any query and key ranges under the workload's documents and window (mask `m`): exact visible
 // pairs, blocks cut by the mask at the masked-tile rate, fully masked ones free.
 BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const std::vector<planner::Range>& q,
@@ -55,6 +61,8 @@ double piece_bytes(const planner::Plan& p, const planner::Workload& w, int owner
 double grad_bytes(const planner::Plan& p, const planner::Workload& w, int owner, int piece);
 double shard_tokens(const planner::Plan& p, const planner::Workload& w, int rank);
 
+// A merging forward launch's read and write of the running fp32 out and LSE of its `lq` query rows.
+double forward_merge_us(const ComputeProfile& cp, const planner::Workload& w, double lq);
 // One launch over a rank's work list in a step (items summed into `sum`, lk = all pieces' tokens),
 // with the merge into the running out/LSE (when `merge`: not the rank's first compute) fused in.
 double compute_us(const ComputeProfile& cp, const planner::Workload& w, const BlockWork& sum, bool merge);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "planner/collective.hpp"
@@ -55,10 +56,11 @@ struct PassModel {
   double launch_us(const BlockWork& work, bool first) const {
     return bwd() ? backward_compute_us(prof.compute, w, work, first) : compute_us(prof.compute, w, work, !first);
   }
-  // Its fixed part (launch; the backward's row sums), the rest being math.
+  // Its fixed part (launch; the backward's row sums; the forward's merge into the running out), the rest being math.
   double fixed_us(const BlockWork& work, bool first) const {
     if (work.flops() <= 0) return 0;
-    return bwd() ? backward_fixed_us(prof.compute, w, work.lq, first) : prof.compute.launch_us;
+    if (bwd()) return backward_fixed_us(prof.compute, w, work.lq, first);
+    return prof.compute.launch_us + (first ? 0 : forward_merge_us(prof.compute, w, work.lq));
   }
   // The share of the math the sustained clock adds (0 at the boost clock).
   double clock_share() const { return 1 - clock_factor; }
@@ -108,9 +110,8 @@ SimResult simulate_symmetric_ring_flow(const PassModel& m, const Network& net, i
   // Off the diagonal the causal backward's shapes differ by rank (see simulate()): a rank's pieces from
   // earlier owners leave it half the keys, from later ones half the queries; the slower pure kind paces a
   // step here (an upper bound: a rank's pieces of a step come from owners of both kinds).
-  BlockWork diag, off, off_other;
+  BlockWork diag = block_work(p, w, 0, 0, 0, k), off, off_other;  // (the own pieces: one walk, as simulate_general)
   for (int c = 0; c < k; ++c) {
-    diag.add(block_work(p, w, 0, 0, c));
     off.add(block_work(p, w, 0, n > 1 ? 1 : 0, c));
     if (n > 1) off_other.add(block_work(p, w, 1, 0, c));
   }
@@ -311,8 +312,21 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
         if (prev_dur[r] > -kInf) comm_end[r] = std::max(ready[r], t_min + prev_dur[r]);
     }
     for (auto& bw : work) bw = BlockWork{};
-    for (const auto& c : s.compute) {
-      work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece, &m.mask));
+    // Runs of consecutive pieces of one owner in consecutive slots are one walk of the kernel (block_work with a
+    // count): a rank's own pieces, and the pieces an allgather step gathers (slots in piece order); a ring's pieces
+    // of one owner arrive by different rings into slots of their own.
+    const bool gathered = p.schedule == "allgather";
+    std::map<std::pair<int, int>, std::vector<int>> pieces;  // (rank, owner) -> pieces
+    for (const auto& c : s.compute) pieces[{c.rank, c.owner}].push_back(c.piece);
+    for (auto& [ro, ks] : pieces) {
+      const auto [rank, owner] = ro;
+      std::sort(ks.begin(), ks.end());
+      for (size_t i = 0; i < ks.size();) {
+        size_t j = i + 1;
+        while (j < ks.size() && (gathered || owner == rank) && ks[j] == ks[i] + int(j - i)) ++j;
+        work[rank].add(block_work(p, w, rank, owner, ks[i], int(j - i), &m.mask));
+        i = j;
+      }
     }
     for (int r = 0; r < n; ++r) {
       const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r), p.ulysses > 1) : 0;

@@ -322,7 +322,7 @@ def test_close_frees_plans_then_the_group_and_refuses_later_calls(one_process_gr
 
 def test_gather_pieces_reach_the_plan(one_process_group):
     """Context(gather_pieces=P) plans allgather in P pieces a rank; None (the default) leaves the count to the
-    simulator, which over the 2x H200 socket fabric's profile cuts qwen3_14b in 3 gathered in steps of 2, 1 and
+    simulator, which over the 2x H200 socket fabric's profile cuts qwen3_14b in 8 gathered in steps of 4, 2, 1, 1 and
     keeps 1 through host memory (both as measured, docs/measurements/executor.md)."""
     import os
     import tasp
@@ -335,9 +335,9 @@ def test_gather_pieces_reach_the_plan(one_process_group):
     assert opts["gather_steps"] == [3, 1]
     info = tasp.Plan("complete:2", "allgather", w, **opts).info
     assert (info["pieces_per_rank"], info["gather_steps"]) == (4, [3, 1])
-    for fabric, want in (("socket", 3), ("shm", 1)):
+    for fabric, want in (("socket", 8), ("shm", 1)):
         t = os.path.join(src, f"h200x2-{fabric}.yaml")
         plan = tasp.Plan(t, "allgather", w, profile=os.path.join(src, f"h200x2-{fabric}.profile.yaml"))
         assert plan.info["pieces_per_rank"] == want, (fabric, plan.info["detail"])
-        assert plan.info["gather_steps"] == ([2, 1] if fabric == "socket" else []), plan.info["detail"]
+        assert plan.info["gather_steps"] == ([4, 2, 1, 1] if fabric == "socket" else []), plan.info["detail"]
         assert "gather pieces" in plan.info["detail"]

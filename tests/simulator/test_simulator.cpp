@@ -145,8 +145,10 @@ TEST(Engine, RingOnCompleteGraphByHand) {
   planner::Workload w = planner::parse_workload("B=1,S=4096,H=1,D=128");
   const double bytes = 1024.0 * 128 * 2 * 2;
   const double comm = 10 + bytes / 40e3;                     // latency + bytes at the flow cap
-  const double comp = 2 + 4.0 * 1024 * 1024 * 128 / 100e6;  // launch + FLOPs at 100 TF/s
-  const double expect = 3 * std::max(comm, comp) + comp;    // 3 exchanging steps, the last computes only
+  const double comp0 = 2 + 4.0 * 1024 * 1024 * 128 / 100e6;  // launch + FLOPs at 100 TF/s
+  // Every later step also merges into the running out and LSE: 1024 rows of 129 fp32, read and written.
+  const double comp = comp0 + 2.0 * 1024 * 129 * 4 / (prof.compute.elementwise_gbps * 1e3);
+  const double expect = std::max(comm, comp0) + 2 * std::max(comm, comp) + comp;  // 3 exchanging steps, the last computes only
   for (int expand : {128, 0}) {  // the general engine (expanded plan) and the ring-flow one (compact)
     planner::PlanOptions o;
     o.expand_max_ranks = expand;
@@ -155,8 +157,8 @@ TEST(Engine, RingOnCompleteGraphByHand) {
     EXPECT_EQ(r.symmetric_fast_path, expand == 0);
     EXPECT_NEAR(r.total_us, expect, 1e-6);
     EXPECT_NEAR(r.comm_us, 3 * comm, 1e-6);
-    EXPECT_NEAR(r.compute_us, 4 * comp, 1e-6);
-    EXPECT_NEAR(r.exposed_comm_us, expect - 4 * comp, 1e-6);
+    EXPECT_NEAR(r.compute_us, comp0 + 3 * comp, 1e-6);
+    EXPECT_NEAR(r.exposed_comm_us, expect - comp0 - 3 * comp, 1e-6);
     EXPECT_NEAR(r.timeline.per_rank[2][1].comm_end_us - r.timeline.per_rank[2][1].comm_start_us, comm, 1e-6);
     // Bound: each rank receives 3 pieces through its 100 GB/s port.
     EXPECT_NEAR(r.bound.comm_us, 3 * bytes / 100e3, 1e-6);
@@ -287,9 +289,10 @@ TEST(Engine, ExecutorGapsAndSustainedClockByHand) {
   prof.executor = {7, 0, 3};
   planner::Workload w = planner::parse_workload("B=1,S=4096,H=1,D=128");
   const double bytes = 1024.0 * 128 * 2 * 2, comm = 10 + bytes / 40e3, math = 4.0 * 1024 * 1024 * 128 / 100e6;
+  const double merge = 2.0 * 1024 * 129 * 4 / (prof.compute.elementwise_gbps * 1e3);  // steps after the first (memory)
   for (simulator::Clock clock : {simulator::Clock::Sustained, simulator::Clock::Boost}) {
-    const double m = clock == simulator::Clock::Sustained ? 2 * math : math, comp = 2 + m;
-    const double expect = std::max(comm, 7 + comp) + 2 * std::max(comm, comp) + comp + 3 * 3;
+    const double m = clock == simulator::Clock::Sustained ? 2 * math : math, comp0 = 2 + m, comp = comp0 + merge;
+    const double expect = std::max(comm, 7 + comp0) + 2 * std::max(comm, comp) + comp + 3 * 3;
     for (int expand : {128, 0}) {
       planner::PlanOptions o;
       o.expand_max_ranks = expand;
@@ -300,9 +303,9 @@ TEST(Engine, ExecutorGapsAndSustainedClockByHand) {
       SCOPED_TRACE(expand);
       EXPECT_NEAR(r.total_us, expect, 1e-6);
       EXPECT_NEAR(r.timeline.per_rank[1][0].compute_start_us, 7, 1e-9);
-      EXPECT_NEAR(r.timeline.per_rank[1][1].comm_start_us, std::max(comm, 7 + comp) + 3, 1e-9);
+      EXPECT_NEAR(r.timeline.per_rank[1][1].comm_start_us, std::max(comm, 7 + comp0) + 3, 1e-9);
       const auto& x = r.terms;
-      EXPECT_NEAR(x.launch_us, 4 * 2, 1e-9);
+      EXPECT_NEAR(x.launch_us, 4 * 2 + 3 * merge, 1e-9);
       EXPECT_NEAR(x.math_us, 4 * math, 1e-6);
       EXPECT_NEAR(x.clock_us, clock == simulator::Clock::Sustained ? 4 * math : 0, 1e-6);
       EXPECT_NEAR(x.executor_us, 7 + 3 * 3, 1e-9);
