@@ -318,8 +318,8 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
     for (int grp = 0; grp < G; ++grp) {
       std::vector<cuda::RankBuffers> bufs(n);
       for (int gpu : local) bufs[gpu] = R[gpu].groups[grp].buf;
-      fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u, collectives);
-      if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u, collectives);
+      fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u, collectives, root_comms);
+      if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u, collectives, root_comms);
       for (auto& steps : bwd[grp].bwd)
         for (auto& b : steps) b.deterministic = opt_.deterministic;
       if (u > 1)

@@ -85,8 +85,10 @@ bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows) 
   return end >= q_rows;
 }
 
-Exchange exchange_of(const planner::Step& s, int n, int P) {
-  switch (planner::collective_of(s, n, P)) {
+Exchange exchange_of(const planner::Step& s, int n, int P, bool per_root) {
+  planner::Collective c = planner::collective_of(s, n, P);
+  if (c == planner::Collective::None && per_root) c = planner::per_root_of(s, n, P);
+  switch (c) {
     case planner::Collective::AllGather: return Exchange::AllGather;
     case planner::Collective::ReduceScatter: return Exchange::ReduceScatter;
     default: return Exchange::PointToPoint;
@@ -127,7 +129,8 @@ std::map<std::pair<int, long>, uint16_t*> sends_into_staging(PassWork& pw, int g
 }  // namespace
 
 PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Workload& w, const Geometry& g,
-                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u, bool collectives) {
+                        const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u, bool collectives,
+                        bool per_root) {
   PassWork pw;
   pw.pass = pass;
   pw.accumulator_bytes = p.accumulator_bytes;
@@ -137,7 +140,7 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   for (int t = 0; t < steps; ++t) {
     planner::Step scratch;
     pw.steps[t] = planner::step_at(p, t, scratch, pass);
-    if (collectives) pw.exchange[t] = exchange_of(pw.steps[t], p.ranks, p.pieces_per_rank);
+    if (collectives) pw.exchange[t] = exchange_of(pw.steps[t], p.ranks, p.pieces_per_rank, per_root);
   }
   const bool bwd = pass == Pass::Bwd;
   const planner::Mask mask = planner::make_mask(w);

@@ -79,7 +79,9 @@ struct OwnMessage {
 // owner's pieces is one ncclReduceScatter; NCCL runs both faster than grouped send/recv over sockets (1.45x at
 // 256 MiB on 2 GPUs, docs/measurements/fabrics.md). Anything else: point to point.
 enum class Exchange { PointToPoint, AllGather, ReduceScatter };
-Exchange exchange_of(const planner::Step& s, int n, int P);
+// `per_root`: the ranks hold a communicator a root (CudaOptions::root_comms), so a step whose owners do not all send
+// (planner::per_root_of) still goes as their broadcasts or reduces.
+Exchange exchange_of(const planner::Step& s, int n, int P, bool per_root = false);
 
 // Per GPU: GPU x runs plan rank x / u (head-parallel plans: groups of u GPUs; otherwise u = 1, GPU = rank).
 struct PassWork {
@@ -127,10 +129,11 @@ size_t dq_tiles(const planner::Mask& m, const std::vector<planner::Range>& qrang
 bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows);
 
 // `local`: the GPUs this process drives; `bufs`: their buffers, indexed by GPU; `w`: one GPU's workload;
-// `collectives`: all-gather and reduce-scatter steps as NCCL collectives, K/V slots by owner (plan_slots by_owner).
+// `collectives`: all-gather and reduce-scatter steps as NCCL collectives, K/V slots by owner (plan_slots by_owner);
+// `per_root`: with a communicator a root, also steps in which not every owner sends (exchange_of).
 PassWork make_pass_work(const planner::Plan& p, planner::Pass pass, const planner::Workload& w, const Geometry& g,
                         const std::vector<int>& local, const std::vector<RankBuffers>& bufs, int u = 1,
-                        bool collectives = false);
+                        bool collectives = false, bool per_root = false);
 
 // Moves GPU `gpu`'s work lists from K/V slots at `from` to the same slots at `to` (`bytes` long): the K and V of every
 // piece that lies in [from, from + bytes). A rank runner points each call's work at the caller's `saved` buffer, so

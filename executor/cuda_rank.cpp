@@ -200,9 +200,9 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
     // them, which the all-gather fills in place; one all-gather per piece the step moves.
     const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
-    if (!x.roots.empty()) {  // block (c, q) of every rank from root q, in place
+    if (!x.roots.empty()) {  // block (c, q) of every rank from root q, in place (the pieces root q sends this step)
       per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
-        for (int c : pieces) {
+        for (int c : planner::collective_pieces(pw.steps[t], q)) {
           auto* blk = kv + se * (size_t(c) * g.n + q);
           TASP_NCCL(ncclBroadcast(blk, blk, se, kv_type, q, comm, st));
         }
@@ -231,9 +231,9 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
     const ncclDataType_t acc_type = half ? ncclBfloat16 : ncclFloat32;
-    if (!x.roots.empty()) {  // block (c, q) of every rank summed into root q's rs_recv block c
+    if (!x.roots.empty()) {  // block (c, q) of every rank summed into root q's rs_recv block c (q's pieces moved)
       per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
-        for (int c : pieces) {
+        for (int c : planner::collective_pieces(pw.steps[t], q)) {
           char* block = send + se * (size_t(c) * g.n + q) * bytes;
           char* sum = static_cast<char*>(buf.rs_recv) + se * c * bytes;
           if (as_bcast)  // from the other rank, in place there

@@ -41,8 +41,9 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   std::vector<std::vector<ncclComm_t>> roots(per_root ? n : 0, std::vector<ncclComm_t>(n));  // [root][rank]
   for (auto& c : roots) TASP_NCCL_B(ncclCommInitAll(c.data(), n, devs.data()));
   const double max_bytes = *std::max_element(sizes.begin(), sizes.end());
-  const std::vector<std::string> kinds = {"ring", "multi", "pairs", per_root ? "allgather-roots" : "allgather",
-                                          per_root ? "reducescatter-roots" : "reducescatter"};
+  std::vector<std::string> kinds = {"ring", "multi", "pairs", per_root ? "allgather-roots" : "allgather",
+                                    per_root ? "reducescatter-roots" : "reducescatter"};
+  if (per_root) kinds.push_back("broadcast-one-root");  // root 0's alone (CommProfile::one_root_gbps)
   const size_t points = kinds.size() * sizes.size();
   const int rounds = std::max(1, std::min(iters, 5)), per_round = (std::max(iters, 1) + rounds - 1) / rounds;
   // [point][round][rank]
@@ -87,6 +88,10 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
             // Reductions in bf16, as the accumulators travel (part / 2 elements a part).
             if (kind == "reducescatter") {
               TASP_NCCL_B(ncclReduceScatter(send, recv, part / 2, ncclBfloat16, ncclSum, comms[r], s));
+              return;
+            }
+            if (kind == "broadcast-one-root") {  // as a step in which only root 0 sends (a pruned plan's)
+              TASP_NCCL_B(ncclBroadcast(send, recv, part, ncclChar, 0, roots[0][r], s));
               return;
             }
             if (kind == "allgather-roots" || kind == "reducescatter-roots") {  // as cuda_rank.cpp's per_root

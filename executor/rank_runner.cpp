@@ -295,10 +295,11 @@ void make_work_lists(RankRunner& s, const void* kv) {
   std::vector<cuda::RankBuffers> bufs(s.plan.ranks);
   bufs[s.r] = s.x.groups[0].buf;
   bufs[s.r].kv = const_cast<void*>(kv);
-  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs, 1, s.collectives);
+  const bool per_root = !s.x.roots.empty();
+  s.fwd = cuda::make_pass_work(s.plan, Pass::Fwd, s.w, s.g, {s.r}, bufs, 1, s.collectives, per_root);
   if (!s.stage_own) s.fwd.first_hop = cuda::first_hop_messages(s.g);
   if (s.plan.has_backward) {
-    s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs, 1, s.collectives);
+    s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs, 1, s.collectives, per_root);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
     // runner_backward's casts make them; a last step that reduce-scatters adds what it receives itself (issue_step)
     if (s.bwd.exchange.empty() || s.bwd.exchange.back() != cuda::Exchange::ReduceScatter)

@@ -37,6 +37,17 @@ std::string check_split(const Split& s) {
     return {};
   }
   const long parts = s.layout == Layout::Zigzag ? 2L * s.n * s.sub : s.n;
+  if (s.by_chunk) {
+    const long chunks = s.layout == Layout::Zigzag ? 2L * s.sub : 1;
+    if (s.layout == Layout::ZigzagDocs) return "pieces by chunk: not for the zigzag-docs layout";
+    if (s.pieces % chunks != 0)
+      return "pieces by chunk: " + std::to_string(s.pieces) + " pieces a rank do not divide among its " +
+             std::to_string(chunks) + " chunks";
+    if (s.S / parts < s.pieces / chunks)
+      return "S=" + std::to_string(s.S) + " leaves fewer than " + std::to_string(s.pieces / chunks) +
+             " tokens per chunk for its pieces: S must be at least " + std::to_string(parts * s.pieces / chunks);
+    return {};
+  }
   if (s.S / parts < s.pieces)
     return "S=" + std::to_string(s.S) + " leaves fewer than " + std::to_string(s.pieces) + " tokens per " +
            (s.layout == Layout::Zigzag ? "zigzag chunk (2 per rank)" : "shard") + " for " + std::to_string(s.pieces) +
@@ -66,6 +77,14 @@ std::vector<Range> shard_ranges(const Split& s, int r) {
 
 std::vector<Range> piece_ranges(const Split& s, int r, int p) {
   std::vector<Range> out;
+  if (s.by_chunk && s.layout != Layout::ZigzagDocs) {  // slice p % per of chunk p / per (check_split: per whole)
+    const std::vector<Range> chunks = shard_ranges(s, r);
+    const int per = std::max(1, s.pieces / int(chunks.size()));
+    const Range h = chunks.at(std::min(size_t(p / per), chunks.size() - 1));
+    const long len = h.size(), j = p % per;
+    out.push_back({h.begin + len * j / per, h.begin + len * (j + 1) / per});
+    return out;
+  }
   for (Range h : shard_ranges(s, r)) {
     const long len = h.size();
     const Range x{h.begin + len * p / s.pieces, h.begin + len * (p + 1) / s.pieces};

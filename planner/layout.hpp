@@ -1,5 +1,6 @@
 #pragma once
-// Which tokens each rank and each KV piece holds. Pieces of a zigzag shard take a slice of both halves,
+// Which tokens each rank and each KV piece holds. Pieces of a zigzag shard take a slice of both halves (or, by chunk,
+// of one; Plan::pieces_by_chunk),
 // so every piece carries the same causal work.
 #include <string>
 #include <vector>
@@ -27,8 +28,11 @@ struct Split {
   long S = 0;
   const std::vector<long>* docs = nullptr;  // ZigzagDocs: the documents' lengths
   int sub = 1;
+  bool by_chunk = false;  // Plan::pieces_by_chunk: a piece is a slice of one chunk, the chunks' pieces in turn
 };
-inline Split split_of(const Plan& p, long S) { return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs, p.ulysses}; }
+inline Split split_of(const Plan& p, long S) {
+  return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs, p.ulysses, p.pieces_by_chunk};
+}
 
 // Empty string if S tokens give every piece a token in this split; else why not.
 std::string check_split(const Split& s);

@@ -69,6 +69,10 @@ struct Plan {
   // allgather: how many of the pieces each forward step gathers, summing to pieces_per_rank (e.g. 3, 2, 1: the
   // exposed last step small); the keeping backward takes the sizes in reverse (1, 2, 3). Empty: one piece a step.
   std::vector<int> gather_steps;
+  // Each piece inside one chunk of its rank's zigzag shard (pieces [0, P/2) of the first chunk, [P/2, P) of the
+  // second) instead of a slice of both: under a causal mask a rank's late chunk is then whole pieces that the ranks
+  // before it never see, which pruning drops (allgather pruned for the plain causal mask, planner/prune.hpp).
+  bool pieces_by_chunk = false;
   std::vector<std::vector<int>> rings;
   // The forward. (Kept as plain fields: `steps`, `schedule`, `step_count` are the /1 format's names.)
   std::vector<Step> steps;

@@ -93,6 +93,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
     << ",\n\"causal\": " << (p.causal ? "true" : "false") << ",\n\"layout\": " << quoted(layout_name(p.layout))
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
   if (!p.gather_steps.empty()) o << ",\n\"gather_steps\": [" << join_numbers(p.gather_steps) << "]";
+  if (p.pieces_by_chunk) o << ",\n\"pieces_by_chunk\": true";
   if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_numbers(p.layout_docs) << "]";
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (p.head_groups != 1) o << ",\n\"head_groups\": " << p.head_groups;
@@ -136,6 +137,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
     << "\ncausal: " << (p.causal ? "true" : "false") << "\nlayout: " << layout_name(p.layout)
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
   if (!p.gather_steps.empty()) o << "gather_steps: [" << join_numbers(p.gather_steps) << "]\n";
+  if (p.pieces_by_chunk) o << "pieces_by_chunk: true\n";
   if (!p.layout_docs.empty()) o << "layout_docs: [" << join_numbers(p.layout_docs) << "]\n";
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (p.head_groups != 1) o << "head_groups: " << p.head_groups << "\n";
@@ -183,6 +185,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
   bool null() override { return fail("null is not allowed here"); }
   bool boolean(bool v) override {
     if (path() == "causal") return plan.causal = v, advance(), true;
+    if (path() == "pieces_by_chunk") return plan.pieces_by_chunk = v, advance(), true;
     if (path() == "backward.keeps_kv") return plan.backward.keeps_kv = v, advance(), true;
     return fail("unexpected true/false");
   }
@@ -259,7 +262,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
                                               "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
-                                              "head_groups", "pruned_for", "layout_docs", "gather_steps"};
+                                              "head_groups", "pruned_for", "layout_docs", "gather_steps", "pieces_by_chunk"};
     static const std::vector<std::string> pf{"S", "window", "docs"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count", "keeps_kv"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};

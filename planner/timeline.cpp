@@ -50,6 +50,13 @@ Timeline::PassBytes Timeline::busiest_sent() const {
   return most;
 }
 
+Timeline::PassBytes Timeline::total_sent() const {
+  PassBytes all;
+  for (const auto& rank : per_rank)
+    for (size_t s = 0; s < rank.size(); ++s) (backward_step(int(s)) ? all.bwd : all.fwd) += rank[s].bytes;
+  return all;
+}
+
 Timeline::PerPass Timeline::slowest_compute() const {
   PerPass most;
   for (const auto& rank : per_rank) {
@@ -61,15 +68,20 @@ Timeline::PerPass Timeline::slowest_compute() const {
   return most;
 }
 
-RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps) {
-  const Timeline::PerPass sent = t.busiest_sent(), kernels = t.slowest_compute();
+RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps, double alone_gbps) {
+  const Timeline::PerPass sent = t.busiest_sent(), all = t.total_sent(), kernels = t.slowest_compute();
   if (bwd_peak_gbps < 0) bwd_peak_gbps = peak_gbps;
+  const double n = double(std::max<size_t>(1, t.per_rank.size()));
   auto at = [](double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e3) : 0.0; };
+  auto pass_us = [&](double busiest, double total, double peak) {
+    return alone_gbps > 0 ? std::max(at(busiest, std::max(alone_gbps, peak)), at(total, n * peak)) : at(busiest, peak);
+  };
+  const double fwd = pass_us(sent.fwd, all.fwd, peak_gbps), bwd = pass_us(sent.bwd, all.bwd, bwd_peak_gbps);
   RunBound b;
   b.kernels_us = t.compute_us();
-  b.bytes_us = at(sent.fwd, peak_gbps) + at(sent.bwd, bwd_peak_gbps);
+  b.bytes_us = fwd + bwd;
   b.whole_us = std::max(b.kernels_us, b.bytes_us);
-  b.per_pass_us = std::max(kernels.fwd, at(sent.fwd, peak_gbps)) + std::max(kernels.bwd, at(sent.bwd, bwd_peak_gbps));
+  b.per_pass_us = std::max(kernels.fwd, fwd) + std::max(kernels.bwd, bwd);
   return b;
 }
 

@@ -39,8 +39,9 @@ struct Timeline {
     double fwd = 0, bwd = 0;
   };
   using PassBytes = PerPass;
-  // The bytes the busiest GPU sends in each pass (what `run` and `simulate` print beside the time).
+  // The bytes the busiest GPU sends in each pass (what `run` and `simulate` print beside the time); every GPU's, summed.
   PassBytes busiest_sent() const;
+  PassBytes total_sent() const;
   // The slowest rank's summed compute in each pass (kernels and closing work).
   PerPass slowest_compute() const;
 };
@@ -56,8 +57,11 @@ struct RunBound {
   double per_pass_us = 0;               // the passes' max(kernels, bytes), summed
 };
 // `peak_gbps`: the fastest a GPU sends (GB/s; 0: bytes bound nothing); `bwd_peak_gbps` the backward's where it differs
-// (< 0: the same).
-RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps = -1);
+// (< 0: the same). `alone_gbps` > 0: the GPUs share one medium (host memory), on which a GPU sends at most that fast
+// while the others are idle and all of them together at most n x the peaks: a pass's bytes then take the longer of
+// the busiest GPU's at `alone_gbps` and every GPU's at n x the peak (for a symmetric exchange the peak's figure, as
+// without it; for one pruned for its mask, where some GPUs send less, the tighter of the two).
+RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps = -1, double alone_gbps = 0);
 
 void write_timeline_json(std::ostream& o, const Timeline& t);
 // Chrome trace (Perfetto): one process per rank, comm and compute as two threads.

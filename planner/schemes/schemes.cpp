@@ -76,7 +76,11 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   else if (scheme == "allgather") {
     if (o.gather_pieces < 1 || o.gather_pieces > 64) throw InputError("allgather: gather pieces must be 1 to 64");
     if (const std::string e = gather_steps_error(o.gather_steps, o.gather_pieces); !e.empty()) throw InputError("allgather: " + e);
-    p = build_allgather(n, o.causal, layout, ex, o.gather_pieces, o.gather_steps);
+    // Pruned for the causal mask (below), a zigzag shard's pieces are cut by chunk: 1 piece is one a chunk.
+    const bool by_chunk = o.prune_plain && o.causal && layout == Layout::Zigzag && n > 1 && !o.workload.windowed() &&
+                          !o.workload.packed();
+    const int pieces = by_chunk && o.gather_pieces == 1 ? 2 : o.gather_pieces;
+    p = build_allgather(n, o.causal, layout, ex, pieces, o.gather_steps);
   }
   else if (scheme == "hamilton") p = build_hamilton(t, o.causal, layout, ex);
   else p = build_two_level(t, o.causal, layout, ex);
@@ -87,13 +91,26 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
     p.layout = layout;  // also for the zigzag scheme: ring flow over either zigzag
     p.layout_docs = o.workload.docs.empty() ? std::vector<long>{o.workload.S} : o.workload.docs;
   }
-  // allgather keeps its forward's K/V instead: pruning would cost it a second gather (PlanOptions::prune_plain).
-  const bool prune_plain = o.prune_plain && scheme != "allgather";
-  const bool masked = o.workload.S > 0 && (o.workload.windowed() || o.workload.packed() || prune_plain);
+  // allgather prunes for the plain mask only when causal, its pieces cut by chunk (Plan::pieces_by_chunk): on 2 ranks a
+  // zigzag rank's late chunk is then whole pieces the other rank never sees, half of what it sends, and the backward
+  // keeps the forward's K/V as unpruned (no piece it computes on was left behind). Through host memory both
+  // directions share one medium: a 64 MiB broadcast took 2.42 ms beside 64 MiB the other way, 1.93 beside 32
+  // (2x H200, 2026-11-27, docs/measurements/fabrics.md).
+  const bool gather = scheme == "allgather";
+  const bool prune_plain = o.prune_plain && (!gather || o.causal);
+  const bool mask_given = o.workload.windowed() || o.workload.packed();
+  const bool masked = o.workload.S > 0 && (mask_given || prune_plain);
+  if (gather && prune_plain && !mask_given && n > 1) {
+    if (layout == Layout::Zigzag && p.pieces_per_rank % 2 != 0)
+      throw InputError("allgather: pruned for the causal mask, its pieces are cut by zigzag chunk: gather pieces must be "
+                       "even (or 1: one a chunk), not " + std::to_string(p.pieces_per_rank));
+    p.pieces_by_chunk = layout == Layout::Zigzag;
+  }
   if (o.backward) {
-    const int acc = o.accumulator_bytes ? o.accumulator_bytes : scheme == "allgather" && n > 1 ? 2 : 4;
-    // Kept K/V: not with pruning, whose backward moves K/V pieces on its own terms (planner/prune.hpp).
-    add_backward(p, acc, o.keep_kv && !masked);
+    const int acc = o.accumulator_bytes ? o.accumulator_bytes : gather && n > 1 ? 2 : 4;
+    // Kept K/V: not with a mask's pruning, whose backward moves K/V pieces on its own terms (planner/prune.hpp), but
+    // with allgather's for the plain causal mask (above).
+    add_backward(p, acc, o.keep_kv && (!masked || (gather && !mask_given)));
     if (p.backward.keeps_kv && o.memory_budget_bytes > 0 && o.workload.S > 0 &&
         peak_rank_memory(p, o.workload, {true, true}).total() > o.memory_budget_bytes)
       add_backward(p, acc, false);

@@ -228,7 +228,7 @@ TEST(CpuExecutor, PlainMasksPrunedOnRequestAreExact) {
     for (const char* s : {"ring", "zigzag", "hamilton"}) cases.push_back({"complete:" + std::to_string(n), s});
   cases.push_back({"cluster:2x4", "two-level"});
   cases.push_back({"complete:4", "usp"});
-  cases.push_back({"complete:2", "allgather"});  // not pruned: it keeps the forward's K/V instead
+  for (int n : {2, 3, 4}) cases.push_back({"complete:" + std::to_string(n), "allgather"});  // causal: by chunk, K/V kept
   for (const Case& c : cases)
     for (bool causal : {false, true}) {
       if (c.scheme == "zigzag" && !causal) continue;
@@ -242,7 +242,13 @@ TEST(CpuExecutor, PlainMasksPrunedOnRequestAreExact) {
       const Plan p = build_plan(t, c.scheme, o);
       SCOPED_TRACE(c.topology + " " + c.scheme + (causal ? " causal" : " full"));
       ASSERT_EQ(verify_plan(p), "");
-      if (c.scheme == "allgather") EXPECT_TRUE(p.backward.keeps_kv && !p.pruned.any());
+      if (c.scheme == "allgather") {
+        // Pruned for a causal mask only, its zigzag pieces cut by chunk and the forward's K/V kept; a full mask
+        // leaves it whole.
+        EXPECT_TRUE(p.backward.keeps_kv);
+        EXPECT_EQ(p.pruned.any(), causal);
+        EXPECT_EQ(p.pieces_by_chunk, causal);
+      }
       else if (c.scheme != "usp") EXPECT_TRUE(p.pruned.any());
       check_plan(p, w, "fp64", 1e-10, c.scheme);
     }

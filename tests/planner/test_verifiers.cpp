@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "planner/collective.hpp"
 #include "planner/decomposition.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
@@ -242,6 +243,58 @@ TEST(PlanIo, PrunedPlansRoundTripAndAreCheckedAgainstTheirMask) {
 // The zigzag-docs layout: every document in 2n chunks, rank r holding chunks r and 2n-1-r of each; every token
 // on exactly one rank and in exactly one of its pieces; the documents survive JSON and YAML; a plan without
 // them (or with lengths that do not sum to S) is refused with the reason.
+// allgather pruned for the plain causal mask cuts its zigzag pieces by chunk (Plan::pieces_by_chunk): each piece one
+// slice of one chunk, the shard covered once; on 2 ranks rank 0's late chunk (3 of 4), which rank 1 never sees, never
+// leaves, half of what rank 0 sends, while rank 1 sends all; the steps go a root at a time (planner::per_root_of), the
+// full gather of the first step as a collective too; the plan verifies and survives its files; odd counts are refused.
+TEST(Layout, PiecesByChunkPruneTheLateChunk) {
+  PlanOptions o;
+  o.causal = true, o.prune_plain = true, o.gather_pieces = 4, o.gather_steps = {2, 1, 1};
+  o.workload = parse_workload("S=1000,H=2,D=8,causal");
+  const Plan p = build_plan(load_topology("complete:2"), "allgather", o);
+  ASSERT_TRUE(p.pieces_by_chunk);
+  ASSERT_TRUE(p.backward.keeps_kv);
+  ASSERT_EQ(verify_plan(p), "");
+  const Split s = split_of(p, 1000);
+  ASSERT_EQ(check_split(s), "");
+  for (int r = 0; r < 2; ++r) {
+    const auto chunks = shard_ranges(s, r);
+    ASSERT_EQ(chunks.size(), 2u);
+    long covered = 0;
+    for (int c = 0; c < 4; ++c) {
+      const auto x = piece_ranges(s, r, c);
+      ASSERT_EQ(x.size(), 1u);
+      const Range& h = chunks[c / 2];  // pieces 0, 1 of the first chunk, 2, 3 of the second
+      EXPECT_TRUE(x[0].begin >= h.begin && x[0].end <= h.end) << r << " " << c;
+      covered += x[0].size();
+    }
+    EXPECT_EQ(covered, chunks[0].size() + chunks[1].size());
+  }
+  long sent[2] = {0, 0};
+  for (int t = 0; t < p.num_steps(); ++t) {
+    const Step st = plan_step(p, t);
+    for (const Transfer& x : st.transfers) {
+      sent[x.src] += piece_ranges(s, x.owner, x.piece)[0].size();
+      if (x.src == 0) EXPECT_LT(x.piece, 2) << "rank 0's late chunk leaves";
+    }
+    if (!st.transfers.empty()) EXPECT_EQ(per_root_of(st, 2, 4), Collective::AllGather) << "step " << t;
+    EXPECT_EQ(collective_of(st, 2, 4), t == 0 ? Collective::AllGather : Collective::None) << "step " << t;
+  }
+  EXPECT_EQ(sent[0] * 2, sent[1]);
+  for (int t = 0; t < p.num_steps(Pass::Bwd); ++t) {
+    const Step st = plan_step(p, t, Pass::Bwd);
+    if (!st.transfers.empty()) EXPECT_EQ(per_root_of(st, 2, 4), Collective::ReduceScatter) << "backward step " << t;
+  }
+  for (const Plan& q : through_files(p, "by-chunk")) EXPECT_TRUE(q.pieces_by_chunk);
+  o.gather_pieces = 3, o.gather_steps = {};
+  EXPECT_THROW(build_plan(load_topology("complete:2"), "allgather", o), InputError);
+  o.gather_pieces = 1;  // one a chunk
+  EXPECT_EQ(build_plan(load_topology("complete:2"), "allgather", o).pieces_per_rank, 2);
+  Plan odd = p;
+  odd.pieces_per_rank = 3, odd.gather_steps = {};
+  EXPECT_NE(verify_plan(odd), "");
+}
+
 TEST(Layout, ZigzagDocsSplitsEveryDocumentAndRoundTrips) {
   PlanOptions o;
   o.causal = true;
