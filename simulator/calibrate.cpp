@@ -97,6 +97,7 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     if (auto& ag = roots.empty() ? kinds["allgather"] : roots; !ag.empty()) cp.collective_gbps = collective_rate(ag);
     auto& rs_roots = kinds["reducescatter-roots"];
     if (auto& rs = rs_roots.empty() ? kinds["reducescatter"] : rs_roots; !rs.empty()) cp.reduce_gbps = collective_rate(rs);
+    if (auto& one = kinds["broadcast-one-root"]; !one.empty()) cp.one_root_gbps = collective_rate(one);
     const int ranks = n;  // (a structured binding: lambdas capture a copy)
     auto it = std::find_if(p.comm.begin(), p.comm.end(), [&](const CommProfile& c) { return c.ranks == ranks; });
     if (it != p.comm.end()) *it = cp;

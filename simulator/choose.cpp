@@ -257,24 +257,39 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   static const std::vector<std::vector<int>> candidates{{1}, {1, 1}, {2, 1}, {1, 1, 1}, {3, 1}, {2, 1, 1}, {1, 1, 1, 1}, {4, 2, 1, 1}};
   std::string tried, best_name = "1";
   double best_us = 0;
-  for (const std::vector<int>& steps : candidates) {
-    const int P = std::accumulate(steps.begin(), steps.end(), 0);
-    if (P > 1 && shard / P < 128) continue;  // pieces under a kernel tile: launches for nothing
-    const bool equal = std::all_of(steps.begin(), steps.end(), [](int k) { return k == 1; });
-    o.gather_pieces = P;
-    o.gather_steps = equal ? std::vector<int>{} : steps;
-    Plan c = build_plan(t, "allgather", o);
-    if (!misfit(c, w).empty()) continue;
-    SimOptions so = opt;
-    so.max_timeline_cells = 0;
-    const double us = simulate(c, t, w, prof, so).total_us;
-    const std::string name = std::to_string(P) + (equal ? "" : " in steps of " + gather_steps_text(steps));
-    tried += (tried.empty() ? "" : ", ") + name + ": " + std::to_string(us / 1e3).substr(0, 7);
-    // More pieces must gain 1%: their launches and collectives are what the model prices least well (B=1 S=8192
-    // through shm: 2 pieces predicted 6% faster, measured 1.8%; 4 in steps of 2, 1, 1 predicted 1.9% faster, measured
-    // 3.7% slower).
-    if (P == 1 || us < 0.99 * best_us) best_name = name, best_us = us, p = std::move(c);
-  }
+  bool any = false;
+  // Pruned for the causal mask, a zigzag allgather cuts its pieces by chunk: an even count (planner::build_plan). Asked
+  // for (--prune-plain), every candidate is; else, where the profile measured one root's broadcast alone (a medium both
+  // directions share: through host memory on 2x H200 pruned steps ran B=1 S=8192 and `medium` 0.82-0.89x, 2026-11-27)
+  // and the mask is plain causal, pruned candidates run beside the whole ones.
+  const bool plain_causal = o.causal && p.layout == Layout::Zigzag && p.ranks > 1 && !w.windowed() && !w.packed();
+  const bool asked = o.prune_plain && plain_causal;
+  const bool shared = !asked && plain_causal && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
+                      prof.comm_for(p.gpus()).collectives_per_root && opt.collectives != Collectives::Off;
+  for (const std::vector<int>& steps : candidates)
+    for (bool pruned : {asked, shared && !asked}) {
+      if (pruned != asked && !shared) continue;  // (one pass unless pruned candidates run beside whole ones)
+      const int P = std::accumulate(steps.begin(), steps.end(), 0);
+      if (P > 1 && shard / P < 128) continue;  // pieces under a kernel tile: launches for nothing
+      if (pruned && P % 2 != 0) continue;
+      const bool equal = std::all_of(steps.begin(), steps.end(), [](int k) { return k == 1; });
+      o.gather_pieces = P;
+      o.gather_steps = equal ? std::vector<int>{} : steps;
+      o.prune_plain = pruned;
+      Plan c = build_plan(t, "allgather", o);
+      if (!misfit(c, w).empty()) continue;
+      SimOptions so = opt;
+      so.max_timeline_cells = 0;
+      const double us = simulate(c, t, w, prof, so).total_us;
+      const std::string name =
+          std::to_string(P) + (equal ? "" : " in steps of " + gather_steps_text(steps)) + (pruned && !asked ? " pruned" : "");
+      tried += (tried.empty() ? "" : ", ") + name + ": " + std::to_string(us / 1e3).substr(0, 7);
+      // More pieces must gain 1%: their launches and collectives are what the model prices least well (B=1 S=8192
+      // through shm: 2 pieces predicted 6% faster, measured 1.8%; 4 in steps of 2, 1, 1 predicted 1.9% faster, measured
+      // 3.7% slower).
+      if (!any || us < 0.99 * best_us) best_name = name, best_us = us, p = std::move(c);
+      any = true;
+    }
   return "gather pieces " + best_name + " (tried, ms: " + tried + ")";
 }
 

@@ -75,14 +75,21 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
   // Pieces [piece, piece + count) of one owner in one launch: the kernels walk them as one run of keys a chunk (pieces
   // are consecutive parts of each chunk), so the size curves act on their union, not on each piece.
   std::vector<planner::Range> k = planner::piece_ranges(split, owner, piece);
-  if (count > 1) {
-    const auto last = planner::piece_ranges(split, owner, piece + count - 1);
-    if (last.size() != k.size()) {  // (a document layout's empty parts: piece by piece)
-      BlockWork sum = block_work(p, w, rank, owner, piece, 1, mask);
-      for (int c = 1; c < count; ++c) sum.add(block_work(p, w, rank, owner, piece + c, 1, mask));
-      return sum;
-    }
-    for (size_t h = 0; h < k.size(); ++h) k[h].end = last[h].end;
+  if (count > 1) {  // the pieces' slices of each chunk joined where they touch (not across chunks: a chunk's own blocks)
+    for (int c = 1; c < count; ++c)
+      for (const planner::Range& x : planner::piece_ranges(split, owner, piece + c)) k.push_back(x);
+    std::sort(k.begin(), k.end(), [](const planner::Range& a, const planner::Range& b) { return a.begin < b.begin; });
+    const auto chunks = planner::shard_ranges(split, owner);
+    auto chunk_of = [&](const planner::Range& x) {
+      for (size_t h = 0; h < chunks.size(); ++h)
+        if (x.begin >= chunks[h].begin && x.begin < chunks[h].end) return h;
+      return chunks.size();
+    };
+    std::vector<planner::Range> joined;
+    for (const planner::Range& x : k)
+      if (!joined.empty() && joined.back().end == x.begin && chunk_of(joined.back()) == chunk_of(x)) joined.back().end = x.end;
+      else joined.push_back(x);
+    k = std::move(joined);
   }
   if (w.windowed() || w.packed()) return masked_work(w, mask ? *mask : planner::make_mask(w), q, k);
   long last_q = -1;  // the last query position: a causal key after it is seen by no query

@@ -259,9 +259,16 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       cur.bytes_out[int(pairs[i].first / n)] += pairs[i].second;
       cur.bytes_in[int(pairs[i].first % n)] += pairs[i].second;
     }
-    const planner::Collective kind = collectives ? planner::collective_of(s, n, P) : planner::Collective::None;
+    // A communicator a root (collectives_per_root) moves a step in which not every owner sends the same way.
+    planner::Collective kind = collectives ? planner::collective_of(s, n, P) : planner::Collective::None;
+    if (collectives && kind == planner::Collective::None && cp.collectives_per_root) kind = planner::per_root_of(s, n, P);
     const bool coll = kind != planner::Collective::None;
-    const Curve& coll_gbps = cp.collective_curve(kind == planner::Collective::ReduceScatter);
+    // One root alone (a pruned step: the other owners send nothing) at its own rate where measured.
+    std::vector<char> sending(n, 0);
+    for (const auto& x : s.transfers) sending[x.owner] = 1;
+    const bool alone = cp.collectives_per_root && !cp.one_root_gbps.empty() &&
+                       std::count(sending.begin(), sending.end(), 1) == 1;
+    const Curve& coll_gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
     double t_min = kInf;
     for (size_t i = 0; i < f.size(); ++i) {
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));

@@ -9,7 +9,7 @@ namespace tasp::simulator {
 
 bool is_comm_kind(const std::string& k) {
   return k == "ring" || k == "multi" || k == "pairs" || k == "allgather" || k == "allgather-roots" || k == "reducescatter" ||
-         k == "reducescatter-roots";
+         k == "reducescatter-roots" || k == "broadcast-one-root";
 }
 
 double predict_comm_step_us(const Network& net, const Profile& prof, const std::string& measured_kind, int n, double bytes) {
@@ -32,12 +32,16 @@ double predict_comm_step_us(const Network& net, const Profile& prof, const std::
     for (int r = 0; r < n; ++r)
       for (int o = 0; o < n; ++o)
         if (o != r) add(r, o, bytes / (n - 1));
+  } else if (kind == "broadcast-one-root") {
+    for (int o = 1; o < n; ++o) add(0, o, bytes / (n - 1));
   } else {
     throw std::invalid_argument("unknown microbenchmark kind '" + kind + "'");
   }
-  // NCCL's all-gather at its own rate where the profile has one (as the engine times collective steps).
-  const Curve& cc = cp.collective_curve(reduce);
-  const bool coll = kind == "allgather" && !cc.empty();
+  // NCCL's all-gather at its own rate where the profile has one (as the engine times collective steps); one root's
+  // broadcast alone at its own.
+  const bool one = kind == "broadcast-one-root" && !cp.one_root_gbps.empty();
+  const Curve& cc = one ? cp.one_root_gbps : cp.collective_curve(reduce);
+  const bool coll = (kind == "allgather" || one) && !cc.empty();
   for (size_t i = 0; i < f.size(); ++i) {
     f.t0.push_back(step_latency_us(cp, peers));
     f.c.push_back(coll ? cc.at(bytes) : cp.flow_cap_gbps.at(f.b[i]));

@@ -64,6 +64,22 @@ const CommProfile& Profile::comm_for(int ranks) const {
                            [](const CommProfile& a, const CommProfile& b) { return a.ranks < b.ranks; });
 }
 
+namespace {
+
+// The fastest a curve's points delivered as steps, `latency` us of start included.
+double delivered_peak(const Curve& k, double latency) {
+  double best = 0;
+  for (const auto& [bytes, gbps] : k.points)
+    if (gbps > 0) best = std::max(best, bytes / (bytes / (gbps * 1e3) + std::max(0.0, latency)) / 1e3);
+  return best;
+}
+
+}  // namespace
+
+double CommProfile::one_root_peak_gbps(int ranks) const {
+  return collectives_per_root ? delivered_peak(one_root_gbps, latency_us + peer_latency_us * std::max(0, ranks - 2)) : 0;
+}
+
 double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) const {
   const CommProfile& c = comm_for(ranks);
   // A point's rate as a step of its size delivered it, its start latency included (as the engine starts a step): the
@@ -74,9 +90,7 @@ double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) c
   if (collectives && reduces_only) curves.push_back({&c.collective_curve(true), coll});
   else if (collectives) curves.insert(curves.end(), {{&c.collective_gbps, coll}, {&c.reduce_gbps, coll}});
   double best = 0;
-  for (const auto& [k, latency] : curves)
-    for (const auto& [bytes, gbps] : k->points)
-      if (gbps > 0) best = std::max(best, bytes / (bytes / (gbps * 1e3) + std::max(0.0, latency)) / 1e3);
+  for (const auto& [k, latency] : curves) best = std::max(best, delivered_peak(*k, latency));
   return best;
 }
 

@@ -35,6 +35,14 @@ struct CommProfile {
   // a reduce a root moved 25.7 GB/s a direction at 64 MiB where a broadcast a root moved 30.9 (2026-11-27); over
   // sockets the two were level.
   Curve reduce_gbps;
+  // A root's broadcast while no other root sends (a per-root step of a plan pruned for its mask, where only some owners
+  // send; on 2 ranks also the reduce, a broadcast from the other rank), vs its bytes; empty: not measured (the
+  // collective rates). Through host memory both directions share one medium: a 64 MiB broadcast moved 44 GB/s alone,
+  // 27.8 beside another the other way (2x H200, 2026-11-27, docs/measurements/fabrics.md).
+  Curve one_root_gbps;
+  // Its fastest point as a step delivered it, latency included (0: not measured): what planner::run_bound takes for
+  // a GPU sending alone on a shared medium.
+  double one_root_peak_gbps(int ranks) const;
   const Curve& collective_curve(bool reduce) const { return reduce && !reduce_gbps.empty() ? reduce_gbps : collective_gbps; }
 };
 

@@ -63,7 +63,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     const std::string f = "comm[" + std::to_string(i) + "]";
     const YAML::Node c = comm[i];
     cx.only_keys(c, f, {"ranks", "latency_us", "peer_latency_us", "flow_cap_gbps", "rank_cap_gbps", "collective_gbps",
-                        "collectives_per_root", "reduce_gbps"});
+                        "collectives_per_root", "reduce_gbps", "one_root_gbps"});
     CommProfile cp;
     if (!c["ranks"]) cx.fail(c, f + ".ranks", "missing");
     cp.ranks = int(cx.integer(c["ranks"], f + ".ranks"));
@@ -77,6 +77,7 @@ Profile parse(const YAML::Node& root, const YamlCtx& cx) {
     cp.rank_cap_gbps = curve(cx, c["rank_cap_gbps"], f + ".rank_cap_gbps");
     if (c["collective_gbps"]) cp.collective_gbps = curve(cx, c["collective_gbps"], f + ".collective_gbps");
     if (c["reduce_gbps"]) cp.reduce_gbps = curve(cx, c["reduce_gbps"], f + ".reduce_gbps");
+    if (c["one_root_gbps"]) cp.one_root_gbps = curve(cx, c["one_root_gbps"], f + ".one_root_gbps");
     if (c["collectives_per_root"]) cp.collectives_per_root = cx.boolean(c["collectives_per_root"], f + ".collectives_per_root");
     p.comm.push_back(cp);
   }
@@ -196,6 +197,7 @@ void write_profile_yaml(std::ostream& o, const Profile& p) {
     write_curve(o, "rank_cap_gbps", c.rank_cap_gbps);
     if (!c.collective_gbps.points.empty()) write_curve(o, "collective_gbps", c.collective_gbps);
     if (!c.reduce_gbps.points.empty()) write_curve(o, "reduce_gbps", c.reduce_gbps);
+    if (!c.one_root_gbps.points.empty()) write_curve(o, "one_root_gbps", c.one_root_gbps);
     if (c.collectives_per_root) o << "    collectives_per_root: true\n";
   }
   const auto& k = p.compute;

@@ -99,4 +99,16 @@ TEST(Timeline, RunBoundByHand) {
   EXPECT_DOUBLE_EQ(b.per_pass_us, 10.24 + 14.5);
   EXPECT_GT(b.per_pass_us, b.whole_us);
   EXPECT_DOUBLE_EQ(run_bound(t, 0).per_pass_us, 22.5);  // no rate: kernels alone
+  // A shared medium (alone_gbps): the two ranks send alike, so every rank's bytes at 2x the peak take what the
+  // busiest's take at it, and a GPU alone at 0.3 GB/s binds nothing: as without it.
+  EXPECT_DOUBLE_EQ(run_bound(t, 0.1, -1, 0.3).per_pass_us, 10.24 + 20.48);
+  // Rank 1 pruned to half its bytes: the busiest (rank 0) alone at 0.3 GB/s takes 3.41 and 6.83 us, all 1536 and 3072
+  // B at 2 x 0.1 GB/s 7.68 and 15.36 us, the longer binding (the forward's 8 us of kernels over its 7.68); a rate
+  // alone under the peak counts as the peak.
+  Timeline v = t;
+  for (auto& s : v.per_rank[1]) s.bytes /= 2;
+  EXPECT_DOUBLE_EQ(run_bound(v, 0.1, -1, 0.3).per_pass_us, 8 + 15.36);
+  EXPECT_DOUBLE_EQ(run_bound(v, 0.1, -1, 0.3).bytes_us, 7.68 + 15.36);
+  EXPECT_DOUBLE_EQ(run_bound(v, 0.1, -1, 0.05).per_pass_us, 10.24 + 20.48);
+  EXPECT_DOUBLE_EQ(run_bound(v, 0.1).per_pass_us, 10.24 + 20.48);  // not shared: the busiest at the peak
 }

@@ -432,6 +432,49 @@ TEST(Calibrate, PerRootGatherMarksTheProfile) {
   }
 }
 
+// A root's broadcast alone (kind broadcast-one-root, CommProfile::one_root_gbps: through host memory 44 GB/s where two
+// moved 31.7 each, 2x H200 2026-11-27) is fitted from its rows, survives the YAML, and times the steps of allgather
+// pruned for the causal mask in which one rank alone sends: faster than at the collectives' rate, while the same plan
+// unpruned, every step both ways, does not move.
+TEST(Calibrate, OneRootRateTimesPrunedSteps) {
+  auto net = simulator::build_network(star(2, 1000));
+  simulator::Profile truth = two_rank_truth({{{1 << 20, 2.3}, {1 << 28, 3.2}}});
+  truth.comm[0].collectives_per_root = true;
+  truth.comm[0].one_root_gbps.points = {{1 << 20, 3.0}, {1 << 28, 4.4}};
+  const simulator::Samples s = replayed_rows(net, truth, {"ring", "allgather-roots", "broadcast-one-root"});
+  const auto fit = simulator::fit_profile(s, simple_profile(1, 1, 1, 1), net, nullptr);
+  const auto& fc = fit.comm_for(2);
+  ASSERT_FALSE(fc.one_root_gbps.empty());
+  EXPECT_NEAR(fc.one_root_gbps.at(1 << 28), 4.4, 0.05 * 4.4);
+  EXPECT_NEAR(fc.one_root_peak_gbps(2), 4.4, 0.05 * 4.4);
+  std::ostringstream o;
+  simulator::write_profile_yaml(o, fit);
+  EXPECT_EQ(simulator::profile_from_yaml_text(o.str(), "rt.yaml").comm_for(2).one_root_gbps.points.size(),
+            fc.one_root_gbps.points.size());
+
+  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
+  planner::PlanOptions po;
+  po.causal = true, po.gather_pieces = 4, po.gather_steps = {2, 1, 1}, po.workload = w;
+  const planner::Plan whole = planner::build_plan(star(2, 1000), "allgather", po);
+  po.prune_plain = true;
+  const planner::Plan pruned = planner::build_plan(star(2, 1000), "allgather", po);
+  simulator::SimOptions so;
+  so.passes = {true, false};
+  so.collectives = simulator::Collectives::On;
+  simulator::Profile fast = fit;  // kernels short beside the exchange: the comm decides
+  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
+  simulator::Profile shared = fast, not_shared = fast;
+  not_shared.comm[0].one_root_gbps = {};
+  auto comm_of = [&](const planner::Plan& p, const simulator::Profile& prof, int step) {
+    const auto r = simulator::simulate(p, star(2, 1000), w, prof, so);
+    const auto& st = r.timeline.per_rank[1][step];
+    return st.comm_end_us - st.comm_start_us;
+  };
+  // Forward step 1: rank 1 alone sends (rank 0's piece there is its late chunk).
+  EXPECT_LT(comm_of(pruned, shared, 1), 0.8 * comm_of(pruned, not_shared, 1));
+  EXPECT_DOUBLE_EQ(comm_of(whole, shared, 1), comm_of(whole, not_shared, 1));
+}
+
 // The reduce-scatter's own rate (CommProfile::reduce_gbps), fitted from its rows where measured (through host memory a
 // reduce a root ran 0.85x a broadcast a root, 2026-11-27): the rows replay at it, the gathers at theirs, the curve
 // survives the YAML, and a simulation with collectives times allgather's backward slower by it and its forward not.

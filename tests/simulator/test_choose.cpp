@@ -71,6 +71,27 @@ TEST(Choose, GatherPiecesAreTheFastestSimulated) {
   }
 }
 
+// Through host memory, whose profile measured one root's broadcast alone (a medium both directions share), the MHA
+// rows take allgather pruned for the causal mask, its pieces by chunk (measured 0.82-0.89x the whole plans' time on
+// 2x H200, 2026-11-27), and the GQA ones stay whole; without that rate no pruned candidate is tried.
+TEST(Choose, PrunedWhereTheMediumIsShared) {
+  simulator::SimOptions so;
+  so.max_timeline_cells = 0;
+  ASSERT_TRUE(planner::parse_passes("fwd+bwd", &so.passes));
+  so.collectives = simulator::Collectives::Auto;
+  Fabric f = fabric("h200x2-shm");
+  ASSERT_FALSE(f.prof.comm_for(2).one_root_gbps.empty());
+  const auto mha = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
+  EXPECT_TRUE(mha[0].plan.pieces_by_chunk && mha[0].plan.pruned.any()) << mha[0].detail;
+  EXPECT_NE(mha[0].detail.find(" pruned: "), std::string::npos) << mha[0].detail;
+  const auto gqa = simulator::run_schemes(f.topo, planner::parse_workload("B=4,S=16384,H=40,Hkv=8,D=128,causal"), {"allgather"}, f.prof, so);
+  EXPECT_FALSE(gqa[0].plan.pruned.any()) << gqa[0].detail;
+  f.prof.comm[0].one_root_gbps = {};
+  const auto whole = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
+  EXPECT_FALSE(whole[0].plan.pruned.any());
+  EXPECT_EQ(whole[0].detail.find(" pruned"), std::string::npos) << whole[0].detail;
+}
+
 TEST(Choose, GatherPiecesUnderAKernelTileAreNotTried) {
   // 2 ranks, zigzag halves of 512 tokens: 2 pieces of 256, 3 of 170, 4 of 128; at S=1024 halves of 256 and only 2
   // pieces hold a 128-token tile.

@@ -87,6 +87,12 @@ TEST(RunsCsv, ColumnsAndBadRows) {
   EXPECT_EQ(steps.gather_pieces, 4);
   EXPECT_EQ(steps.gather_steps, (std::vector<int>{2, 1, 1}));
   EXPECT_EQ(tasp::planner::gather_steps_text(steps.gather_steps), "2+1+1");
+  EXPECT_FALSE(steps.pruned);
+  // "p" after the pieces: pruned for the causal mask, the pieces by chunk (tasp report predicts the row so).
+  const auto pruned = read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,2+1+1p\n", "r", "fwd")[0];
+  EXPECT_TRUE(pruned.pruned);
+  EXPECT_EQ(pruned.gather_steps, (std::vector<int>{2, 1, 1}));
+  EXPECT_TRUE(read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,4p\n", "r", "fwd")[0].pruned);
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"B=1,ring,1\n", "runs.csv:1: config"},
@@ -98,6 +104,7 @@ TEST(RunsCsv, ColumnsAndBadRows) {
       {"config,scheme,measured_ms,pass\n\"B=1,H=8,D=128,S=64\",ring,1,both\n", "runs.csv:2: pass"},
       {"config,scheme,measured_ms,transport\n\"B=1,H=8,D=128,S=64\",ring,1,nccl\n", "runs.csv:2: transport"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,0\n", "runs.csv:2: pieces"},
+      {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,p\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,65\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,2+0\n", "runs.csv:2: pieces"},
       {"config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,1,2++1\n", "runs.csv:2: pieces"},

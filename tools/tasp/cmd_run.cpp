@@ -150,6 +150,7 @@ void register_run(CLI::App& app) {
     std::cout << "run: " << p.scheme
               << (p.scheme == "allgather" ? " in " + std::to_string(p.pieces_per_rank) + " pieces a rank" : std::string())
               << (p.gather_steps.empty() ? std::string() : " (gathered in steps of " + gather_steps_text(p.gather_steps) + ")")
+              << (p.pieces_by_chunk ? ", pruned for the causal mask (pieces by chunk)" : "")
               << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
               << to_string(w) << ", pass " << passes_name(passes) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()
@@ -181,7 +182,11 @@ void register_run(CLI::App& app) {
       const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
       const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
       const bool reduces_only = collectives && p.has_backward && p.backward.keeps_kv;  // allgather's backward on kept K/V
-      return run_bound(t, prof.peak_send_gbps(p.gpus(), collectives), prof.peak_send_gbps(p.gpus(), collectives, reduces_only));
+      // A shared medium (host memory: a root's broadcast measured alone, CommProfile::one_root_gbps): a GPU alone at
+      // that rate, all of them together at the peak's.
+      const double alone = collectives ? prof.comm_for(p.gpus()).one_root_peak_gbps(p.gpus()) : 0;
+      return run_bound(t, prof.peak_send_gbps(p.gpus(), collectives), prof.peak_send_gbps(p.gpus(), collectives, reduces_only),
+                       alone);
     }();
     if (a->backend == "cuda" && bound.per_pass_us > 0)
       std::cout << std::setprecision(1) << "  bound: each pass's max(kernels, bytes at the profile's peak), summed = "
