@@ -269,10 +269,23 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     const bool alone = cp.collectives_per_root && !cp.one_root_gbps.empty() &&
                        std::count(sending.begin(), sending.end(), 1) == 1;
     const Curve& coll_gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
+    // Each rank's rate as a collective step sends it; on a shared medium (one_root_gbps) two roots of unequal bytes (a
+    // pruned step: 48 MiB one way, 16 the other) share it until the lighter is done, then the heavier runs alone at
+    // the one-root rate: its rate is its bytes over those two phases (2x H200 through host memory, 2026-11-27: 64 MiB
+    // beside 32 the other way 1.93 ms, where the rate of two alike gives 2.12 and of one alone 1.52).
+    std::vector<double> coll_rate(n, 0), coll_in(n, 0);  // sending, receiving
+    for (int r = 0; coll && r < n; ++r) coll_rate[r] = coll_gbps.at(cur.bytes_out[r]), coll_in[r] = coll_gbps.at(cur.bytes_in[r]);
+    if (coll && !alone && n == 2 && cp.collectives_per_root && !cp.one_root_gbps.empty() && cur.bytes_out[0] > 0 &&
+        cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
+      const int h = cur.bytes_out[0] > cur.bytes_out[1] ? 0 : 1, l = 1 - h;
+      const double both = cur.bytes_out[l] / coll_rate[l];  // the lighter's time (bytes / GB/s, any unit alike)
+      const double rest = cur.bytes_out[h] - coll_rate[h] * both;
+      if (rest > 0) coll_in[l] = coll_rate[h] = cur.bytes_out[h] / (both + rest / cp.one_root_gbps.at(cur.bytes_out[h]));
+    }
     double t_min = kInf;
     for (size_t i = 0; i < f.size(); ++i) {
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));
-      f.c.push_back(coll ? coll_gbps.at(cur.bytes_out[f.s[i]]) : cp.flow_cap_gbps.at(f.b[i]));
+      f.c.push_back(coll ? coll_rate[f.s[i]] : cp.flow_cap_gbps.at(f.b[i]));
       t_min = std::min(t_min, f.t0[i]);
     }
     if (u > 1) {
@@ -306,8 +319,8 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       if (!same) {
         std::vector<double> sc(size_t(n) * u), rc(size_t(n) * u);
         for (int r = 0; r < n * u; ++r)
-          sc[r] = coll ? coll_gbps.at(cur.bytes_out[r]) : rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
-          rc[r] = coll ? coll_gbps.at(cur.bytes_in[r]) : rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
+          sc[r] = coll ? coll_rate[r / u] : rank_cap_gbps(cp, cur.peers_out[r / u], cur.bytes_out[r / u]),
+          rc[r] = coll ? coll_in[r / u] : rank_cap_gbps(cp, cur.peers_in[r / u], cur.bytes_in[r / u]);
         FluidResult fr = run_fluid(net, f, sc, rc);
         ++res.network_solves;
         prev_dur.assign(n, -kInf);

@@ -473,6 +473,15 @@ TEST(Calibrate, OneRootRateTimesPrunedSteps) {
   // Forward step 1: rank 1 alone sends (rank 0's piece there is its late chunk).
   EXPECT_LT(comm_of(pruned, shared, 1), 0.8 * comm_of(pruned, not_shared, 1));
   EXPECT_DOUBLE_EQ(comm_of(whole, shared, 1), comm_of(whole, not_shared, 1));
+  // In steps of 3+1 the first sends 2 pieces one way and 3 the other: the two share the medium until the lighter is
+  // done, then the heavier runs alone at the one-root rate, between the rate of two alike and of one alone throughout.
+  po.gather_steps = {3, 1};
+  const planner::Plan uneven = planner::build_plan(star(2, 1000), "allgather", po);
+  const double two_phase = comm_of(uneven, shared, 0), both = comm_of(uneven, not_shared, 0);
+  EXPECT_LT(two_phase, 0.97 * both);
+  simulator::Profile all_alone = shared;
+  all_alone.comm[0].collective_gbps = all_alone.comm[0].one_root_gbps;
+  EXPECT_GT(two_phase, 1.03 * comm_of(uneven, all_alone, 0));
 }
 
 // The reduce-scatter's own rate (CommProfile::reduce_gbps), fitted from its rows where measured (through host memory a
