@@ -20,9 +20,8 @@ Collective collective_of(const Step& s, int n, int P);
 // moves goes from its owner to every other rank, or comes home from every other rank, but not every owner need move
 // a piece (a plan pruned for its mask: on 2 ranks a step in which one rank sends and the other does not).
 Collective per_root_of(const Step& s, int n, int P);
-// The pieces a collective step moves, ascending; those of one owner (`owner`), for a step a root at a time.
-std::vector<int> collective_pieces(const Step& s);
-std::vector<int> collective_pieces(const Step& s, int owner);
+// The pieces a collective step moves, ascending; those of one owner (`owner` >= 0), for a step a root at a time.
+std::vector<int> collective_pieces(const Step& s, int owner = -1);
 // Whether a plan's steps may run as collectives at all: allgather's, token-parallel (its gathers and reduce-scatters;
 // the backends, the simulator and the C ABI ask this one question).
 bool collectives_apply(const Plan& p);

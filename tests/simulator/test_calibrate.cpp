@@ -326,6 +326,18 @@ simulator::Profile two_rank_truth(simulator::Curve coll, simulator::Curve reduce
   c.collective_gbps = coll, c.reduce_gbps = reduce;
   return truth;
 }
+// `fit` with kernels short beside the exchange, so that the comm decides; options that time collectives.
+simulator::Profile comm_decides(const simulator::Profile& fit) {
+  simulator::Profile fast = fit;
+  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
+  return fast;
+}
+simulator::SimOptions with_collectives(bool fwd, bool bwd) {
+  simulator::SimOptions so;
+  so.passes = {fwd, bwd};
+  so.collectives = simulator::Collectives::On;
+  return so;
+}
 simulator::Samples replayed_rows(const simulator::Network& net, const simulator::Profile& truth,
                                  std::initializer_list<const char*> kinds) {
   simulator::Samples s;
@@ -458,12 +470,8 @@ TEST(Calibrate, OneRootRateTimesPrunedSteps) {
   const planner::Plan whole = planner::build_plan(star(2, 1000), "allgather", po);
   po.prune_plain = true;
   const planner::Plan pruned = planner::build_plan(star(2, 1000), "allgather", po);
-  simulator::SimOptions so;
-  so.passes = {true, false};
-  so.collectives = simulator::Collectives::On;
-  simulator::Profile fast = fit;  // kernels short beside the exchange: the comm decides
-  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
-  simulator::Profile shared = fast, not_shared = fast;
+  const simulator::SimOptions so = with_collectives(true, false);
+  simulator::Profile shared = comm_decides(fit), not_shared = shared;
   not_shared.comm[0].one_root_gbps = {};
   auto comm_of = [&](const planner::Plan& p, const simulator::Profile& prof, int step) {
     const auto r = simulator::simulate(p, star(2, 1000), w, prof, so);
@@ -509,11 +517,8 @@ TEST(Calibrate, ReduceScatterRateFromItsRows) {
   po.causal = true;
   const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
   const planner::Plan p = planner::build_plan(star(2, 1000), "allgather", po);
-  simulator::SimOptions so;
-  so.passes = {true, true};
-  so.collectives = simulator::Collectives::On;
-  simulator::Profile fast = fit;  // kernels short beside the exchange: the comm decides
-  fast.compute = simple_profile(0, 1, 1, 1e4).compute;
+  simulator::SimOptions so = with_collectives(true, true);
+  const simulator::Profile fast = comm_decides(fit);
   simulator::Profile level = fast;
   level.comm[0].reduce_gbps = {};  // the reduce-scatters at the gathers' rate
   for (bool bwd : {false, true}) {
