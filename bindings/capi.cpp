@@ -247,6 +247,8 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"head_groups", p.head_groups},
                         {"pieces_per_rank", p.pieces_per_rank},
                         {"gather_steps", p.gather_steps},
+                        {"pieces_by_chunk", p.pieces_by_chunk},
+                        {"pruned", p.pruned.any()},
                         {"layout", planner::layout_name(p.layout)},
                         {"causal", p.causal},
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},

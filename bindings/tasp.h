@@ -38,7 +38,8 @@ TASP_API const char* tasp_last_error(void);
  * hamilton, two-level, ulysses, usp, or auto: the fastest the simulator finds) and `workload`
  * ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]"). `options_json`: NULL or a JSON object with
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
- * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain), "accumulator"
+ * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain; allgather then cuts
+ * its zigzag pieces by chunk, an even count, so that a rank's late chunk stays home), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
  * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; 0, the default:
  * the count from 1 to 4 the simulator finds fastest), "gather_steps" (a list: how many of those pieces each forward
@@ -54,7 +55,8 @@ TASP_API const char* tasp_last_error(void);
 TASP_API int tasp_plan_create(const char* topology, const char* scheme, const char* workload, const char* options_json,
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);
-/* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, pieces_per_rank, layout, causal, accumulator, keeps_kv,
+/* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, pieces_per_rank, gather_steps, pieces_by_chunk
+ * (allgather pruned for the causal mask), pruned (for its mask), layout, causal, accumulator, keeps_kv,
  * deterministic, collectives (whether its ranks run NCCL collectives), root_comms (whether one a root), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
  * token ranges [begin, end) of the sequence it holds, in the order it holds them (zigzag chunks, documents split).
  * The text lives as long as the plan. */

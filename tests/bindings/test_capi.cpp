@@ -42,6 +42,8 @@ TEST(CApi, PlansRunExactlyOnTheCpu) {
       {"complete:2", "allgather", "B=1,S=60,H=2,D=8,causal,window=7:0", nullptr},
       {"complete:2", "auto", "B=1,S=64,H=4,Hkv=1,D=8,causal,docs=20+44", nullptr},
       {"complete:3", "zigzag", "B=2,S=96,H=4,Hkv=2,D=16,causal", "{\"prune_plain\": true}"},
+      // allgather pruned for the causal mask: its pieces by chunk, rank 0's late chunk kept home, K/V kept.
+      {"complete:2", "allgather", "B=2,S=128,H=4,Hkv=2,D=16,causal", "{\"prune_plain\": true, \"gather_pieces\": 4}"},
       {"complete:4", "auto", "B=1,S=64,H=4,D=8,causal", "{\"schemes\": \"ring,hamilton\", \"layout\": \"zigzag\"}"},
   };
   for (const auto& c : cases) {
@@ -49,6 +51,7 @@ TEST(CApi, PlansRunExactlyOnTheCpu) {
     tasp_plan* p = nullptr;
     ASSERT_EQ(tasp_plan_create(c.topology, c.scheme, c.workload, c.options, &p), TASP_OK) << tasp_last_error();
     const nlohmann::json j = describe(p);
+    EXPECT_EQ(j["pieces_by_chunk"].get<bool>(), std::string(c.scheme) == "allgather" && c.options != nullptr) << j.dump();
     if (c.options && std::string(c.options).find("schemes") != std::string::npos) {
       const std::string chosen = j["scheme"].get<std::string>();
       EXPECT_TRUE(chosen == "ring" || chosen == "hamilton") << chosen;  // auto among the schemes asked for
