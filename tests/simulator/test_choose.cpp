@@ -86,6 +86,10 @@ TEST(Choose, PrunedWhereTheMediumIsShared) {
   EXPECT_NE(mha[0].detail.find(" pruned: "), std::string::npos) << mha[0].detail;
   const auto gqa = simulator::run_schemes(f.topo, planner::parse_workload("B=4,S=16384,H=40,Hkv=8,D=128,causal"), {"allgather"}, f.prof, so);
   EXPECT_FALSE(gqa[0].plan.pruned.any()) << gqa[0].detail;
+  simulator::SimOptions framework = so;  // a training framework's ranks: not before a GPU has checked them there
+  framework.framework = true;
+  EXPECT_FALSE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
+                                      framework)[0].plan.pruned.any());
   f.prof.comm[0].one_root_gbps = {};
   const auto whole = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
   EXPECT_FALSE(whole[0].plan.pruned.any());
