@@ -190,7 +190,9 @@ bool collectives_timed(const planner::Plan& p, const CommProfile& cp) {
   return planner::collectives_apply(p) && !cp.collective_gbps.empty();
 }
 
-SimResult simulate_general(const PassModel& m, const Network& net, const SimOptions& opt, int keep) {
+// `start`: each rank's start (empty: all at 0), a backward's ranks at their own forward's end, relative to the last's.
+SimResult simulate_general(const PassModel& m, const Network& net, const SimOptions& opt, int keep,
+                           const std::vector<double>& start = {}) {
   const planner::Plan& p = m.p;
   const planner::Workload& w = m.w;
   const int n = p.ranks, P = p.pieces_per_rank, steps = p.num_steps(m.pass);
@@ -220,6 +222,9 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   std::vector<double> ready(n, 0), rank_bytes(n, 0), rank_flops(n, 0), recv_total(n, 0), comm_sum(n, 0),
       comp_sum(n, 0);
   std::vector<ModelTerms> terms(n);
+  // A rank that starts early (before 0) counts the head start against its executor time, so its terms still add up
+  // to its end.
+  for (int r = 0; r < n && size_t(r) < start.size(); ++r) ready[r] = start[r], terms[r].executor_us += start[r];
   std::vector<double> node_in(net.node_ingress_gbps.size(), 0);
   std::vector<char> computed(n, 0);
   std::vector<double> grads_in(n, 0);
@@ -381,6 +386,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   }
   const int last = n ? int(std::max_element(ready.begin(), ready.end()) - ready.begin()) : 0;
   res.total_us = n ? ready[last] : 0;
+  res.rank_end_us = ready;
   if (n) res.terms = terms[last];
   res.comm_us = *std::max_element(comm_sum.begin(), comm_sum.end());
   res.compute_us = *std::max_element(comp_sum.begin(), comp_sum.end());
@@ -534,7 +540,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
   const Network net = build_network(topo, prof.link_efficiency);
   const int steps = (opt.passes.fwd ? p.num_steps() : 0) + (opt.passes.bwd ? p.num_steps(planner::Pass::Bwd) : 0);
   const int keep = kept_ranks(p.ranks, steps, opt.max_timeline_cells);
-  auto one_pass = [&](planner::Pass pass) {
+  auto one_pass = [&](planner::Pass pass, const std::vector<double>& start) {
     const double factor = pass == planner::Pass::Bwd
                               ? prof.compute.bwd_rate(w.D).full_tflops / prof_in.compute.bwd_rate(w.D).full_tflops
                               : prof.compute.rate(w.D).full_tflops / prof_in.compute.rate(w.D).full_tflops;
@@ -551,7 +557,7 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
         !p.causal || (p.layout == planner::Layout::Zigzag && (pass == planner::Pass::Fwd || !exact_fits));
     const bool symmetric = ring_flow && same_work && p.ulysses == 1;
     SimResult r = symmetric && opt.allow_fast_path ? simulate_symmetric_ring_flow(m, net, keep)
-                                                   : simulate_general(m, net, opt, keep);
+                                                   : simulate_general(m, net, opt, keep, start);
     if (p.ulysses > 1) {
       // dK/dV leave the kernels in 16 bits where one launch makes them and one CTA writes each key row (the executor's
       // RankBuffers::grad16).
@@ -574,12 +580,18 @@ SimResult simulate(const planner::Plan& p, const planner::Topology& topo, const 
     return r;
   };
   SimResult r;
+  // A rank's backward starts at its own forward's end (its first step moves nothing of another's yet): a plan pruned
+  // for its mask leaves the ranks' forwards uneven. Not where the pass's total is more than its steps' (head-parallel
+  // all-to-alls, a framework's copies).
+  std::vector<double> bwd_start;
   if (opt.passes.fwd) {
-    r = one_pass(planner::Pass::Fwd);
+    r = one_pass(planner::Pass::Fwd, {});
     r.fwd_us = r.total_us;
+    if (r.rank_end_us.size() == size_t(p.ranks) && p.ulysses == 1 && !opt.framework)
+      for (double end : r.rank_end_us) bwd_start.push_back(end - r.total_us);
   }
   if (opt.passes.bwd) {
-    SimResult b = one_pass(planner::Pass::Bwd);
+    SimResult b = one_pass(planner::Pass::Bwd, bwd_start);
     r.bwd_us = b.total_us;
     r.bwd_rate_estimated = prof.compute.bwd_rate(w.D).estimated;
     if (!opt.passes.fwd) {

@@ -36,6 +36,9 @@ struct SimResult {
   planner::Timeline timeline;  // per rank; above SimOptions::max_timeline_cells only the first ranks
   double total_us = 0, comm_us = 0, compute_us = 0, exposed_comm_us = 0;
   double fwd_us = 0, bwd_us = 0;  // each pass's share of total_us (the backward starts when the forward ends)
+  // Each rank's end of the pass, from the pass's start (the general engine's; empty from the ring-flow one, whose
+  // ranks step together): a rank's backward starts at its own forward's end.
+  std::vector<double> rank_end_us;
   bool bwd_rate_estimated = false;  // the backward's kernel rates are the forward's scaled (no measured ones)
   double single_gpu_us = 0;      // the whole problem's kernels on one GPU (same passes), for speedup and efficiency
   double peak_memory_bytes = 0;  // the busiest rank's GPU buffers (planner::rank_memory; NCCL's not counted)

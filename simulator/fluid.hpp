@@ -61,7 +61,7 @@ FluidResult run_fluid(const Network& net, const Flows& f, const std::vector<doub
   std::vector<uint32_t> count(R, 0);
 
   while (done < m) {
-    while (next_arrival < m && f.start_us(order[next_arrival]) <= now * (1 + 1e-12) + 1e-9)
+    while (next_arrival < m && f.start_us(order[next_arrival]) <= now + std::abs(now) * 1e-12 + 1e-9)  // (now may be < 0)
       active.push_back(order[next_arrival++]);
     if (active.empty()) {
       now = f.start_us(order[next_arrival]);

@@ -279,6 +279,30 @@ TEST(Engine, RejectsMismatchedInput) {
   EXPECT_THROW(simulator::simulate(p, t, planner::parse_workload("S=1k,H=1,D=64,causal"), prof), planner::InputError);
 }
 
+// A rank's backward starts at its own forward's end: allgather pruned for the causal mask leaves rank 1 nothing to
+// compute in the forward's last step (rank 0's late chunk stays home), so its backward's first kernel starts before
+// the forward's end, and the run ends sooner than with the ranks starting their backward together; the slowest rank's
+// terms still add up to the total.
+TEST(Engine, BackwardStartsAtEachRanksForwardEnd) {
+  const auto t = star(2, 1000);
+  const auto prof = simulator::builtin_profile("h200-hgx-8");
+  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
+  planner::PlanOptions o;
+  o.causal = true, o.prune_plain = true, o.gather_pieces = 4, o.gather_steps = {2, 1, 1}, o.workload = w;
+  const planner::Plan p = planner::build_plan(t, "allgather", o);
+  simulator::SimOptions so;
+  so.passes = {true, true};
+  const auto r = simulator::simulate(p, t, w, prof, so);
+  const int F = p.num_steps();
+  ASSERT_EQ(r.timeline.fwd_steps, F);
+  const auto& rank1 = r.timeline.per_rank[1];
+  EXPECT_LT(rank1[F].compute_start_us, r.fwd_us - 1);
+  EXPECT_NEAR(r.total_us, r.fwd_us + r.bwd_us, 1e-6);
+  EXPECT_NEAR(r.terms.sum(), r.total_us, 1e-6);
+  so.passes = {false, true};  // the backward alone: every rank from 0
+  EXPECT_GT(simulator::simulate(p, t, w, prof, so).total_us, r.bwd_us);
+}
+
 TEST(Engine, ExecutorGapsAndSustainedClockByHand) {
   // The ring of RingOnCompleteGraphByHand with the executor's start and step gaps and a GPU that holds half
   // its boost rate: the compute stream starts 7 us late in the first step, every later step 3 us after the
