@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "planner/collective.hpp"
@@ -229,6 +229,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   std::vector<char> computed(n, 0);
   std::vector<double> grads_in(n, 0);
   std::vector<BlockWork> work(n);
+  std::vector<planner::Compute> order;  // a step's computes by (rank, owner, piece)
   planner::Step scratch;
   StepFlows cur;
   // The last solved step, to reuse when a step repeats the same flows from the same relative starts.
@@ -341,17 +342,18 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     // count): a rank's own pieces, and the pieces an allgather step gathers (slots in piece order); a ring's pieces
     // of one owner arrive by different rings into slots of their own.
     const bool gathered = p.schedule == "allgather";
-    std::map<std::pair<int, int>, std::vector<int>> pieces;  // (rank, owner) -> pieces
-    for (const auto& c : s.compute) pieces[{c.rank, c.owner}].push_back(c.piece);
-    for (auto& [ro, ks] : pieces) {
-      const auto [rank, owner] = ro;
-      std::sort(ks.begin(), ks.end());
-      for (size_t i = 0; i < ks.size();) {
-        size_t j = i + 1;
-        while (j < ks.size() && (gathered || owner == rank) && ks[j] == ks[i] + int(j - i)) ++j;
-        work[rank].add(block_work(p, w, rank, owner, ks[i], int(j - i), &m.mask));
-        i = j;
-      }
+    order.assign(s.compute.begin(), s.compute.end());
+    std::sort(order.begin(), order.end(), [](const planner::Compute& a, const planner::Compute& b) {
+      return std::tie(a.rank, a.owner, a.piece) < std::tie(b.rank, b.owner, b.piece);
+    });
+    for (size_t i = 0; i < order.size();) {
+      const planner::Compute& c = order[i];
+      size_t j = i + 1;
+      while (j < order.size() && (gathered || c.owner == c.rank) && order[j].rank == c.rank && order[j].owner == c.owner &&
+             order[j].piece == c.piece + int(j - i))
+        ++j;
+      work[c.rank].add(block_work(p, w, c.rank, c.owner, c.piece, int(j - i), &m.mask));
+      i = j;
     }
     for (int r = 0; r < n; ++r) {
       const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r), p.ulysses > 1) : 0;
