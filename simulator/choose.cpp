@@ -267,9 +267,9 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   const bool asked = o.prune_plain && plain_causal;
   const bool shared = !asked && plain_causal && !opt.framework && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
                       prof.comm_for(p.gpus()).collectives_per_root && opt.collectives != Collectives::Off;
+  const std::vector<bool> modes = shared ? std::vector<bool>{false, true} : std::vector<bool>{asked};
   for (const std::vector<int>& steps : candidates)
-    for (bool pruned : {asked, shared && !asked}) {
-      if (pruned != asked && !shared) continue;  // (one pass unless pruned candidates run beside whole ones)
+    for (bool pruned : modes) {
       const int P = std::accumulate(steps.begin(), steps.end(), 0);
       if (P > 1 && shard / P < 128) continue;  // pieces under a kernel tile: launches for nothing
       if (pruned && P % 2 != 0) continue;
