@@ -57,6 +57,10 @@ TEST(Choose, GatherPiecesAreTheFastestSimulated) {
     EXPECT_EQ(runs[0].plan.pieces_per_rank, want.pieces);
     EXPECT_EQ(runs[0].plan.gather_steps, want.steps);
     EXPECT_NE(runs[0].detail.find("gather pieces " + want.named + " (tried, ms: 1: "), std::string::npos) << runs[0].detail;
+    // Each candidate tried once (the whole ones; pruned ones are named so).
+    const auto first = runs[0].detail.find(", 2: ");
+    EXPECT_NE(first, std::string::npos) << runs[0].detail;
+    EXPECT_EQ(runs[0].detail.find(", 2: ", first + 1), std::string::npos) << runs[0].detail;
     // Its time is its plan's, and no count from 1 to 4 one a step, nor steps of several, simulates 1% faster.
     EXPECT_DOUBLE_EQ(runs[0].sim.total_us, allgather_us(f, w, want.pieces, so, want.steps));
     for (int P = 1; P <= 4; ++P) EXPECT_GE(allgather_us(f, w, P, so), 0.99 * runs[0].sim.total_us) << P << " pieces";
