@@ -10,6 +10,7 @@
 #include "planner/layout.hpp"
 #include "planner/topology.hpp"
 #include "planner/workload.hpp"
+#include "simulator/comm_rules.hpp"
 #include "simulator/compute_model.hpp"
 #include "simulator/microbench.hpp"
 
@@ -89,7 +90,7 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
     // reduce-scatter's own rate where its rows are there (reducescatter[-roots]).
     auto& roots = kinds["allgather-roots"];
     cp.collectives_per_root = !roots.empty();
-    const double lat = cp.latency_us + cp.peer_latency_us * std::max(0, n - 2);  // as the engine starts the step
+    const double lat = step_latency_us(cp, n - 1);  // as the engine starts the step
     auto collective_rate = [&](const std::vector<CommSample>& rows) {
       const double t_min = std::min_element(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.us < b.us; })->us;
       return rate_curve(rows, std::min(lat, 0.9 * t_min), 1.0);

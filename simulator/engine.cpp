@@ -230,6 +230,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   std::vector<double> grads_in(n, 0);
   std::vector<BlockWork> work(n);
   std::vector<planner::Compute> order;  // a step's computes by (rank, owner, piece)
+  std::vector<double> coll_rate(n, 0), coll_in(n, 0);  // a collective step's rate per rank, sending and receiving
   planner::Step scratch;
   StepFlows cur;
   // The last solved step, to reuse when a step repeats the same flows from the same relative starts.
@@ -270,18 +271,16 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     if (collectives && kind == planner::Collective::None && cp.collectives_per_root) kind = planner::per_root_of(s, n, P);
     const bool coll = kind != planner::Collective::None;
     // One root alone (a pruned step: the other owners send nothing) at its own rate where measured.
-    std::vector<char> sending(n, 0);
-    for (const auto& x : s.transfers) sending[x.owner] = 1;
-    const bool alone = cp.collectives_per_root && !cp.one_root_gbps.empty() &&
-                       std::count(sending.begin(), sending.end(), 1) == 1;
+    const bool shared = coll && cp.collectives_per_root && !cp.one_root_gbps.empty();
+    const bool alone = shared && std::all_of(s.transfers.begin(), s.transfers.end(),
+                                             [&](const planner::Transfer& x) { return x.owner == s.transfers[0].owner; });
     const Curve& coll_gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
     // Each rank's rate as a collective step sends it; on a shared medium (one_root_gbps) two roots of unequal bytes (a
     // pruned step: 48 MiB one way, 16 the other) share it until the lighter is done, then the heavier runs alone at
     // the one-root rate: its rate is its bytes over those two phases (2x H200 through host memory, 2026-11-27: 64 MiB
     // beside 32 the other way 1.93 ms, where the rate of two alike gives 2.12 and of one alone 1.52).
-    std::vector<double> coll_rate(n, 0), coll_in(n, 0);  // sending, receiving
     for (int r = 0; coll && r < n; ++r) coll_rate[r] = coll_gbps.at(cur.bytes_out[r]), coll_in[r] = coll_gbps.at(cur.bytes_in[r]);
-    if (coll && !alone && n == 2 && cp.collectives_per_root && !cp.one_root_gbps.empty() && cur.bytes_out[0] > 0 &&
+    if (shared && !alone && n == 2 && cur.bytes_out[0] > 0 &&
         cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
       const int h = cur.bytes_out[0] > cur.bytes_out[1] ? 0 : 1, l = 1 - h;
       const double both = cur.bytes_out[l] / coll_rate[l];  // the lighter's time (bytes / GB/s, any unit alike)

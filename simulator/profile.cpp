@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "simulator/comm_rules.hpp"
+
 namespace tasp::simulator {
 
 double Curve::at(double x) const {
@@ -77,7 +79,7 @@ double delivered_peak(const Curve& k, double latency) {
 }  // namespace
 
 double CommProfile::one_root_peak_gbps(int ranks) const {
-  return collectives_per_root ? delivered_peak(one_root_gbps, latency_us + peer_latency_us * std::max(0, ranks - 2)) : 0;
+  return collectives_per_root ? delivered_peak(one_root_gbps, step_latency_us(*this, ranks - 1)) : 0;
 }
 
 double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) const {
@@ -85,7 +87,7 @@ double Profile::peak_send_gbps(int ranks, bool collectives, bool reduces_only) c
   // A point's rate as a step of its size delivered it, its start latency included (as the engine starts a step): the
   // fitted rate past the latency alone is no measured bandwidth (over loopback sockets 4.6-4.8 GB/s at 256 KiB, where
   // the steps measured 1.5 and at most 4.2: docs/measurements/executor.md).
-  const double p2p = c.latency_us, coll = c.latency_us + c.peer_latency_us * std::max(0, ranks - 2);
+  const double p2p = c.latency_us, coll = step_latency_us(c, ranks - 1);
   std::vector<std::pair<const Curve*, double>> curves = {{&c.flow_cap_gbps, p2p}, {&c.rank_cap_gbps, p2p}};
   if (collectives && reduces_only) curves.push_back({&c.collective_curve(true), coll});
   else if (collectives) curves.insert(curves.end(), {{&c.collective_gbps, coll}, {&c.reduce_gbps, coll}});
