@@ -79,6 +79,7 @@ struct Options {
   std::string profile, schemes = "all";
   planner::Passes passes{true, true};
   bool deterministic = false, framework = false;
+  bool try_pruned = true;  // "prune_plain": false: allgather's pieces never pruned (SimOptions::try_pruned)
   // As tasp run: allgather's steps as NCCL collectives where the profile times them clearly faster (over sockets;
   // simulator::kCollectivesMargin), grouped send/recv elsewhere (NVLink). The ranks' collectives passed
   // tests/python/gpu/check_attention.py on 2x H200 (2026-11-26) before this became the default.
@@ -115,6 +116,7 @@ Options parse_options(const char* text) {
     else if (k == "prune_plain" || k == "deterministic" || k == "framework") {
       if (!v.is_boolean()) throw planner::InputError("options." + k + ": expected true or false");
       (k == "deterministic" ? o.deterministic : k == "framework" ? o.framework : o.choices.prune_plain) = v.get<bool>();
+      if (k == "prune_plain") o.try_pruned = v.get<bool>();
     }
     else if (k == "root_comms") {
       if (!v.is_boolean()) throw planner::InputError("options.root_comms: expected true or false");
@@ -206,6 +208,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     so.passes = o.passes;
     so.max_timeline_cells = 0;
     so.framework = o.framework;
+    so.try_pruned = o.try_pruned;
     so.collectives = o.collectives;
     std::string s = scheme, detail;
     double predicted = 0;

@@ -39,7 +39,8 @@ TASP_API const char* tasp_last_error(void);
  * ("B=..,S=..,H=..,Hkv=..,D=..[,causal][,window=L:R][,docs=L1+L2+..]"). `options_json`: NULL or a JSON object with
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain; allgather then cuts
- * its zigzag pieces by chunk, an even count, so that a rank's late chunk stays home), "accumulator"
+ * its zigzag pieces by chunk, an even count, so that a rank's late chunk stays home; false: never; absent: where
+ * the simulator finds allgather's pruned pieces faster), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
  * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; 0, the default:
  * the count from 1 to 4 the simulator finds fastest), "gather_steps" (a list: how many of those pieces each forward

@@ -265,7 +265,7 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   // (the C ABI's runner), where pruned plans have not been checked on GPUs.
   const bool plain_causal = o.causal && p.layout == Layout::Zigzag && p.ranks > 1 && !w.windowed() && !w.packed();
   const bool asked = o.prune_plain && plain_causal;
-  const bool shared = !asked && plain_causal && !opt.framework && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
+  const bool shared = !asked && plain_causal && opt.try_pruned && !opt.framework && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
                       prof.comm_for(p.gpus()).collectives_per_root && opt.collectives != Collectives::Off;
   const std::vector<bool> modes = shared ? std::vector<bool>{false, true} : std::vector<bool>{asked};
   for (const std::vector<int>& steps : candidates)

@@ -79,6 +79,9 @@ struct SimOptions {
   // The plan runs inside a training framework (tasp.torch, the C ABI's tasp_rank_*): a token-parallel rank's copies
   // between the framework's tensors and its own layout (framework_io_us) are counted, as executor time.
   bool framework = false;
+  // allgather's choice of pieces (choose_gather_pieces) tries candidates pruned for the causal mask beside the whole
+  // ones where a medium is shared; false: whole ones only (the C ABI's "prune_plain": false).
+  bool try_pruned = true;
 };
 
 // Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan

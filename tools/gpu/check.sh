@@ -72,6 +72,13 @@ for w in "B=1,S=$((N * 2 * 150)),H=4,Hkv=2,D=64,causal" "B=2,S=$((N * 2 * 1000 +
     check "allgather $f $w" 120 $T run --backend cuda -t $TOPO -s allgather $f -w "$w" --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
+echo "== allgather pruned for the causal mask (--prune-plain: pieces by chunk, the late chunk's kept home), each transport"
+for w in "B=2,S=$((N * 2 * 1000 + 8)),H=8,D=128,causal" "B=1,S=$((N * 4 * 300)),H=8,Hkv=2,D=64,causal,fp16"; do
+  for f in "--collectives --root-comms --gather-steps 3,1" "--collectives --one-comm --gather-pieces 2" "--sendrecv --gather-steps 2,1,1"; do
+    check "allgather --prune-plain $f $w" 120 $T run --backend cuda -t $TOPO -s allgather --prune-plain $f -w "$w" \
+      --pass fwd+bwd --check --iters 2 --warmup 1
+  done
+done
 echo "== the executor's defaults turned off (TASP_TRANSFERS_FIRST=0: a step's kernel does not wait for its NCCL calls to"
 echo "   be next; TASP_REDUCE_AS_BCAST=0: a 2-rank reduce one a root as ncclReduce, not a broadcast from the other rank)"
 for v in TASP_TRANSFERS_FIRST=0 TASP_REDUCE_AS_BCAST=0; do

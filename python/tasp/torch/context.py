@@ -165,11 +165,15 @@ class Context:
     gather_steps: how many of those pieces each forward step gathers, e.g. (2, 1, 1): the steps shrink toward the
         forward's end and the backward takes them in reverse, so the ends that nothing hides are small; None
         (default): as `profile` simulates fastest (over sockets 4 pieces in steps of 4, 2, 1, 1 ran `medium` 0.84x the
-        time of 4 one a step)."""
+        time of 4 one a step).
+    prune_plain: under a plain causal mask send a rank only the K/V its queries see and return only the dK/dV they
+        made; an allgather plan then cuts its pieces by chunk, so on 2 ranks rank 0 sends half (through host memory,
+        one medium for both directions, 0.82x the time of the whole exchange at B=1 S=8192:
+        docs/measurements/executor.md). None (default): as `profile` simulates fastest; True or False."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
-                 gather_pieces=None, root_comms=None, gather_steps=None):
+                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -189,6 +193,8 @@ class Context:
             raise ValueError(f"collectives: expected False, True or 'auto', got {collectives!r}")
         if root_comms not in (None, False, True) or isinstance(root_comms, int) and not isinstance(root_comms, bool):
             raise ValueError(f"root_comms: expected None, False or True, got {root_comms!r}")
+        if prune_plain not in (None, False, True) or isinstance(prune_plain, int) and not isinstance(prune_plain, bool):
+            raise ValueError(f"prune_plain: expected None, False or True, got {prune_plain!r}")
         if gather_pieces is not None and not (isinstance(gather_pieces, int) and not isinstance(gather_pieces, bool) and
                                               1 <= gather_pieces <= 64):
             raise ValueError(f"gather_pieces: expected None (the simulator's choice) or 1 to 64, got {gather_pieces!r}")
@@ -213,7 +219,7 @@ class Context:
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
         self.collectives, self.gather_pieces, self.root_comms = collectives, gather_pieces, root_comms
-        self.gather_steps = gather_steps
+        self.gather_steps, self.prune_plain = gather_steps, prune_plain
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._closed = False
@@ -250,6 +256,8 @@ class Context:
             o["root_comms"] = self.root_comms
         if self.gather_steps is not None:
             o["gather_steps"] = list(self.gather_steps)
+        if self.prune_plain is not None:
+            o["prune_plain"] = self.prune_plain
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):

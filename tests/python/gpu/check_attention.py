@@ -212,6 +212,24 @@ def main():
             print(f"FAIL allgather in pieces: the plan did not take the path meant ({note})", flush=True)
         bad += not (ok and engaged)
 
+    # allgather pruned for the causal mask through a rank (Context(prune_plain=True)): pieces cut by chunk, the late
+    # chunk's pieces kept home; MHA bf16 in 4 gathered in steps of 3, 1 as broadcasts a root (host memory's choice),
+    # GQA fp16 in 2 as send/recv.
+    for P, coll, dtype, hkv, steps in ((4, True, torch.bfloat16, 8, (3, 1)), (2, False, torch.float16, 4, None)):
+        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll, gather_steps=steps,
+                         prune_plain=True)
+        g = torch.Generator(device=dev).manual_seed(29)
+        full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)]
+        mine, got = causal_pass(ctx, full)
+        info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
+        note = f"pieces {info['pieces_per_rank']}, by chunk {info['pieces_by_chunk']}, pruned {info['pruned']}"
+        ok = judge(f"allgather pruned in {P} pieces {str(dtype)[6:]:8} B=2 H=8/{hkv} causal", got, full, True, None, None,
+                   rank, note)
+        engaged = info["pieces_per_rank"] == P and info["pieces_by_chunk"] and info["pruned"]
+        if rank == 0 and not engaged:
+            print(f"FAIL allgather pruned: the plan did not take the path meant ({note})", flush=True)
+        bad += not (ok and engaged)
+
     # return_lse: this rank's softmax LSE rows [B, H, S_local] in shard order, against logsumexp of the scaled scores in
     # fp32 over the whole sequence (the same bf16 inputs); the compat functions' (out, softmax_lse, None).
     ctx = tt.Context(scheme="allgather")
