@@ -261,11 +261,12 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   // Pruned for the causal mask, a zigzag allgather cuts its pieces by chunk: an even count (planner::build_plan). Asked
   // for (--prune-plain), every candidate is; else, where the profile measured one root's broadcast alone (a medium both
   // directions share: through host memory on 2x H200 pruned steps ran B=1 S=8192 and `medium` 0.82-0.89x, 2026-11-27)
-  // and the mask is plain causal, pruned candidates run beside the whole ones; not yet for a training framework's ranks
-  // (the C ABI's runner), where pruned plans have not been checked on GPUs.
+  // and the mask is plain causal, pruned candidates run beside the whole ones (through tasp run, and through the C ABI's
+  // ranks as tasp.torch runs them: both checked against one GPU on 2x H200, 2026-11-27); not where they were declined
+  // (SimOptions::try_pruned).
   const bool plain_causal = o.causal && p.layout == Layout::Zigzag && p.ranks > 1 && !w.windowed() && !w.packed();
   const bool asked = o.prune_plain && plain_causal;
-  const bool shared = !asked && plain_causal && opt.try_pruned && !opt.framework && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
+  const bool shared = !asked && plain_causal && opt.try_pruned && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
                       prof.comm_for(p.gpus()).collectives_per_root && opt.collectives != Collectives::Off;
   const std::vector<bool> modes = shared ? std::vector<bool>{false, true} : std::vector<bool>{asked};
   for (const std::vector<int>& steps : candidates)

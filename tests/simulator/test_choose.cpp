@@ -90,8 +90,11 @@ TEST(Choose, PrunedWhereTheMediumIsShared) {
   EXPECT_NE(mha[0].detail.find(" pruned: "), std::string::npos) << mha[0].detail;
   const auto gqa = simulator::run_schemes(f.topo, planner::parse_workload("B=4,S=16384,H=40,Hkv=8,D=128,causal"), {"allgather"}, f.prof, so);
   EXPECT_FALSE(gqa[0].plan.pruned.any()) << gqa[0].detail;
-  simulator::SimOptions framework = so;  // a training framework's ranks: not before a GPU has checked them there
+  simulator::SimOptions framework = so;  // a training framework's ranks alike (tasp.torch's pruned plans checked on GPUs)
   framework.framework = true;
+  EXPECT_TRUE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
+                                     framework)[0].plan.pruned.any());
+  framework.try_pruned = false;  // the C ABI's "prune_plain": false
   EXPECT_FALSE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
                                       framework)[0].plan.pruned.any());
   f.prof.comm[0].one_root_gbps = {};
