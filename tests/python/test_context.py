@@ -40,6 +40,8 @@ def one_process_group():
     (dict(collectives=1), "collectives:"),
     (dict(root_comms="yes"), "root_comms:"),
     (dict(root_comms=1), "root_comms:"),
+    (dict(prune_plain="yes"), "prune_plain:"),
+    (dict(prune_plain=0), "prune_plain:"),
     (dict(candidates=["spiral"]), "candidates:"),
     (dict(candidates=[]), "candidates:"),
     (dict(candidates="ulysses"), "candidates:"),
@@ -341,3 +343,22 @@ def test_gather_pieces_reach_the_plan(one_process_group):
         assert plan.info["pieces_per_rank"] == want, (fabric, plan.info["detail"])
         assert plan.info["gather_steps"] == ([4, 2, 1, 1] if fabric == "socket" else []), plan.info["detail"]
         assert "gather pieces" in plan.info["detail"]
+
+
+def test_prune_plain_reaches_the_plan(one_process_group):
+    """Context(prune_plain=...) reaches the plan: True prunes allgather for the causal mask (pieces by chunk), False
+    never does; None (the default) leaves it to the simulator, which through host memory's profile prunes the MHA
+    row B=1 S=8192 H=32 (measured 0.82x the whole exchange's time, docs/measurements/executor.md)."""
+    import os
+    import tasp
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
+    w = "B=1,S=8192,H=32,D=128,causal"
+    assert "prune_plain" not in tt.Context()._options(True, False)
+    info = tasp.Plan("complete:2", "allgather", w, **tt.Context(prune_plain=True)._options(True, False)).info
+    assert info["pruned"] and info["pieces_by_chunk"], info
+    shm = dict(profile=os.path.join(src, "h200x2-shm.profile.yaml"))
+    t = os.path.join(src, "h200x2-shm.yaml")
+    chosen = tasp.Plan(t, "allgather", w, **tt.Context()._options(True, False), **shm).info
+    assert chosen["pruned"], chosen["detail"]
+    declined = tasp.Plan(t, "allgather", w, **tt.Context(prune_plain=False)._options(True, False), **shm).info
+    assert not declined["pruned"] and "pruned" not in declined["detail"], declined["detail"]
