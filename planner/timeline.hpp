@@ -60,7 +60,8 @@ struct RunBound {
 // (< 0: the same). `alone_gbps` > 0: the GPUs share one medium (host memory), on which a GPU sends at most that fast
 // while the others are idle and all of them together at most n x the peaks: a pass's bytes then take the longer of
 // the busiest GPU's at `alone_gbps` and every GPU's at n x the peak (for a symmetric exchange the peak's figure, as
-// without it; for one pruned for its mask, where some GPUs send less, the tighter of the two).
+// without it; for one pruned for its mask, where some GPUs send less, the tighter of the two), and on 2 GPUs at least
+// the lighter's bytes beside as many of the busier's at the peak and the busier's rest alone.
 RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps = -1, double alone_gbps = 0);
 
 void write_timeline_json(std::ostream& o, const Timeline& t);

@@ -111,4 +111,10 @@ TEST(Timeline, RunBoundByHand) {
   EXPECT_DOUBLE_EQ(run_bound(v, 0.1, -1, 0.3).bytes_us, 7.68 + 15.36);
   EXPECT_DOUBLE_EQ(run_bound(v, 0.1, -1, 0.05).per_pass_us, 10.24 + 20.48);
   EXPECT_DOUBLE_EQ(run_bound(v, 0.1).per_pass_us, 10.24 + 20.48);  // not shared: the busiest at the peak
+  // A GPU alone slower than two together (0.15 GB/s against 2 x 0.1, as through host memory): rank 1's 512 and 1024 B
+  // beside as many of rank 0's at 0.1 GB/s, rank 0's other 512 and 1024 B alone at 0.15: 5.12 + 3.41 and 10.24 + 6.83
+  // us, over both the busiest alone (6.83, 13.65) and all at 2 x the peak (7.68, 15.36).
+  EXPECT_NEAR(run_bound(v, 0.1, -1, 0.15).bytes_us, 512 / 100.0 + 512 / 150.0 + 1024 / 100.0 + 1024 / 150.0, 1e-9);
+  EXPECT_NEAR(run_bound(v, 0.1, -1, 0.15).per_pass_us, 512 / 100.0 + 512 / 150.0 + 1024 / 100.0 + 1024 / 150.0, 1e-9);
+  EXPECT_DOUBLE_EQ(run_bound(t, 0.1, -1, 0.15).per_pass_us, 10.24 + 20.48);  // alike: the peak's figure still
 }
