@@ -184,6 +184,54 @@ struct StepFlows {
   std::vector<double> bytes_out, bytes_in;
 };
 
+// A step's transfers as flows, one per (src, dst) pair with their bytes summed, and each rank's peers and bytes.
+// `pairs` is scratch kept across steps.
+template <typename BytesOf>
+void step_flows(const planner::Step& s, int n, const BytesOf& bytes_of, std::vector<std::pair<uint64_t, double>>& pairs,
+                StepFlows& cur) {
+  pairs.clear();
+  for (const auto& x : s.transfers) pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
+  std::sort(pairs.begin(), pairs.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  FlowList& f = cur.flows;
+  f = FlowList{};
+  cur.peers_out.assign(n, 0), cur.peers_in.assign(n, 0), cur.bytes_out.assign(n, 0), cur.bytes_in.assign(n, 0);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (i > 0 && pairs[i].first == pairs[i - 1].first) {
+      f.b.back() += pairs[i].second;
+    } else {
+      f.s.push_back(int(pairs[i].first / n));
+      f.d.push_back(int(pairs[i].first % n));
+      f.b.push_back(pairs[i].second);
+      ++cur.peers_out[f.s.back()];
+      ++cur.peers_in[f.d.back()];
+    }
+    cur.bytes_out[int(pairs[i].first / n)] += pairs[i].second;
+    cur.bytes_in[int(pairs[i].first % n)] += pairs[i].second;
+  }
+}
+
+// Each rank's rate, sending (`out`) and receiving (`in`), as a collective step of `kind` moves its bytes. One root alone
+// (a pruned step: the other owners send nothing) at its own rate where measured (one_root_gbps). On such a shared
+// medium two roots of unequal bytes (a pruned step: 48 MiB one way, 16 the other) share it until the lighter is done,
+// then the heavier runs alone at the one-root rate: its rate is its bytes over those two phases (2x H200 through host
+// memory, 2026-11-27: 64 MiB beside 32 the other way 1.93 ms, where the rate of two alike gives 2.12 and of one alone
+// 1.52).
+void collective_rates(const planner::Step& s, const StepFlows& cur, const CommProfile& cp, planner::Collective kind,
+                      std::vector<double>& out, std::vector<double>& in) {
+  const int n = int(cur.bytes_out.size());
+  const bool shared = cp.collectives_per_root && !cp.one_root_gbps.empty();
+  const bool alone = shared && std::all_of(s.transfers.begin(), s.transfers.end(),
+                                           [&](const planner::Transfer& x) { return x.owner == s.transfers[0].owner; });
+  const Curve& gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
+  for (int r = 0; r < n; ++r) out[r] = gbps.at(cur.bytes_out[r]), in[r] = gbps.at(cur.bytes_in[r]);
+  if (shared && !alone && n == 2 && cur.bytes_out[0] > 0 && cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
+    const int h = cur.bytes_out[0] > cur.bytes_out[1] ? 0 : 1, l = 1 - h;
+    const double both = cur.bytes_out[l] / out[l];  // the lighter's time (bytes / GB/s, any unit alike)
+    const double rest = cur.bytes_out[h] - out[h] * both;
+    if (rest > 0) in[l] = out[h] = cur.bytes_out[h] / (both + rest / cp.one_root_gbps.at(cur.bytes_out[h]));
+  }
+}
+
 // Steps NCCL can run as collectives (planner::collectives_apply) timed at the profile's collective rate, where it has
 // one for these ranks.
 bool collectives_timed(const planner::Plan& p, const CommProfile& cp) {
@@ -243,50 +291,16 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     if (t > 0)
       for (int r = 0; r < n; ++r) ready[r] += m.gap_us(), terms[r].executor_us += m.gap_us();
     const double lead = t == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
-    pairs.clear();
     std::fill(grads_in.begin(), grads_in.end(), 0.0);
-    for (const auto& x : s.transfers) {
-      pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
-      if (x.grad) grads_in[x.dst] += pairs.back().second;
-    }
-    std::sort(pairs.begin(), pairs.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (const auto& x : s.transfers)
+      if (x.grad) grads_in[x.dst] += bytes_of(x);
+    step_flows(s, n, bytes_of, pairs, cur);
     FlowList& f = cur.flows;
-    f = FlowList{};
-    cur.peers_out.assign(n, 0), cur.peers_in.assign(n, 0), cur.bytes_out.assign(n, 0), cur.bytes_in.assign(n, 0);
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      if (i > 0 && pairs[i].first == pairs[i - 1].first) {
-        f.b.back() += pairs[i].second;
-      } else {
-        f.s.push_back(int(pairs[i].first / n));
-        f.d.push_back(int(pairs[i].first % n));
-        f.b.push_back(pairs[i].second);
-        ++cur.peers_out[f.s.back()];
-        ++cur.peers_in[f.d.back()];
-      }
-      cur.bytes_out[int(pairs[i].first / n)] += pairs[i].second;
-      cur.bytes_in[int(pairs[i].first % n)] += pairs[i].second;
-    }
     // A communicator a root (collectives_per_root) moves a step in which not every owner sends the same way.
     planner::Collective kind = collectives ? planner::collective_of(s, n, P) : planner::Collective::None;
     if (collectives && kind == planner::Collective::None && cp.collectives_per_root) kind = planner::per_root_of(s, n, P);
     const bool coll = kind != planner::Collective::None;
-    // One root alone (a pruned step: the other owners send nothing) at its own rate where measured.
-    const bool shared = coll && cp.collectives_per_root && !cp.one_root_gbps.empty();
-    const bool alone = shared && std::all_of(s.transfers.begin(), s.transfers.end(),
-                                             [&](const planner::Transfer& x) { return x.owner == s.transfers[0].owner; });
-    const Curve& coll_gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
-    // Each rank's rate as a collective step sends it; on a shared medium (one_root_gbps) two roots of unequal bytes (a
-    // pruned step: 48 MiB one way, 16 the other) share it until the lighter is done, then the heavier runs alone at
-    // the one-root rate: its rate is its bytes over those two phases (2x H200 through host memory, 2026-11-27: 64 MiB
-    // beside 32 the other way 1.93 ms, where the rate of two alike gives 2.12 and of one alone 1.52).
-    for (int r = 0; coll && r < n; ++r) coll_rate[r] = coll_gbps.at(cur.bytes_out[r]), coll_in[r] = coll_gbps.at(cur.bytes_in[r]);
-    if (shared && !alone && n == 2 && cur.bytes_out[0] > 0 &&
-        cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
-      const int h = cur.bytes_out[0] > cur.bytes_out[1] ? 0 : 1, l = 1 - h;
-      const double both = cur.bytes_out[l] / coll_rate[l];  // the lighter's time (bytes / GB/s, any unit alike)
-      const double rest = cur.bytes_out[h] - coll_rate[h] * both;
-      if (rest > 0) coll_in[l] = coll_rate[h] = cur.bytes_out[h] / (both + rest / cp.one_root_gbps.at(cur.bytes_out[h]));
-    }
+    if (coll) collective_rates(s, cur, cp, kind, coll_rate, coll_in);
     double t_min = kInf;
     for (size_t i = 0; i < f.size(); ++i) {
       f.t0.push_back(std::max(ready[f.s[i]], ready[f.d[i]]) + step_latency_us(cp, cur.peers_out[f.s[i]]));
