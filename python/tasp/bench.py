@@ -52,6 +52,10 @@ def parse_args(argv=None):
                     help="those collectives as one broadcast or reduce a rank, each on a NCCL communicator of its own "
                          "(true), one all-gather or reduce-scatter (false), or as --profile measured them (auto, "
                          "default); Context(root_comms=...)")
+    ap.add_argument("--prune-plain", choices=("false", "true", "auto"), default="auto",
+                    help="allgather pruned for a plain causal mask, its pieces cut by chunk so that a rank's late chunk "
+                         "stays home (true), never (false), or where --profile simulates it faster (auto, default: "
+                         "through host memory's profile, the MHA configurations); Context(prune_plain=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
@@ -190,7 +194,8 @@ def run(a):
     # tasp: this rank's shard in the plan's order, autograd through tasp's backward.
     ctx = tt.Context(scheme=a.scheme, profile=a.profile,
                      collectives={"false": False, "true": True, "auto": "auto"}[a.collectives],
-                     root_comms={"false": False, "true": True, "auto": None}[a.root_comms])
+                     root_comms={"false": False, "true": True, "auto": None}[a.root_comms],
+                     prune_plain={"false": False, "true": True, "auto": None}[a.prune_plain])
     q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 

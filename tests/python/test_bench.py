@@ -77,3 +77,10 @@ def test_collectives_and_profile_options():
     with pytest.raises(SystemExit):
         bench.parse_args(["--config", "medium", "--collectives", "yes"])
 
+
+
+def test_prune_plain_option():
+    assert bench.parse_args(["--config", "medium"]).prune_plain == "auto"
+    assert bench.parse_args(["--config", "medium", "--prune-plain", "true"]).prune_plain == "true"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--config", "medium", "--prune-plain", "yes"])
