@@ -43,7 +43,8 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                 "only the dK/dV they made; each owner's partial dK/dV stays home (accumulators travel n-1 hops).\n"
                 "allgather: its zigzag pieces cut by chunk (an even count; 1 is one a chunk), so that a rank's late\n"
                 "chunk, which the ranks before it never see, stays home; the forward's K/V still kept (through host\n"
-                "memory, where both directions share the medium, 0.94-0.97x the time at B=1 S=8192 and medium)");
+                "memory, where both directions share the medium, 0.82x the time at B=1 S=8192 and medium). Without\n"
+                "it allgather is pruned where the profile measured one root's broadcast alone and simulates it faster");
 }
 
 void add_collectives_flags(CLI::App* cmd, CollectivesFlags& c) {
