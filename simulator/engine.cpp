@@ -182,15 +182,20 @@ struct StepFlows {
   FlowList flows;
   std::vector<int> peers_out, peers_in;
   std::vector<double> bytes_out, bytes_in;
+  std::vector<double> grads_in;  // dK/dV accumulators' bytes each rank receives (added to its own after the step)
 };
 
-// A step's transfers as flows, one per (src, dst) pair with their bytes summed, and each rank's peers and bytes.
-// `pairs` is scratch kept across steps.
+// A step's transfers as flows, one per (src, dst) pair with their bytes summed, and each rank's peers, bytes and
+// accumulators in. `pairs` is scratch kept across steps.
 template <typename BytesOf>
 void step_flows(const planner::Step& s, int n, const BytesOf& bytes_of, std::vector<std::pair<uint64_t, double>>& pairs,
                 StepFlows& cur) {
   pairs.clear();
-  for (const auto& x : s.transfers) pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
+  cur.grads_in.assign(n, 0);
+  for (const auto& x : s.transfers) {
+    pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
+    if (x.grad) cur.grads_in[x.dst] += pairs.back().second;
+  }
   std::sort(pairs.begin(), pairs.end(), [](auto& a, auto& b) { return a.first < b.first; });
   FlowList& f = cur.flows;
   f = FlowList{};
@@ -275,7 +280,6 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
   for (int r = 0; r < n && size_t(r) < start.size(); ++r) ready[r] = start[r], terms[r].executor_us += start[r];
   std::vector<double> node_in(net.node_ingress_gbps.size(), 0);
   std::vector<char> computed(n, 0);
-  std::vector<double> grads_in(n, 0);
   std::vector<BlockWork> work(n);
   std::vector<planner::Compute> order;  // a step's computes by (rank, owner, piece)
   std::vector<double> coll_rate(n, 0), coll_in(n, 0);  // a collective step's rate per rank, sending and receiving
@@ -291,9 +295,6 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     if (t > 0)
       for (int r = 0; r < n; ++r) ready[r] += m.gap_us(), terms[r].executor_us += m.gap_us();
     const double lead = t == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
-    std::fill(grads_in.begin(), grads_in.end(), 0.0);
-    for (const auto& x : s.transfers)
-      if (x.grad) grads_in[x.dst] += bytes_of(x);
     step_flows(s, n, bytes_of, pairs, cur);
     FlowList& f = cur.flows;
     // A communicator a root (collectives_per_root) moves a step in which not every owner sends the same way.
@@ -374,7 +375,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       const double lost = m.overlap_us(base, comm_end[r] - ready[r] - lead), comp = base + lost;
       terms[r].overlap_us += lost;
       // Received accumulators are added to the rank's own once they are in, before the next step sends them.
-      const double add = accumulate_us(m.prof.compute, grads_in[r]);
+      const double add = accumulate_us(m.prof.compute, cur.grads_in[r]);
       if (work[r].flops() > 0) m.add_launch(terms[r], work[r], !computed[r], base - fin);
       terms[r].launch_us += fin;
       terms[r].executor_us += lead;
