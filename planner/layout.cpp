@@ -18,6 +18,15 @@ bool parse_layout(const std::string& s, Layout* out) {
 // i is [i * S / parts, (i + 1) * S / parts). No padding: every token is real, so results do not change.
 static Range chunk(long S, long parts, long i) { return {i * S / parts, (i + 1) * S / parts}; }
 
+std::string pieces_by_chunk_error(Layout layout, int pieces, int sub) {
+  if (layout == Layout::ZigzagDocs) return "pieces_by_chunk: not for the zigzag-docs layout";
+  const int chunks = layout == Layout::Zigzag ? 2 * std::max(1, sub) : 1;
+  if (pieces % chunks != 0)
+    return "pieces_by_chunk: " + std::to_string(pieces) + " pieces a rank do not divide among its " +
+           std::to_string(chunks) + " chunks";
+  return "";
+}
+
 std::string check_split(const Split& s) {
   if (s.S <= 0) return "S must be positive";
   if (s.layout == Layout::ZigzagDocs) {
@@ -39,10 +48,7 @@ std::string check_split(const Split& s) {
   const long parts = s.layout == Layout::Zigzag ? 2L * s.n * s.sub : s.n;
   if (s.by_chunk) {
     const long chunks = s.layout == Layout::Zigzag ? 2L * s.sub : 1;
-    if (s.layout == Layout::ZigzagDocs) return "pieces by chunk: not for the zigzag-docs layout";
-    if (s.pieces % chunks != 0)
-      return "pieces by chunk: " + std::to_string(s.pieces) + " pieces a rank do not divide among its " +
-             std::to_string(chunks) + " chunks";
+    if (std::string e = pieces_by_chunk_error(s.layout, s.pieces, s.sub); !e.empty()) return e;
     if (s.S / parts < s.pieces / chunks)
       return "S=" + std::to_string(s.S) + " leaves fewer than " + std::to_string(s.pieces / chunks) +
              " tokens per chunk for its pieces: S must be at least " + std::to_string(parts * s.pieces / chunks);

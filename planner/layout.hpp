@@ -34,6 +34,9 @@ inline Split split_of(const Plan& p, long S) {
   return {p.layout, p.ranks, p.pieces_per_rank, S, &p.layout_docs, p.ulysses, p.pieces_by_chunk};
 }
 
+// "" when `pieces` a rank can be cut by chunk (Plan::pieces_by_chunk) in this layout (`sub` GPUs a rank: 2 * sub
+// zigzag chunks), else why not: not for zigzag-docs, and the chunks must share the pieces evenly.
+std::string pieces_by_chunk_error(Layout layout, int pieces, int sub);
 // Empty string if S tokens give every piece a token in this split; else why not.
 std::string check_split(const Split& s);
 std::vector<Range> shard_ranges(const Split& s, int rank);

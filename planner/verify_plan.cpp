@@ -218,13 +218,8 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
   if (p.pieces_per_rank < 1) return "pieces_per_rank: must be >= 1";
   if (!p.gather_steps.empty() && p.scheme != "allgather") return "gather_steps: only allgather gathers in steps of pieces";
   if (const std::string e = gather_steps_error(p.gather_steps, p.pieces_per_rank); !e.empty()) return e;
-  if (p.pieces_by_chunk) {
-    if (p.layout == Layout::ZigzagDocs) return "pieces_by_chunk: not for the zigzag-docs layout";
-    const int chunks = p.layout == Layout::Zigzag ? 2 * std::max(1, p.ulysses) : 1;
-    if (p.pieces_per_rank % chunks != 0)
-      return "pieces_by_chunk: " + std::to_string(p.pieces_per_rank) + " pieces a rank do not divide among its " +
-             std::to_string(chunks) + " chunks";
-  }
+  if (p.pieces_by_chunk)
+    if (std::string e = pieces_by_chunk_error(p.layout, p.pieces_per_rank, p.ulysses); !e.empty()) return e;
   if (p.ulysses < 1 || p.ulysses > 4096) return "ulysses: must be between 1 and 4096 (GPUs per head-parallel group)";
   if (p.head_groups < 1 || p.head_groups > 1024) return "head_groups: must be between 1 and 1024";
   if (p.head_groups > 1 && p.ulysses == 1) return "head_groups: only head-parallel plans (ulysses > 1) cut their heads into groups";

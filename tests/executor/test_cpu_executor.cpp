@@ -249,7 +249,9 @@ TEST(CpuExecutor, PlainMasksPrunedOnRequestAreExact) {
         EXPECT_EQ(p.pruned.any(), causal);
         EXPECT_EQ(p.pieces_by_chunk, causal);
       }
-      else if (c.scheme != "usp") EXPECT_TRUE(p.pruned.any());
+      else if (c.scheme != "usp") {
+        EXPECT_TRUE(p.pruned.any());
+      }
       check_plan(p, w, "fp64", 1e-10, c.scheme);
     }
 }
@@ -525,7 +527,9 @@ TEST(HeadParallel, UlyssesAndUspAreExact) {
       o.gather_pieces = c.gather_pieces, o.keep_kv = c.keep_kv;
       const Topology t = load_topology(c.topology);
       const Plan p = build_plan(t, c.scheme, o);
-      if (c.inner == "allgather") EXPECT_EQ(p.pieces_per_rank, c.gather_pieces) << c.topology;
+      if (c.inner == "allgather") {
+        EXPECT_EQ(p.pieces_per_rank, c.gather_pieces) << c.topology;
+      }
       EXPECT_EQ(p.gpus(), t.ranks());
       EXPECT_EQ(verify_plan(p, nullptr, nullptr, false, true), "");
       const Digraph g = rank_digraph(t);

@@ -275,15 +275,21 @@ TEST(Layout, PiecesByChunkPruneTheLateChunk) {
     const Step st = plan_step(p, t);
     for (const Transfer& x : st.transfers) {
       sent[x.src] += piece_ranges(s, x.owner, x.piece)[0].size();
-      if (x.src == 0) EXPECT_LT(x.piece, 2) << "rank 0's late chunk leaves";
+      if (x.src == 0) {
+        EXPECT_LT(x.piece, 2) << "rank 0's late chunk leaves";
+      }
     }
-    if (!st.transfers.empty()) EXPECT_EQ(per_root_of(st, 2, 4), Collective::AllGather) << "step " << t;
+    if (!st.transfers.empty()) {
+      EXPECT_EQ(per_root_of(st, 2, 4), Collective::AllGather) << "step " << t;
+    }
     EXPECT_EQ(collective_of(st, 2, 4), t == 0 ? Collective::AllGather : Collective::None) << "step " << t;
   }
   EXPECT_EQ(sent[0] * 2, sent[1]);
   for (int t = 0; t < p.num_steps(Pass::Bwd); ++t) {
     const Step st = plan_step(p, t, Pass::Bwd);
-    if (!st.transfers.empty()) EXPECT_EQ(per_root_of(st, 2, 4), Collective::ReduceScatter) << "backward step " << t;
+    if (!st.transfers.empty()) {
+      EXPECT_EQ(per_root_of(st, 2, 4), Collective::ReduceScatter) << "backward step " << t;
+    }
   }
   for (const Plan& q : through_files(p, "by-chunk")) EXPECT_TRUE(q.pieces_by_chunk);
   o.gather_pieces = 3, o.gather_steps = {};

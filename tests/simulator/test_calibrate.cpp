@@ -508,7 +508,9 @@ TEST(Calibrate, ReduceScatterRateFromItsRows) {
     EXPECT_NEAR(fc.collective_gbps.at(b), c.collective_gbps.at(b), 0.05 * c.collective_gbps.at(b)) << b;
   }
   for (const auto& x : s.comm)
-    if (x.kind != "ring") EXPECT_NEAR(simulator::predict_comm_step_us(net, fit, x.kind, 2, x.bytes), x.us, 0.02 * x.us) << x.kind;
+    if (x.kind != "ring") {
+      EXPECT_NEAR(simulator::predict_comm_step_us(net, fit, x.kind, 2, x.bytes), x.us, 0.02 * x.us) << x.kind;
+    }
   std::ostringstream o;
   simulator::write_profile_yaml(o, fit);
   EXPECT_EQ(simulator::profile_from_yaml_text(o.str(), "rt.yaml").comm_for(2).reduce_gbps.points.size(), fc.reduce_gbps.points.size());
