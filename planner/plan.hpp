@@ -14,12 +14,33 @@ struct Transfer {
 };
 // Forward: rank's queries against K/V piece (owner, piece), folded into its running out/LSE. Backward: that
 // block's contribution added to dQ of the rank's rows and to the rank's dK/dV accumulator of the piece.
+// With `move` >= 0: the rows of the plan's query_moves[move] instead of the rank's own, at that move's `at` (the rank),
+// on one of its own pieces; forward into the rows' partial out/LSE there, backward into their partial dQ and the
+// piece's accumulator.
 struct Compute {
   int rank = -1, owner = -1, piece = -1;
+  int move = -1;
+};
+// Moved query rows in transit (Plan::query_moves[move]): out, from the owner to `at` (forward: the rows' Q; backward:
+// their dO, with their final LSE and D = rowsum(dO * O)), or `back`, from `at` to the owner (forward: the rows' partial
+// out in 16 bits and LSE, which the owner merges into its own; backward: their partial dQ in 16 bits, which it adds).
+struct RowsTransfer {
+  int move = -1;
+  bool back = false;
 };
 struct Step {
   std::vector<Transfer> transfers;
   std::vector<Compute> compute;
+  std::vector<RowsTransfer> rows;
+};
+
+// Queries moved to keys instead of keys to queries (docs/plan-format.md, "Queries moved"): rank `owner`'s query
+// range `range` (its shard's ranges in order; zigzag: 0 the early chunk, 1 the late) is computed at rank `at` against
+// `at`'s own pieces, and the owner computes none of `at`'s pieces (its other rows must see none of them). Where K/V
+// are as large as Q (MHA) and the medium is shared, this moves fewer bytes: on 2 ranks 4 chunk-tensors a pass where
+// allgather pruned moves 6.
+struct QueryMove {
+  int owner = -1, range = -1, at = -1;
 };
 
 // Zigzag: chunks r and 2n-1-r of 2n per rank; ZigzagDocs: the same within every packed document (the
@@ -94,6 +115,7 @@ struct Plan {
   // (planner/head_parallel.hpp, head_group_workload). 1: one all-to-all in, all the attention, one out.
   int head_groups = 1;
   PrunedFor pruned;
+  std::vector<QueryMove> query_moves;
 
   int gpus() const { return ranks * ulysses; }
 

@@ -29,8 +29,13 @@ void write_transfer(std::ostream& o, const Transfer& x, bool yaml) {
   else o << "{\"src\":" << x.src << ",\"dst\":" << x.dst << ",\"owner\":" << x.owner << ",\"piece\":" << x.piece << (x.grad ? ",\"kind\":\"grad\"}" : "}");
 }
 void write_compute(std::ostream& o, const Compute& c, bool yaml) {
-  if (yaml) o << "{rank: " << c.rank << ", owner: " << c.owner << ", piece: " << c.piece << "}";
-  else o << "{\"rank\":" << c.rank << ",\"owner\":" << c.owner << ",\"piece\":" << c.piece << "}";
+  const std::string move = c.move < 0 ? "" : (yaml ? ", move: " : ",\"move\":") + std::to_string(c.move);
+  if (yaml) o << "{rank: " << c.rank << ", owner: " << c.owner << ", piece: " << c.piece << move << "}";
+  else o << "{\"rank\":" << c.rank << ",\"owner\":" << c.owner << ",\"piece\":" << c.piece << move << "}";
+}
+void write_rows(std::ostream& o, const RowsTransfer& x, bool yaml) {
+  if (yaml) o << "{move: " << x.move << (x.back ? ", back: true}" : "}");
+  else o << "{\"move\":" << x.move << (x.back ? ",\"back\":true}" : "}");
 }
 
 void write_ring(std::ostream& o, const std::vector<int>& r) {
@@ -63,7 +68,16 @@ void write_steps_json(std::ostream& o, const std::vector<Step>& steps, const cha
       o << (i ? ",\n" : "\n") << indent << "   ";
       write_compute(o, s.compute[i], false);
     }
-    o << "]}";
+    o << "]";
+    if (!s.rows.empty()) {
+      o << ",\n" << indent << "  \"rows\": [";
+      for (size_t i = 0; i < s.rows.size(); ++i) {
+        o << (i ? ", " : "");
+        write_rows(o, s.rows[i], false);
+      }
+      o << "]";
+    }
+    o << "}";
   }
   o << "\n" << indent << "]";
 }
@@ -83,7 +97,25 @@ void write_steps_yaml(std::ostream& o, const std::vector<Step>& steps, const std
       write_compute(o, c, true);
       o << "\n";
     }
+    if (s.rows.empty()) continue;
+    o << indent << "  rows:\n";
+    for (const auto& x : s.rows) {
+      o << indent << "    - ";
+      write_rows(o, x, true);
+      o << "\n";
+    }
   }
+}
+
+std::string query_moves_text(const Plan& p, bool yaml) {
+  std::string s;
+  for (size_t i = 0; i < p.query_moves.size(); ++i) {
+    const QueryMove& m = p.query_moves[i];
+    s += std::string(i ? ", " : "") + (yaml ? "{owner: " : "{\"owner\": ") + std::to_string(m.owner) +
+         (yaml ? ", range: " : ", \"range\": ") + std::to_string(m.range) + (yaml ? ", at: " : ", \"at\": ") +
+         std::to_string(m.at) + "}";
+  }
+  return "[" + s + "]";
 }
 
 }  // namespace
@@ -94,6 +126,7 @@ void write_plan_json(std::ostream& o, const Plan& p, const Progress& progress) {
     << ",\n\"pieces_per_rank\": " << p.pieces_per_rank;
   if (!p.gather_steps.empty()) o << ",\n\"gather_steps\": [" << join_numbers(p.gather_steps) << "]";
   if (p.pieces_by_chunk) o << ",\n\"pieces_by_chunk\": true";
+  if (!p.query_moves.empty()) o << ",\n\"query_moves\": " << query_moves_text(p, false);
   if (!p.layout_docs.empty()) o << ",\n\"layout_docs\": [" << join_numbers(p.layout_docs) << "]";
   if (p.ulysses != 1) o << ",\n\"ulysses\": " << p.ulysses;
   if (p.head_groups != 1) o << ",\n\"head_groups\": " << p.head_groups;
@@ -138,6 +171,7 @@ void write_plan_yaml(std::ostream& o, const Plan& p, const Progress& progress) {
     << "\npieces_per_rank: " << p.pieces_per_rank << "\n";
   if (!p.gather_steps.empty()) o << "gather_steps: [" << join_numbers(p.gather_steps) << "]\n";
   if (p.pieces_by_chunk) o << "pieces_by_chunk: true\n";
+  if (!p.query_moves.empty()) o << "query_moves: " << query_moves_text(p, true) << "\n";
   if (!p.layout_docs.empty()) o << "layout_docs: [" << join_numbers(p.layout_docs) << "]\n";
   if (p.ulysses != 1) o << "ulysses: " << p.ulysses << "\n";
   if (p.head_groups != 1) o << "head_groups: " << p.head_groups << "\n";
@@ -184,6 +218,11 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
 
   bool null() override { return fail("null is not allowed here"); }
   bool boolean(bool v) override {
+    const std::string k = path();
+    if (k == "steps[].rows[].back" || k == "backward.steps[].rows[].back") {
+      std::vector<Step>& steps = k[0] == 'b' ? plan.backward.steps : plan.steps;
+      return steps.back().rows.back().back = v, advance(), true;
+    }
     if (path() == "causal") return plan.causal = v, advance(), true;
     if (path() == "pieces_by_chunk") return plan.pieces_by_chunk = v, advance(), true;
     if (path() == "backward.keeps_kv") return plan.backward.keeps_kv = v, advance(), true;
@@ -220,6 +259,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (frames_.empty()) { /* root */ }
     else if (k == "backward") plan.has_backward = true;
     else if (k == "pruned_for") { /* its keys below */ }
+    else if (k == "query_moves[]") plan.query_moves.emplace_back();
     else if (!step_entry(k, true)) return fail("unexpected object");
     frames_.push_back({false, "", 0});
     return true;
@@ -236,6 +276,11 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     } else if (sub == "steps[].compute[]") {
       const Compute& c = steps.back().compute.back();
       if (c.rank < 0 || c.owner < 0 || c.piece < 0) return fail("needs rank, owner and piece (all >= 0)");
+    } else if (sub == "steps[].rows[]") {
+      if (steps.back().rows.back().move < 0) return fail("needs move (>= 0)");
+    } else if (k == "query_moves[]") {
+      const QueryMove& m = plan.query_moves.back();
+      if (m.owner < 0 || m.range < 0 || m.at < 0) return fail("needs owner, range and at (all >= 0)");
     }
     advance();
     return true;
@@ -248,7 +293,8 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     else if (k == "layout_docs") plan.layout_docs.clear();
     else if (k == "gather_steps") plan.gather_steps.clear();
     else if (k != "rings" && k != "steps" && k != "steps[].transfers" && k != "steps[].compute" && k != "backward.steps" &&
-             k != "backward.steps[].transfers" && k != "backward.steps[].compute")
+             k != "backward.steps[].transfers" && k != "backward.steps[].compute" && k != "steps[].rows" &&
+             k != "backward.steps[].rows" && k != "query_moves")
       return fail("unexpected list");
     frames_.push_back({true, "", 0});
     return true;
@@ -262,13 +308,16 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().key = k;
     static const std::vector<std::string> top{"format", "scheme", "ranks", "causal", "layout", "pieces_per_rank", "rings",
                                               "steps", "schedule", "step_count", "topology", "note", "backward", "ulysses",
-                                              "head_groups", "pruned_for", "layout_docs", "gather_steps", "pieces_by_chunk"};
+                                              "head_groups", "pruned_for", "layout_docs", "gather_steps", "pieces_by_chunk",
+                                              "query_moves"};
     static const std::vector<std::string> pf{"S", "window", "docs"};
     static const std::vector<std::string> bw{"accumulator", "steps", "schedule", "step_count", "keeps_kv"};
     static const std::vector<std::string> tr{"src", "dst", "owner", "piece"};
     static const std::vector<std::string> trb{"src", "dst", "owner", "piece", "kind"};
-    static const std::vector<std::string> co{"rank", "owner", "piece"};
-    static const std::vector<std::string> st{"transfers", "compute"};
+    static const std::vector<std::string> co{"rank", "owner", "piece", "move"};
+    static const std::vector<std::string> st{"transfers", "compute", "rows"};
+    static const std::vector<std::string> ro{"move", "back"};
+    static const std::vector<std::string> qm{"owner", "range", "at"};
     const std::string parent = parent_path();
     auto in = [&](const std::vector<std::string>& b) { return std::find(b.begin(), b.end(), k) != b.end(); };
     bool ok = parent.empty() ? in(top)
@@ -277,7 +326,9 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
               : parent == "steps[]" || parent == "backward.steps[]" ? in(st)
               : parent == "steps[].transfers[]" ? in(tr)
               : parent == "backward.steps[].transfers[]" ? in(trb)
-              : parent == "steps[].compute[]" || parent == "backward.steps[].compute[]" ? in(co) : false;
+              : parent == "steps[].compute[]" || parent == "backward.steps[].compute[]" ? in(co)
+              : parent == "steps[].rows[]" || parent == "backward.steps[].rows[]" ? in(ro)
+              : parent == "query_moves[]" ? in(qm) : false;
     return ok ? true : fail("unknown key");
   }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) override {
@@ -302,6 +353,7 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (sub == "steps[]") return create ? (steps.emplace_back(), true) : true;
     if (sub == "steps[].transfers[]") return create ? (steps.back().transfers.emplace_back(), true) : true;
     if (sub == "steps[].compute[]") return create ? (steps.back().compute.emplace_back(), true) : true;
+    if (sub == "steps[].rows[]") return create ? (steps.back().rows.emplace_back(), true) : true;
     return false;
   }
   void advance() {
@@ -366,6 +418,11 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
       if (v < 1) return fail("expected a positive document length");
       return plan.pruned.docs.push_back(v), advance(), true;
     }
+    if (k.rfind("query_moves[].", 0) == 0) {
+      QueryMove& m = plan.query_moves.back();
+      const std::string f = k.substr(14);
+      return set(f == "owner" ? m.owner : f == "range" ? m.range : m.at);
+    }
     if (k == "rings[][]") {
       if (v < 0 || v > (1 << 30)) return fail("expected a rank");
       plan.rings.back().push_back(int(v));
@@ -384,8 +441,10 @@ class PlanSax : public nlohmann::json_sax<nlohmann::json> {
     if (sub.rfind("steps[].compute[].", 0) == 0) {
       Compute& c = steps.back().compute.back();
       const std::string f = sub.substr(18);
-      return set(f == "rank" ? c.rank : f == "owner" ? c.owner : c.piece);
+      return set(f == "rank" ? c.rank : f == "owner" ? c.owner : f == "move" ? c.move : c.piece);
     }
+    if (sub == "steps[].rows[].move") return set(steps.back().rows.back().move);
+    if (sub == "steps[].rows[].back") return fail("expected true or false");
     return fail("unexpected integer");
   }
 };

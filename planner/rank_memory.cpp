@@ -1,3 +1,4 @@
+#include "planner/query_moves.hpp"
 #include "planner/rank_memory.hpp"
 
 #include <algorithm>
@@ -74,6 +75,17 @@ RankMemory rank_memory(const Plan& p, const Workload& whole, Passes passes, int 
   if (passes.bwd) {
     if (p.accumulator_bytes == 2) m.exchange += staged * slot * 2;
     if (collectives) m.exchange += slot * P * (n + 1) * p.accumulator_bytes;
+  }
+  // Moved query rows (planner/query_moves.hpp): the owner's buffers out and back; at `at` the rows' Q, fp32 out and LSE,
+  // what returns, and with the backward dO, LSE and D and the dQ scratch (the executor's alloc_rank_buffers).
+  for (const QueryMove& q : p.query_moves) {
+    if (q.owner != r && q.at != r) continue;
+    const double len = double(moved_range(p, w.S, q).size()), tensor = double(w.B) * len * w.H * w.D, rows_f = double(w.B) * w.H * len * 4;
+    const double out = std::max(tensor * w.dtype_bytes, passes.bwd ? tensor * w.dtype_bytes + 2 * rows_f : 0);
+    const double back = tensor * w.dtype_bytes + rows_f;
+    if (q.owner == r) m.exchange += out + back;
+    else m.exchange += back + tensor * w.dtype_bytes + tensor * 4 + rows_f +
+                       (passes.bwd ? tensor * w.dtype_bytes + 2 * rows_f + tensor / w.D * ((long(w.D) + 63) / 64 * 64) * 4 : 0);
   }
   if (w.H != whole.H || w.Hkv != whole.Hkv) {
     // The layer's side of the all-to-alls (its token part with every head, 16-bit: Q, K, V, O; dO, dQ, dK, dV

@@ -5,6 +5,7 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/prune.hpp"
+#include "planner/query_moves.hpp"
 #include "planner/schemes/schemes.hpp"
 
 namespace tasp::planner {
@@ -80,6 +81,8 @@ class Replay {
     if (start) held_ = *start;
     pair_kv_.assign(size_t(n_) * n_, -1);
     pair_grad_.assign(size_t(n_) * n_, -1);
+    mv_here_.assign(p.query_moves.size(), 0), mv_back_ = mv_here_;
+    mv_last_.assign(p.query_moves.size(), -1);
   }
 
   const std::vector<uint8_t>& held() const { return held_; }
@@ -114,6 +117,10 @@ class Replay {
     bool grad;
   };
   std::vector<Arrival> arrivals_;
+  // Query moves (Plan::query_moves): the rows arrived at `at`, returned to their owner, the last step computing them.
+  std::vector<uint8_t> mv_here_, mv_back_;
+  std::vector<int> mv_last_;
+  std::vector<int> mv_arrive_;  // moves whose rows arrive at the end of the step
 
   size_t idx(int r, int owner, int piece) const { return size_t(r) * pieces_ + size_t(owner) * P_ + piece; }
   std::string where(int t) const { return std::string(pass_ == Pass::Bwd ? "backward." : "") + "steps[" + std::to_string(t) + "]"; }
@@ -155,10 +162,15 @@ class Replay {
       ps = t;
       arrivals_.push_back({x.dst, x.owner, x.piece, count, x.grad});
     }
+    if (std::string e = rows_transfers(t, s); !e.empty()) return e;
     for (size_t i = 0; i < s.compute.size(); ++i) {
       const Compute& c = s.compute[i];
       const std::string at = where(t) + ".compute[" + std::to_string(i) + "]";
       if (bad_id(c.rank, n_) || bad_id(c.owner, n_) || bad_id(c.piece, P_)) return at + ": rank, owner or piece out of range";
+      if (c.move >= 0) {
+        if (std::string e = moved_compute(t, c); !e.empty()) return at + ": " + e;
+        continue;
+      }
       const size_t k = idx(c.rank, c.owner, c.piece);
       if (!held_[k]) return at + ": rank " + std::to_string(c.rank) + " computes on " + piece_name(c.owner, c.piece) + " it does not hold yet";
       if (done_[k]) return at + ": rank " + std::to_string(c.rank) + " computes on " + piece_name(c.owner, c.piece) + " a second time";
@@ -175,13 +187,59 @@ class Replay {
       if (held_[k]) return where(t) + ": rank " + std::to_string(a.dst) + " receives " + piece_name(a.owner, a.piece) + " it already holds";
       held_[k] = 1;
     }
+    for (int m : mv_arrive_) mv_here_[m] = 1;
     st.computes += long(s.compute.size());
     st.max_arcs_per_step = std::max(st.max_arcs_per_step, arcs_used);
     return {};
   }
 
+  // A step's moved rows in transit: out once a pass, from the owner to `at`; back once, after the last step that computed
+  // them, before the pass ends (finish).
+  std::string rows_transfers(int t, const Step& s) {
+    mv_arrive_.clear();
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      const RowsTransfer& x = s.rows[i];
+      const std::string at = where(t) + ".rows[" + std::to_string(i) + "]: ";
+      if (x.move < 0 || x.move >= int(mv_here_.size())) return at + "move " + std::to_string(x.move) + " is not one of query_moves";
+      const QueryMove& q = p_.query_moves[x.move];
+      const int src = x.back ? q.at : q.owner, dst = x.back ? q.owner : q.at;
+      if (arcs_ && !arcs_->has(src, dst)) return at + std::to_string(src) + "->" + std::to_string(dst) + " is not an arc of the topology";
+      if (!x.back) {
+        if (mv_here_[x.move] || std::find(mv_arrive_.begin(), mv_arrive_.end(), x.move) != mv_arrive_.end())
+          return at + "move " + std::to_string(x.move) + "'s rows leave their owner a second time";
+        mv_arrive_.push_back(x.move);
+        continue;
+      }
+      if (mv_back_[x.move]) return at + "move " + std::to_string(x.move) + "'s rows return a second time";
+      if (mv_last_[x.move] < 0 || mv_last_[x.move] >= t)
+        return at + "move " + std::to_string(x.move) + "'s rows return before a step that computed them has ended";
+      mv_back_[x.move] = 1;
+    }
+    return {};
+  }
+
+  // A block of moved rows: at the move's `at`, on one of its own pieces, after the rows arrived and before they return.
+  std::string moved_compute(int t, const Compute& c) {
+    if (c.move >= int(mv_here_.size())) return "move " + std::to_string(c.move) + " is not one of query_moves";
+    const QueryMove& q = p_.query_moves[c.move];
+    if (c.rank != q.at || c.owner != q.at)
+      return "moved rows are computed at rank " + std::to_string(q.at) + " on its own pieces (query_moves[" + std::to_string(c.move) + "])";
+    if (!mv_here_[c.move]) return "rank " + std::to_string(c.rank) + " computes move " + std::to_string(c.move) + "'s rows before they arrive";
+    if (mv_back_[c.move]) return "rank " + std::to_string(c.rank) + " computes move " + std::to_string(c.move) + "'s rows after they returned";
+    const size_t k = idx(q.owner, c.owner, c.piece);  // the owner's block, made here
+    if (done_[k]) return "rank " + std::to_string(q.owner) + "'s block on " + piece_name(c.owner, c.piece) + " is computed a second time";
+    done_[k] = 1;
+    if (pass_ == Pass::Bwd) ++acc_[idx(c.rank, c.owner, c.piece)];  // into `at`'s own accumulator
+    mv_last_[c.move] = t;
+    return {};
+  }
+
   std::string finish() const {
     const std::string pre = pass_ == Pass::Bwd ? "backward: " : "";
+    for (size_t m = 0; m < mv_here_.size(); ++m) {
+      if (!mv_here_[m]) return pre + "move " + std::to_string(m) + "'s rows never leave their owner";
+      if (mv_last_[m] >= 0 && !mv_back_[m]) return pre + "move " + std::to_string(m) + "'s rows never return to their owner";
+    }
     for (int r = 0; r < n_; ++r)
       for (int o = 0; o < n_; ++o)
         for (int c = 0; c < P_; ++c)
@@ -266,6 +324,7 @@ std::string verify_plan(const Plan& p, const Digraph* arcs, PlanStats* stats, bo
     if (!split.empty()) return "pruned_for.S: " + split;
     need = needed_blocks(p, plan_mask(p, p.pruned.S));
   }
+  if (std::string e = query_moves_error(p, p.pruned.S); !e.empty()) return e;
   const std::vector<unsigned char>* needp = need.empty() ? nullptr : &need;
   PlanStats st;
   Replay fwd(p, Pass::Fwd, arcs, needp);

@@ -2,6 +2,7 @@
 
 #include "planner/head_parallel.hpp"
 #include "planner/prune.hpp"
+#include "planner/query_moves.hpp"
 #include "planner/rank_memory.hpp"
 
 #include <algorithm>
@@ -121,6 +122,12 @@ Plan build_plan(const Topology& t, const std::string& scheme, const PlanOptions&
   if (masked) {
     const Digraph arcs = rank_digraph(t);
     prune(p, o.workload, &arcs, o.expand_max_ranks, prune_plain);
+  }
+  if (o.move_queries) {
+    if (!gather || !prune_plain || mask_given || o.workload.S <= 0)
+      throw InputError("move queries: needs allgather pruned for a workload's plain causal mask (--prune-plain and -w)");
+    if (const std::string e = move_queries_refusal(p, o.workload); !e.empty()) throw InputError("move queries: " + e);
+    move_late_queries(p, o.workload);
   }
   return p;
 }

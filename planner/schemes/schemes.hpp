@@ -42,6 +42,9 @@ struct PlanOptions {
   // allgather, whose backward keeps the forward's K/V instead (a pruned backward moves K/V on its own terms: it
   // would gather them again, doubling its bytes).
   bool prune_plain = false;
+  // allgather pruned for the plain causal mask on 2 ranks: rank 0's late chunk's queries computed at rank 1 instead of
+  // rank 1's K/V sent to them (planner/query_moves.hpp): 4 chunk-tensors a pass where pruning alone moves 6.
+  bool move_queries = false;
   // Set by the head-parallel builders for the plan across groups: GPUs per rank (Plan::ulysses), so that its token
   // split, and any pruning for a mask, are the head-parallel plan's (planner/layout.hpp, Split::sub).
   int head_slots = 1;
