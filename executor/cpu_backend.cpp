@@ -18,6 +18,7 @@
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/mask.hpp"
+#include "planner/query_moves.hpp"
 
 namespace tasp::executor {
 namespace {
@@ -106,6 +107,12 @@ class CpuRun {
         ppos_[key(r, c)] = positions(pranges_[key(r, c)]);
       }
     }
+    for (const planner::QueryMove& m : plan.query_moves) {
+      Moved mv;
+      mv.pos = positions({planner::moved_range(plan, w_.S, m)});
+      for (int i = 0; i < m.range; ++i) mv.row0 += qranges_[m.owner].at(i).size();
+      moved_.push_back(std::move(mv));
+    }
   }
 
   // Runs one pass; its per-rank step timings (relative to `t0`) go to `timing`. A plan whose backward keeps K/V:
@@ -151,6 +158,14 @@ class CpuRun {
   std::vector<std::vector<planner::Range>> qranges_, pranges_;  // shards' and pieces' ranges (pranges_ by key)
   std::vector<std::vector<T>> q_, o_, lse_;
   std::vector<std::vector<long>> ppos_;  // token positions of piece key(owner, piece)
+  // Query rows moved to another rank (Plan::query_moves), as `at` holds them: the forward's Q (kept for the backward)
+  // and partial out/LSE; the backward's dO, final LSE, D and partial dQ. row0: where they lie in the owner's rows.
+  struct Moved {
+    std::vector<long> pos;
+    size_t row0 = 0;
+    std::vector<T> q, o, lse, dout, lse_final, dsum, dq;
+  };
+  std::vector<Moved> moved_;
   std::vector<std::vector<T>> dq_;
   std::map<long, Grad<T>> final_grads_;  // each piece's accumulator as its owner holds it after the backward
   std::vector<std::map<long, KvPiece<T>>> kept_;  // the forward's final holdings, for a backward that keeps K/V
@@ -163,6 +178,20 @@ class CpuRun {
         for (int x = 0; x < heads * w_.D; ++x)
           out[(size_t(b) * pos.size() + i) * heads * w_.D + x] = T(src[(size_t(b) * w_.S + pos[i]) * heads * w_.D + x]);
     return out;
+  }
+  // Rows [row0, row0 + len) of a rank's [B][rows][width] tensor, and the reverse (added with `add`).
+  std::vector<T> rows_of(const std::vector<T>& src, size_t rows, size_t row0, size_t len, size_t width) const {
+    std::vector<T> out(size_t(w_.B) * len * width);
+    for (int b = 0; b < w_.B; ++b)
+      std::copy_n(src.begin() + (size_t(b) * rows + row0) * width, len * width, out.begin() + size_t(b) * len * width);
+    return out;
+  }
+  void put_rows(std::vector<T>& dst, size_t rows, size_t row0, const std::vector<T>& src, size_t len, size_t width, bool add) const {
+    for (int b = 0; b < w_.B; ++b)
+      for (size_t i = 0; i < len * width; ++i) {
+        T& d = dst[(size_t(b) * rows + row0) * width + i];
+        d = add ? d + src[size_t(b) * len * width + i] : src[size_t(b) * len * width + i];
+      }
   }
   Grad<T> zero_grad(long k) const {
     const size_t sz = size_t(w_.B) * ppos_[k].size() * w_.Hkv * w_.D;
@@ -241,6 +270,27 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
       std::lock_guard<std::mutex> lk(inbox_lock[x.dst]);
       incoming[x.dst][k] = kp;
     }
+    for (const planner::RowsTransfer& x : s.rows) {
+      const planner::QueryMove& m = plan_.query_moves.at(x.move);
+      Moved& mv = moved_[x.move];
+      const size_t rows = qpos_[m.owner].size(), len = mv.pos.size(), hd = size_t(w_.H) * w_.D;
+      if (!x.back && r == m.owner) {  // out: what `at` needs of the rows, read at the step's start
+        if (bwd) {
+          mv.dout = rows_of(dout[r], rows, mv.row0, len, hd);
+          mv.lse_final = rows_of(lse_[r], rows, mv.row0, len, w_.H);
+          mv.dsum = rows_of(dsum[r], rows, mv.row0, len, w_.H);
+          mv.dq.assign(mv.dout.size(), T(0));
+          tm.bytes += double(mv.dout.size() + 2 * mv.dsum.size()) * sizeof(T);
+        } else {
+          mv.q = rows_of(q_[r], rows, mv.row0, len, hd);
+          mv.o.assign(mv.q.size(), T(0));
+          mv.lse.assign(size_t(w_.B) * len * w_.H, -std::numeric_limits<T>::infinity());
+          tm.bytes += double(mv.q.size()) * sizeof(T);
+        }
+      } else if (x.back && r == m.at) {  // back: folded into the owner's rows at the step's end (boundary)
+        tm.bytes += double(mv.q.size() + (bwd ? 0 : mv.lse.size())) * sizeof(T);
+      }
+    }
     tm.comm_end_us = us();
     tm.compute_start_us = tm.comm_end_us;
     std::vector<T> ob, lb;
@@ -250,6 +300,26 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
       const KvPiece<T>& kp = piece(r, c.owner, c.piece, t);
       const long k = key(c.owner, c.piece);
       const auto& kpos = ppos_[k];
+      if (c.move >= 0) {  // moved rows, held here (`at`), on this rank's own piece
+        Moved& mv = moved_.at(c.move);
+        const std::vector<Range> rr{planner::moved_range(plan_, w_.S, plan_.query_moves.at(c.move))};
+        double pairs = 0;
+        for (const auto& kr : pranges_[k]) pairs += planner::visible_pairs(mask_, rr[0], kr);
+        if (bwd) {
+          auto it = grads[r].find(k);
+          if (it == grads[r].end()) it = grads[r].emplace(k, zero_grad(k)).first;
+          block_attention_backward(mv.q.data(), mv.pos, kp.k.data(), kp.v.data(), kpos, mv.lse_final.data(), mv.dout.data(),
+                                   mv.dsum.data(), w_.B, w_.H, w_.Hkv, w_.D, mask_, mv.dq.data(), it->second.dk.data(),
+                                   it->second.dv.data());
+          tm.flops += 10.0 * pairs * w_.B * w_.H * w_.D;
+        } else {
+          std::vector<T> mo(mv.o.size()), ml(mv.lse.size());
+          block_attention(mv.q.data(), mv.pos, kp.k.data(), kp.v.data(), kpos, w_.B, w_.H, w_.Hkv, w_.D, mask_, mo.data(), ml.data());
+          merge_block(mv.o.data(), mv.lse.data(), mo.data(), ml.data(), mv.lse.size(), w_.D);
+          tm.flops += 4.0 * pairs * w_.B * w_.H * w_.D;
+        }
+        continue;
+      }
       const double pairs = [&] {
         double sum = 0;
         for (const auto& qr : qranges_[r])
@@ -282,6 +352,21 @@ void CpuRun<T>::pass(Pass pass, Clock::time_point t0, std::vector<std::vector<pl
     }
     for (auto& [k, kp] : incoming[r]) held[r][k] = std::move(kp);
     incoming[r].clear();
+    // Moved rows returned this step: the partial out and LSE merged into the owner's rows, or the partial dQ added.
+    for (const planner::RowsTransfer& x : step_list[t].rows) {
+      const planner::QueryMove& m = plan_.query_moves.at(x.move);
+      if (!x.back || r != m.owner) continue;
+      Moved& mv = moved_[x.move];
+      const size_t rows = qpos_[r].size(), len = mv.pos.size(), hd = size_t(w_.H) * w_.D;
+      if (bwd) {
+        put_rows(dq_[r], rows, mv.row0, mv.dq, len, hd, true);
+      } else {
+        std::vector<T> o = rows_of(o_[r], rows, mv.row0, len, hd), l = rows_of(lse_[r], rows, mv.row0, len, w_.H);
+        merge_block(o.data(), l.data(), mv.o.data(), mv.lse.data(), l.size(), w_.D);
+        put_rows(o_[r], rows, mv.row0, o, len, hd, false);
+        put_rows(lse_[r], rows, mv.row0, l, len, w_.H, false);
+      }
+    }
     for (auto& [k, g] : grads_in[r]) {
       auto it = grads[r].find(k);
       if (it == grads[r].end()) grads[r].emplace(k, std::move(g));

@@ -256,6 +256,25 @@ TEST(CpuExecutor, PlainMasksPrunedOnRequestAreExact) {
     }
 }
 
+// Queries moved to keys (planner/query_moves.hpp): rank 0's late chunk computed at rank 1, its partial out merged
+// and its partial dQ added at home; exact in fp64, MHA and GQA, lengths that divide the pieces and not.
+TEST(CpuExecutor, MovedQueriesAreExact) {
+  for (int pieces : {2, 4})
+    for (const char* wl : {"B=2,S=1,H=4,Hkv=2,D=8,causal", "B=1,S=1,H=2,Hkv=2,D=16,causal"})
+      for (long extra : {0L, 3L}) {
+        PlanOptions o;
+        o.causal = true, o.prune_plain = true, o.move_queries = true, o.gather_pieces = pieces;
+        Workload w = parse_workload(wl);
+        w.S = 8L * pieces * 5 + extra;
+        o.workload = w;
+        const Plan p = build_plan(load_topology("complete:2"), "allgather", o);
+        SCOPED_TRACE(std::to_string(pieces) + " pieces, " + to_string(w));
+        ASSERT_EQ(verify_plan(p), "");
+        ASSERT_FALSE(p.query_moves.empty());
+        check_plan(p, w, "fp64", 1e-10, "allgather, queries moved");
+      }
+}
+
 // A window narrower than a shard on a contiguous ring: only the neighbour's piece moves, so the plan shrinks
 // to two forward steps; a plan pruned for one mask refuses another.
 TEST(CpuExecutor, WindowedRingShrinksAndPrunedPlansKeepTheirMask) {
