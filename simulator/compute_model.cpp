@@ -62,16 +62,29 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
   return block_work(p, w, rank, owner, piece, 1, mask);
 }
 
-BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, int count,
-                     const planner::Mask* mask) {
-  BlockWork bw;
-  const double per_pair = 4.0 * w.B * w.H * w.D;
-  // A head-parallel rank's zigzag shard is its GPUs' chunks (planner/layout.hpp, Split::sub): the same tokens as its
-  // two chunks of 2n, whose shapes the blocks keep (the profile's size curves were fitted on them; 2U small blocks would
-  // charge the size curve U times over for one walk: Ulysses on 2 GPUs, medium, 4% slower).
+namespace {
+
+// A head-parallel rank's zigzag shard is its GPUs' chunks (planner/layout.hpp, Split::sub): the same tokens as its
+// two chunks of 2n, whose shapes the blocks keep (the profile's size curves were fitted on them; 2U small blocks would
+// charge the size curve U times over for one walk: Ulysses on 2 GPUs, medium, 4% slower).
+planner::Split block_split(const planner::Plan& p, const planner::Workload& w) {
   planner::Split split = planner::split_of(p, w.S);
   if (split.layout == planner::Layout::Zigzag) split.sub = 1;
-  const auto q = planner::shard_ranges(split, rank);
+  return split;
+}
+
+}  // namespace
+
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, int count,
+                     const planner::Mask* mask) {
+  return block_work(p, w, planner::shard_ranges(block_split(p, w), rank), owner, piece, count, mask);
+}
+
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, const std::vector<planner::Range>& q, int owner,
+                     int piece, int count, const planner::Mask* mask) {
+  BlockWork bw;
+  const double per_pair = 4.0 * w.B * w.H * w.D;
+  const planner::Split split = block_split(p, w);
   // Pieces [piece, piece + count) of one owner in one launch: the kernels walk them as one run of keys a chunk (pieces
   // are consecutive parts of each chunk), so the size curves act on their union, not on each piece.
   std::vector<planner::Range> k = planner::piece_ranges(split, owner, piece);

@@ -52,6 +52,9 @@ BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int ran
 // charged each piece's short key run and put 4+2+1+1 35% over its measured time.
 BlockWork block_work(const planner::Plan& p, const planner::Workload& w, int rank, int owner, int piece, int count,
                      const planner::Mask* mask = nullptr);
+// The same for other query rows `q` than the rank's (moved rows, planner/query_moves.hpp: at `rank` = the move's at).
+BlockWork block_work(const planner::Plan& p, const planner::Workload& w, const std::vector<planner::Range>& q, int owner,
+                     int piece, int count, const planner::Mask* mask = nullptr);
 // The same for any query and key ranges under the workload's documents and window (mask `m`): exact visible
 // pairs, blocks cut by the mask at the masked-tile rate, fully masked ones free.
 BlockWork masked_work(const planner::Workload& w, const planner::Mask& m, const std::vector<planner::Range>& q,

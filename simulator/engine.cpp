@@ -8,6 +8,7 @@
 
 #include "planner/collective.hpp"
 #include "planner/prune.hpp"
+#include "planner/query_moves.hpp"
 #include "planner/head_parallel.hpp"
 #include "planner/layout.hpp"
 #include "planner/rank_memory.hpp"
@@ -187,14 +188,19 @@ struct StepFlows {
 
 // A step's transfers as flows, one per (src, dst) pair with their bytes summed, and each rank's peers, bytes and
 // accumulators in. `pairs` is scratch kept across steps.
-template <typename BytesOf>
-void step_flows(const planner::Step& s, int n, const BytesOf& bytes_of, std::vector<std::pair<uint64_t, double>>& pairs,
-                StepFlows& cur) {
+// Moved query rows (planner::RowsTransfer) go as flows too, from `rows_of` (src, dst, bytes).
+template <typename BytesOf, typename RowsOf>
+void step_flows(const planner::Step& s, int n, const BytesOf& bytes_of, const RowsOf& rows_of,
+                std::vector<std::pair<uint64_t, double>>& pairs, StepFlows& cur) {
   pairs.clear();
   cur.grads_in.assign(n, 0);
   for (const auto& x : s.transfers) {
     pairs.push_back({uint64_t(x.src) * n + x.dst, bytes_of(x)});
     if (x.grad) cur.grads_in[x.dst] += pairs.back().second;
+  }
+  for (const auto& x : s.rows) {
+    const auto [src, dst, bytes] = rows_of(x);
+    pairs.push_back({uint64_t(src) * n + dst, bytes});
   }
   std::sort(pairs.begin(), pairs.end(), [](auto& a, auto& b) { return a.first < b.first; });
   FlowList& f = cur.flows;
@@ -225,8 +231,14 @@ void collective_rates(const planner::Step& s, const StepFlows& cur, const CommPr
                       std::vector<double>& out, std::vector<double>& in) {
   const int n = int(cur.bytes_out.size());
   const bool shared = cp.collectives_per_root && !cp.one_root_gbps.empty();
-  const bool alone = shared && std::all_of(s.transfers.begin(), s.transfers.end(),
-                                           [&](const planner::Transfer& x) { return x.owner == s.transfers[0].owner; });
+  // (moved query rows count as their sender's broadcast: alone when nobody else sends)
+  const int senders = int(std::count_if(cur.bytes_out.begin(), cur.bytes_out.end(), [](double b) { return b > 0; }));
+  const bool alone = shared && (s.transfers.empty() ? senders <= 1
+                                                    : std::all_of(s.transfers.begin(), s.transfers.end(),
+                                                                  [&](const planner::Transfer& x) {
+                                                                    return x.owner == s.transfers[0].owner;
+                                                                  }) &&
+                                                          (s.rows.empty() || senders <= 1));
   const Curve& gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
   for (int r = 0; r < n; ++r) out[r] = gbps.at(cur.bytes_out[r]), in[r] = gbps.at(cur.bytes_in[r]);
   if (shared && !alone && n == 2 && cur.bytes_out[0] > 0 && cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
@@ -271,6 +283,15 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     const double kv = kv_bytes(x.owner, x.piece);
     return x.grad ? kv / w.dtype_bytes * p.accumulator_bytes : kv;
   };
+  auto rows_of = [&](const planner::RowsTransfer& x) {
+    const planner::QueryMove& q = p.query_moves.at(x.move);
+    return std::tuple<int, int, double>{x.back ? q.at : q.owner, x.back ? q.owner : q.at,
+                                        planner::rows_transfer_bytes(p, w, x, m.pass)};
+  };
+  // Moved rows' launches (their own work lists at `at`) and what their return costs the owner: the partial out merged
+  // into its rows (a merging launch's read and write of them), or the partial dQ added.
+  std::vector<BlockWork> moved_work(n);
+  std::vector<double> rows_post(n, 0);
 
   std::vector<double> ready(n, 0), rank_bytes(n, 0), rank_flops(n, 0), recv_total(n, 0), comm_sum(n, 0),
       comp_sum(n, 0);
@@ -295,11 +316,14 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     if (t > 0)
       for (int r = 0; r < n; ++r) ready[r] += m.gap_us(), terms[r].executor_us += m.gap_us();
     const double lead = t == 0 ? m.start_us() : 0;  // the compute stream's late start in a pass's first step
-    step_flows(s, n, bytes_of, pairs, cur);
+    step_flows(s, n, bytes_of, rows_of, pairs, cur);
     FlowList& f = cur.flows;
     // A communicator a root (collectives_per_root) moves a step in which not every owner sends the same way.
     planner::Collective kind = collectives ? planner::collective_of(s, n, P) : planner::Collective::None;
     if (collectives && kind == planner::Collective::None && cp.collectives_per_root) kind = planner::per_root_of(s, n, P);
+    // Moved rows go as their sender's broadcast on its root's communicator, as K/V do (the cuda backend's root comms).
+    if (collectives && kind == planner::Collective::None && cp.collectives_per_root && !s.rows.empty())
+      kind = planner::Collective::AllGather;
     const bool coll = kind != planner::Collective::None;
     if (coll) collective_rates(s, cur, cp, kind, coll_rate, coll_in);
     double t_min = kInf;
@@ -352,11 +376,27 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
         if (prev_dur[r] > -kInf) comm_end[r] = std::max(ready[r], t_min + prev_dur[r]);
     }
     for (auto& bw : work) bw = BlockWork{};
+    for (auto& bw : moved_work) bw = BlockWork{};
+    std::fill(rows_post.begin(), rows_post.end(), 0.0);
+    for (const planner::RowsTransfer& x : s.rows)
+      if (x.back) {
+        const planner::QueryMove& q = p.query_moves.at(x.move);
+        const double rows = double(planner::moved_range(p, w.S, q).size());
+        rows_post[q.owner] += m.bwd() ? accumulate_us(m.prof.compute, rows * w.B * w.H * w.D * 4) : forward_merge_us(m.prof.compute, w, rows);
+      }
     // Runs of consecutive pieces of one owner in consecutive slots are one walk of the kernel (block_work with a
     // count): a rank's own pieces, and the pieces an allgather step gathers (slots in piece order); a ring's pieces
     // of one owner arrive by different rings into slots of their own.
     const bool gathered = p.schedule == "allgather";
-    order.assign(s.compute.begin(), s.compute.end());
+    order.clear();
+    for (const planner::Compute& c : s.compute) {
+      if (c.move < 0) {
+        order.push_back(c);
+        continue;
+      }
+      const std::vector<planner::Range> q{planner::moved_range(p, w.S, p.query_moves.at(c.move))};
+      moved_work[c.rank].add(block_work(p, w, q, c.owner, c.piece, 1, &m.mask));
+    }
     std::sort(order.begin(), order.end(), [](const planner::Compute& a, const planner::Compute& b) {
       return std::tie(a.rank, a.owner, a.piece) < std::tie(b.rank, b.owner, b.piece);
     });
@@ -371,12 +411,19 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
     }
     for (int r = 0; r < n; ++r) {
       const double fin = m.bwd() && t == steps - 1 ? backward_finish_us(m.prof.compute, w, shard_tokens(p, w, r), p.ulysses > 1) : 0;
-      const double base = m.launch_us(work[r], !computed[r]) + fin;
+      double base = m.launch_us(work[r], !computed[r]) + fin, moved = 0, moved_fin = 0;
+      if (moved_work[r].flops() > 0) {  // a launch of its own, which writes the rows' partial (no merge into it)
+        moved = m.launch_us(moved_work[r], true);
+        if (m.bwd()) moved_fin = backward_finish_us(m.prof.compute, w, moved_work[r].lq, false);
+        base += moved + moved_fin;
+      }
       const double lost = m.overlap_us(base, comm_end[r] - ready[r] - lead), comp = base + lost;
       terms[r].overlap_us += lost;
       // Received accumulators are added to the rank's own once they are in, before the next step sends them.
-      const double add = accumulate_us(m.prof.compute, cur.grads_in[r]);
-      if (work[r].flops() > 0) m.add_launch(terms[r], work[r], !computed[r], base - fin);
+      const double add = accumulate_us(m.prof.compute, cur.grads_in[r]) + rows_post[r];
+      if (work[r].flops() > 0) m.add_launch(terms[r], work[r], !computed[r], base - fin - moved - moved_fin);
+      if (moved > 0) m.add_launch(terms[r], moved_work[r], true, moved);
+      terms[r].launch_us += moved_fin;
       terms[r].launch_us += fin;
       terms[r].executor_us += lead;
       terms[r].accumulate_us += add;
@@ -390,13 +437,13 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
         st.post_start_us = std::max(comm_end[r], ready[r] + lead + comp);
         st.post_end_us = st.post_start_us + add;
         st.bytes = cur.bytes_out[r];
-        st.flops = work[r].flops() * m.flops_factor();
+        st.flops = (work[r].flops() + moved_work[r].flops()) * m.flops_factor();
       }
       comm_sum[r] += comm_end[r] - ready[r];
       comp_sum[r] += comp + add;
       rank_bytes[r] += cur.bytes_out[r];
       recv_total[r] += cur.bytes_in[r];
-      rank_flops[r] += work[r].flops() * m.flops_factor();
+      rank_flops[r] += (work[r].flops() + moved_work[r].flops()) * m.flops_factor();
       ready[r] = std::max(comm_end[r], ready[r] + lead + comp) + add;
     }
   }

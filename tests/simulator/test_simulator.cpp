@@ -303,6 +303,34 @@ TEST(Engine, BackwardStartsAtEachRanksForwardEnd) {
   EXPECT_GT(simulator::simulate(p, t, w, prof, so).total_us, r.bwd_us);
 }
 
+// Queries moved (planner/query_moves.hpp) against allgather pruned on 2 ranks at B=1 S=8192 H=32 causal: a unit is one
+// zigzag chunk of one tensor (2048 x 32 x 128 x 2 bytes). The busiest GPU sends 3 units forward (Q of c3, K/V of c0)
+// where pruning alone sends 4 (K/V of c1, c2), and rank 1 computes 3 times rank 0's blocks; the terms still add up.
+TEST(Engine, MovedQueriesSendFewerBytesAndLoadRankOne) {
+  const auto t = star(2, 1000);
+  const auto prof = simulator::builtin_profile("h200-hgx-8");
+  const planner::Workload w = planner::parse_workload("B=1,S=8192,H=32,D=128,causal");
+  const double unit = 2048.0 * 32 * 128 * 2;
+  simulator::SimOptions so;
+  so.passes = {true, true};
+  for (bool moved : {false, true}) {
+    planner::PlanOptions o;
+    o.causal = true, o.prune_plain = true, o.move_queries = moved, o.gather_pieces = 4, o.workload = w;
+    const planner::Plan p = planner::build_plan(t, "allgather", o);
+    const auto r = simulator::simulate(p, t, w, prof, so);
+    SCOPED_TRACE(moved ? "moved" : "pruned");
+    const planner::Timeline::PassBytes sent = r.timeline.busiest_sent();
+    // (backward: dK/dV in bf16, dQ of c3 16-bit too; pruned returns c1's and c2's dK/dV)
+    EXPECT_NEAR(sent.fwd, (moved ? 3 : 4) * unit, 1e-6 * unit);
+    EXPECT_NEAR(sent.bwd, (moved ? 3 : 4) * unit, 1e-6 * unit);
+    double flops[2] = {0, 0};
+    for (int rk = 0; rk < 2; ++rk)
+      for (const auto& st : r.timeline.per_rank[rk]) flops[rk] += st.flops;
+    EXPECT_NEAR(flops[1] / flops[0], moved ? 3.0 : 1.0, 0.02);
+    EXPECT_NEAR(r.terms.sum(), r.total_us, 1e-6);
+  }
+}
+
 TEST(Engine, ExecutorGapsAndSustainedClockByHand) {
   // The ring of RingOnCompleteGraphByHand with the executor's start and step gaps and a GPU that holds half
   // its boost rate: the compute stream starts 7 us late in the first step, every later step 3 us after the
