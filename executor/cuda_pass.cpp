@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "planner/collective.hpp"
+#include "planner/query_moves.hpp"
 
 namespace tasp::executor::cuda {
 
@@ -85,6 +86,16 @@ bool items_cover_rows(const std::vector<kernels::WorkItem>& items, long q_rows) 
   return end >= q_rows;
 }
 
+MovedLayout moved_layout(const planner::Workload& w, long len) {
+  auto up = [](size_t b) { return (b + 255) / 256 * 256; };
+  MovedLayout l;
+  l.tensor = size_t(w.B) * len * w.H * w.D * 2;
+  l.rows = size_t(w.B) * w.H * len * 4;
+  l.lse_at = up(l.tensor);
+  l.dsum_at = l.lse_at + up(l.rows);
+  return l;
+}
+
 Exchange exchange_of(const planner::Step& s, int n, int P, bool per_root) {
   planner::Collective c = planner::collective_of(s, n, P);
   if (c == planner::Collective::None && per_root) c = planner::per_root_of(s, n, P);
@@ -152,14 +163,24 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
   for (int t = 0; t < steps; ++t) {
     for (const auto& tr : pw.steps[t].transfers)
       pw.bytes[tr.src][t] += double(g.ptokens[g.key(tr.owner, tr.piece)]) * w.B * g.row_elems * 2 * (tr.grad ? acc_bytes : 2);
-    for (const auto& c : pw.steps[t].compute)
-      for (const auto& q : g.qranges[c.rank])
+    for (const auto& x : pw.steps[t].rows) {
+      const planner::QueryMove& m = p.query_moves.at(x.move);
+      const MovedLayout l = moved_layout(w, planner::moved_range(p, w.S, m).size());
+      pw.bytes[x.back ? m.at : m.owner][t] += double(bwd ? (x.back ? l.bwd_back() : l.bwd_out()) : (x.back ? l.fwd_back() : l.fwd_out()));
+    }
+    for (const auto& c : pw.steps[t].compute) {
+      const std::vector<Range> rows =
+          c.move >= 0 ? std::vector<Range>{planner::moved_range(p, w.S, p.query_moves.at(c.move))} : g.qranges[c.rank];
+      for (const auto& q : rows)
         for (const auto& k : g.pranges[g.key(c.owner, c.piece)])
           pw.flops[c.rank][t] += 4.0 * flop_factor * planner::visible_pairs(mask, q, k) * w.B * w.H * w.D;
+    }
   }
   pw.slots.resize(size_t(n) * u);
-  if (bwd) pw.bwd.resize(size_t(n) * u);
-  else pw.fwd.resize(size_t(n) * u);
+  if (bwd) pw.bwd.resize(size_t(n) * u), pw.mbwd.resize(size_t(n) * u);
+  else pw.fwd.resize(size_t(n) * u), pw.mfwd.resize(size_t(n) * u);
+  pw.moved_steps.assign(size_t(n) * u, {-1, -1});
+  pw.query_moves = p.query_moves;
   if (bwd) pw.grad_zero_ahead.resize(size_t(n) * u), pw.sent_as_written.resize(size_t(n) * u), pw.not_cleared.resize(size_t(n) * u);
   for (int gpu : local) {
     const int r = gpu / u;
@@ -185,8 +206,65 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
       std::vector<kernels::KvPiece> pieces;
       std::vector<kernels::GradPiece> grads;
       std::vector<Range> keys;  // the step's key ranges
+      // The moved rows' launch (their own Q, out and dQ scratch; this rank's own pieces).
+      std::vector<kernels::KvPiece> mpieces;
+      std::vector<kernels::GradPiece> mgrads;
       for (const auto& c : pw.steps[t].compute) {
-        if (c.rank != r) continue;
+        if (c.rank != r || c.move < 0) continue;
+        const long k = g.key(c.owner, c.piece);
+        const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
+        const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;
+        long off = 0;
+        for (const Range& rg : g.pranges[k]) {
+          kernels::KvPiece kp;
+          kp.k = kv + off * g.row_elems;
+          kp.v = kv + g.half_slot() + off * g.row_elems;
+          kp.len = int(rg.size()), kp.pos0 = rg.begin, kp.batch_stride = g.max_piece * g.row_elems;
+          mpieces.push_back(kp);
+          if (bwd) {
+            kernels::GradPiece gp;
+            gp.batch_stride = kp.batch_stride;
+            gp.dk = x.grad + acc_at + off * g.row_elems, gp.dv = gp.dk + g.half_slot();
+            mgrads.push_back(gp);
+          }
+          off += rg.size();
+        }
+      }
+      {
+        const RankBuffers::MovedRows& mv = x.moved;
+        if (!mpieces.empty() && (mv.move < 0 || mv.owner || !mv.q))
+          throw std::logic_error("make_pass_work: moved rows computed where they have no buffers");
+        auto& first_last = pw.moved_steps[gpu];
+        const bool first_moved = first_last.first < 0;
+        std::vector<kernels::WorkItem> mitems;
+        if (!mpieces.empty()) {
+          mitems = masked_items(w, mask, planner::moved_range(p, w.S, p.query_moves.at(mv.move)), 0, int(mpieces.size()),
+                                !first_moved);
+          if (first_moved) first_last.first = t;
+          first_last.second = t;
+        }
+        if (bwd) {
+          kernels::AttentionBackwardBatch b;
+          b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+          if (!mpieces.empty()) {
+            const MovedLayout l = moved_layout(w, mv.len);
+            b.q = mv.q, b.dout = mv.in, b.q_rows = mv.len;
+            b.lse = reinterpret_cast<const float*>(static_cast<const char*>(mv.in) + l.lse_at);
+            b.dsum = reinterpret_cast<const float*>(static_cast<const char*>(mv.in) + l.dsum_at);
+            b.dq_accum = mv.dq_accum;
+          }
+          b.items = std::move(mitems), b.pieces = std::move(mpieces), b.grads = std::move(mgrads);
+          pw.mbwd[gpu].push_back(std::move(b));
+        } else {
+          kernels::AttentionBatch b;
+          b.dtype = dtype_of(w), b.B = w.B, b.H = w.H, b.Hkv = w.Hkv, b.D = w.D;
+          if (!mpieces.empty()) b.q = mv.q, b.q_rows = mv.len, b.out = mv.out, b.lse = mv.lse;
+          b.items = std::move(mitems), b.pieces = std::move(mpieces);
+          pw.mfwd[gpu].push_back(std::move(b));
+        }
+      }
+      for (const auto& c : pw.steps[t].compute) {
+        if (c.rank != r || c.move >= 0) continue;
         const long k = g.key(c.owner, c.piece);
         const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
         const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;

@@ -64,7 +64,33 @@ struct RankBuffers {
   // rank's zeroed) and what the reduce-scatter leaves of this rank's own ([P] slots), in the accumulators' precision.
   void* rs_send = nullptr;
   void* rs_recv = nullptr;
+  // Query rows moved from or to this rank (Plan::query_moves; the cuda backend takes at most one a rank): as their
+  // owner, where they lie among its rows and what leaves and returns; as their `at`, the rows' Q (kept for the
+  // backward), the backward's dO with LSE and D, the forward's partial out and LSE and the backward's dQ scratch.
+  struct MovedRows {
+    int move = -1;
+    bool owner = false;
+    int row0 = 0, len = 0;
+    void* send = nullptr;  // owner: Q, or dO | LSE | D (MovedLayout); at: the partial out in 16 bits | LSE, or dQ in 16 bits
+    void* recv = nullptr;  // owner: what returns
+    void* q = nullptr;     // at
+    void* in = nullptr;    // at: dO | LSE | D
+    float* out = nullptr;  // at: [B][len][H][D]
+    float* lse = nullptr;  // at: [B][H][len]
+    float* dq_accum = nullptr;
+  } moved;
 };
+
+// Where moved rows' parts lie in the buffers they travel in: a 16-bit tensor [B][len][H][D] (Q, out, dO or dQ), then
+// fp32 rows [B][H][len] (LSE, then the backward's D), each part on a 256-byte boundary.
+struct MovedLayout {
+  size_t tensor = 0, rows = 0, lse_at = 0, dsum_at = 0;
+  size_t fwd_out() const { return tensor; }
+  size_t fwd_back() const { return lse_at + rows; }
+  size_t bwd_out() const { return dsum_at + rows; }
+  size_t bwd_back() const { return tensor; }
+};
+MovedLayout moved_layout(const planner::Workload& w, long len);
 
 // One message of a K/V piece its owner sends from a framework's tensors: `count` elements of K (half 0) or V (half 1)
 // from `shard_off` of the tensor, into the receiver's slot at `slot_off` from the slot's start (both halves counted).
@@ -108,6 +134,12 @@ struct PassWork {
   // and lands in the receiver's slot in the same runs (caller_kv.hpp, first_hop_messages); set alike on every rank of
   // the plan. Empty: one message from the slot.
   std::vector<std::vector<OwnMessage>> first_hop;
+  // Query moves: at a move's `at` GPU, each step's launch over the moved rows (no pieces: none that step), and the
+  // pass's first and last such step (its dQ scratch cleared before the first, the rows' dQ finished after the last).
+  std::vector<std::vector<kernels::AttentionBatch>> mfwd;          // [gpu][step]
+  std::vector<std::vector<kernels::AttentionBackwardBatch>> mbwd;  // [gpu][step]
+  std::vector<std::pair<int, int>> moved_steps;                    // [gpu]: (first, last), -1 when none
+  std::vector<planner::QueryMove> query_moves;                     // the plan's
   int num_steps() const { return int(steps.size()); }
 };
 // The accumulator slots of a backward's slot plan that a step t >= 1 clears (grad_zero) and no earlier step uses in

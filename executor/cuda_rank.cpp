@@ -8,6 +8,7 @@
 #include "kernels/env_knob.hpp"
 #include "kernels/staging.hpp"
 #include "planner/collective.hpp"
+#include "planner/query_moves.hpp"
 
 namespace tasp::executor::cuda {
 
@@ -30,6 +31,7 @@ void RankDevice::release() {
   for (cudaStream_t s : root_streams) cudaStreamDestroy(s);
   for (cudaEvent_t e : root_joins) cudaEventDestroy(e);
   if (root_fork) cudaEventDestroy(root_fork);
+  if (rows_ready) cudaEventDestroy(rows_ready), rows_ready = nullptr;
   for (cudaEvent_t e : started) cudaEventDestroy(e);
   roots.clear(), root_streams.clear(), root_joins.clear(), root_fork = nullptr, started.clear();
 }
@@ -159,6 +161,44 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   // head-parallel pass's local steps must not wait behind the all-to-alls queued there for later head groups.
   bool moves = false;
   for (const auto& tr : pw.steps[t].transfers) moves = moves || tr.src == r || tr.dst == r;
+  const bool kv_moves = moves;
+  // Moved query rows (Plan::query_moves) this rank sends or receives in the step: (source, destination, send buffer,
+  // receive buffer, bytes). On 2 ranks with a communicator a root they go as the sender's broadcast there, beside its
+  // K/V; otherwise as send/recv on the plan's communicator.
+  struct RowsMsg {
+    int src, dst;
+    void* send;
+    void* recv;
+    size_t bytes;
+    bool back;
+  };
+  std::vector<RowsMsg> rows_msgs;
+  const RankBuffers::MovedRows& mv = buf.moved;
+  for (const planner::RowsTransfer& rt : pw.steps[t].rows) {
+    if (rt.move != mv.move || mv.move < 0) continue;
+    const planner::QueryMove& m = pw.query_moves.at(rt.move);
+    const MovedLayout l = moved_layout(w, mv.len);
+    const size_t bytes = bwd ? (rt.back ? l.bwd_back() : l.bwd_out()) : (rt.back ? l.fwd_back() : l.fwd_out());
+    // owner: sends out from `send`, receives back into `recv`; at: receives out into q (forward) or in, sends back from send
+    void* at_in = bwd ? mv.in : mv.q;
+    rows_msgs.push_back({rt.back ? m.at : m.owner, rt.back ? m.owner : m.at, mv.send,
+                         mv.owner ? mv.recv : at_in, bytes, rt.back});
+  }
+  moves = moves || !rows_msgs.empty();
+  const bool rows_bcast = !x.roots.empty() && g.n == 2;
+  const auto rows_nccl = [&](int root, ncclComm_t comm, cudaStream_t st) {
+    for (const RowsMsg& m : rows_msgs) {
+      if (rows_bcast) {
+        if (m.src != root) continue;
+        void* at = m.src == r ? m.send : m.recv;
+        TASP_NCCL(ncclBroadcast(at, at, m.bytes, ncclUint8, m.src, comm, st));
+      } else if (m.src == r) {
+        TASP_NCCL(ncclSend(m.send, m.bytes, ncclUint8, m.dst, comm, st));
+      } else {
+        TASP_NCCL(ncclRecv(m.recv, m.bytes, ncclUint8, m.src, comm, st));
+      }
+    }
+  };
   const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
   const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
   // Accumulators the kernel already wrote into this step's staging in 16 bits (PassWork::sent_as_written).
@@ -192,11 +232,55 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   };
   if (first && zero_own) clear_own();
   // (e[1 - kStepEvents]: the previous step's e[1], the end of its transfers)
-  const cudaEvent_t after = first && !bwd && how == Exchange::AllGather && t > 0 ? e[1 - kStepEvents] : prev_done;
+  // (moved rows going back wait for the step that computed them)
+  const bool sends_back = std::any_of(rows_msgs.begin(), rows_msgs.end(), [&](const RowsMsg& m) { return m.back && m.src == r; });
+  const cudaEvent_t after =
+      first && !bwd && how == Exchange::AllGather && t > 0 && !sends_back ? e[1 - kStepEvents] : prev_done;
   if (moves || clear_ahead) TASP_CUDA(cudaStreamWaitEvent(x.comm, after));
   if (clear_ahead && !moves) clear();
   TASP_CUDA(cudaEventRecord(e[0], on));
-  if (moves && how == Exchange::AllGather) {
+  // What moved rows leave in, made on the comm stream: the owner's rows of Q, or of dO with their LSE and D (the
+  // backward's row sums made here first, for all its rows: the kernel waits for them below); `at`'s partial out cast to
+  // 16 bits beside its LSE (its dQ the kernel finished into `send` already).
+  bool prepared_here = false;
+  for (const RowsMsg& m : rows_msgs) {
+    if (m.src != r) continue;
+    const MovedLayout l = moved_layout(w, mv.len);
+    const size_t hd = size_t(w.H) * w.D, q_rows = size_t(g.qrows[r]);
+    auto* send = static_cast<char*>(mv.send);
+    if (mv.owner) {
+      const void* rows16 = bwd ? buf.dout : buf.q;
+      TASP_CUDA(cudaMemcpy2DAsync(send, size_t(mv.len) * hd * 2, static_cast<const char*>(rows16) + size_t(mv.row0) * hd * 2,
+                                  q_rows * hd * 2, size_t(mv.len) * hd * 2, w.B, cudaMemcpyDeviceToDevice, x.comm));
+      if (bwd) {
+        kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(q_rows), w.H, w.D, buf.dsum, x.comm);
+        prepared_here = true;
+        for (const auto& [from, at] : {std::pair<const float*, size_t>{buf.lse, l.lse_at}, {buf.dsum, l.dsum_at}})
+          TASP_CUDA(cudaMemcpy2DAsync(send + at, size_t(mv.len) * 4, from + mv.row0, q_rows * 4, size_t(mv.len) * 4,
+                                      size_t(w.B) * w.H, cudaMemcpyDeviceToDevice, x.comm));
+      }
+    } else if (!bwd) {
+      kernels::cast_out(mv.out, send, dtype_of(w), size_t(w.B) * mv.len * hd, x.comm);
+      TASP_CUDA(cudaMemcpyAsync(send + l.lse_at, mv.lse, l.rows, cudaMemcpyDeviceToDevice, x.comm));
+    }
+  }
+  if (prepared_here) {
+    if (!x.rows_ready) TASP_CUDA(cudaEventCreateWithFlags(&x.rows_ready, cudaEventDisableTiming));
+    TASP_CUDA(cudaEventRecord(x.rows_ready, x.comm));
+    TASP_CUDA(cudaStreamWaitEvent(x.compute, x.rows_ready));
+  }
+  if (!kv_moves && !rows_msgs.empty()) {
+    // A step that moves rows alone.
+    if (rows_bcast) {
+      per_root(x, rows_nccl);
+      marks = x.roots.size();
+    } else {
+      mark_started(x, 0, x.comm), marks = 1;
+      TASP_NCCL(ncclGroupStart());
+      rows_nccl(-1, x.nccl, x.comm);
+      TASP_NCCL(ncclGroupEnd());
+    }
+  } else if (moves && how == Exchange::AllGather) {
     // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
     // them, which the all-gather fills in place; one all-gather per piece the step moves.
     const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
@@ -206,6 +290,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
           auto* blk = kv + se * (size_t(c) * g.n + q);
           TASP_NCCL(ncclBroadcast(blk, blk, se, kv_type, q, comm, st));
         }
+        if (rows_bcast) rows_nccl(q, comm, st);
       });
       marks = x.roots.size();
     } else {
@@ -213,6 +298,11 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       TASP_NCCL(ncclGroupStart());
       for (int c : pieces)
         TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
+      TASP_NCCL(ncclGroupEnd());
+    }
+    if (!rows_bcast && !rows_msgs.empty()) {
+      TASP_NCCL(ncclGroupStart());
+      rows_nccl(-1, x.nccl, x.comm);
       TASP_NCCL(ncclGroupEnd());
     }
   } else if (moves && how == Exchange::ReduceScatter) {
@@ -241,6 +331,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
           else
             TASP_NCCL(ncclReduce(block, sum, se, acc_type, ncclSum, q, comm, st));
         }
+        if (rows_bcast) rows_nccl(q, comm, st);
       });
       marks = x.roots.size();
     } else {
@@ -249,6 +340,11 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       for (int c : pieces)
         TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
                                     acc_type, ncclSum, x.nccl, x.comm));
+      TASP_NCCL(ncclGroupEnd());
+    }
+    if (!rows_bcast && !rows_msgs.empty()) {
+      TASP_NCCL(ncclGroupStart());
+      rows_nccl(-1, x.nccl, x.comm);
       TASP_NCCL(ncclGroupEnd());
     }
   } else if (moves) {
@@ -288,6 +384,10 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
       }
     }
+    if (!rows_msgs.empty()) {
+      if (rows_bcast) throw std::logic_error("issue_step: moved rows beside point-to-point K/V on root communicators");
+      rows_nccl(-1, x.nccl, x.comm);
+    }
     TASP_NCCL(ncclGroupEnd());
   }
   if (clear_ahead && moves) clear();  // after this step's transfers, not before them
@@ -299,11 +399,23 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     if (buf.grad && std::find(ahead.begin(), ahead.end(), std::pair<int, int>{t, slot}) == ahead.end() &&
         !(bwd && pw.not_cleared[gpu].count({t, slot})))
       TASP_CUDA(cudaMemsetAsync(buf.grad + se * slot, 0, se * 4, x.compute));
+  // Moved rows' launch, first: what it makes returns in a later step.
+  const auto moved_steps = size_t(gpu) < pw.moved_steps.size() ? pw.moved_steps[gpu] : std::pair<int, int>{-1, -1};
+  if (bwd && size_t(gpu) < pw.mbwd.size() && !pw.mbwd[gpu][t].pieces.empty()) {
+    const auto& mb = pw.mbwd[gpu][t];
+    if (t == moved_steps.first) TASP_CUDA(cudaMemsetAsync(mv.dq_accum, 0, kernels::dq_accum_floats(mb) * 4, x.compute));
+    kernels::attention_backward(mb, x.ws, x.compute);
+    if (t == moved_steps.second) kernels::attention_backward_finish16(mb, mv.send, x.ws, x.compute);
+  } else if (!bwd && size_t(gpu) < pw.mfwd.size() && !pw.mfwd[gpu][t].pieces.empty()) {
+    kernels::attention_forward(pw.mfwd[gpu][t], x.ws, x.compute);
+  }
   if (bwd) {
     const auto& b = pw.bwd[gpu][t];
     if (t == 0) {
       TASP_CUDA(cudaMemsetAsync(buf.dq_accum, 0, kernels::dq_accum_floats(b) * 4, x.compute));
-      if (buf.out16)
+      if (prepared_here) {
+        // (made on the comm stream above, before the rows left)
+      } else if (buf.out16)
         kernels::attention_backward_prepare16(buf.out16, buf.dout, dtype_of(w), w.B, int(g.qrows[r]), w.H, w.D,
                                               buf.dsum, x.compute);
       else
@@ -329,6 +441,27 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   }
   TASP_CUDA(cudaEventRecord(e[3], x.compute));
   TASP_CUDA(cudaStreamWaitEvent(x.compute, e[1]));
+  // Moved rows home: the forward's partial out and LSE folded into the owner's rows as they arrive; the backward's
+  // partial dQ added into its dQ rows after the pass's last step has finished them.
+  if (mv.owner) {
+    const MovedLayout l = moved_layout(w, mv.len);
+    const size_t hd = size_t(w.H) * w.D, q_rows = size_t(g.qrows[r]);
+    const bool arrives = std::any_of(rows_msgs.begin(), rows_msgs.end(), [&](const RowsMsg& m) { return m.back; });
+    bool returned = false;  // backward: in this step or one before
+    for (int s2 = 0; bwd && s2 <= t; ++s2)
+      for (const planner::RowsTransfer& rt : pw.steps[s2].rows) returned = returned || (rt.back && rt.move == mv.move);
+    if (!bwd && arrives) {
+      kernels::merge_rows16(buf.out, buf.lse, int(q_rows), mv.row0, mv.recv,
+                            reinterpret_cast<const float*>(static_cast<const char*>(mv.recv) + l.lse_at), dtype_of(w), w.B,
+                            mv.len, w.H, w.D, x.compute);
+    } else if (bwd && returned && t == pw.num_steps() - 1) {
+      if (!buf.dq) throw std::logic_error("issue_step: moved rows' dQ where dQ is not fp32");
+      for (int b = 0; b < w.B; ++b)
+        kernels::add_half_into(buf.dq + (size_t(b) * q_rows + mv.row0) * hd,
+                               static_cast<const uint16_t*>(mv.recv) + size_t(b) * mv.len * hd, dtype_of(w), size_t(mv.len) * hd,
+                               false, x.compute);
+    }
+  }
   if (how == Exchange::ReduceScatter) {
     // The reduce-scatter's sum of each own piece goes where the slot plan adds what arrives: into the rank's own
     // accumulator, or, where it has none, into the slot it adopts (written).
@@ -388,6 +521,30 @@ RankBuffers alloc_rank_buffers(RankDevice& x, const planner::Plan& p, const plan
   b.kv = x.alloc<uint16_t>(se * kv_slots);
   b.out = x.alloc<float>(nq);
   b.lse = x.alloc<float>(nl);
+  for (size_t i = 0; i < p.query_moves.size(); ++i) {
+    const planner::QueryMove& m = p.query_moves[i];
+    if (m.owner != r && m.at != r) continue;
+    RankBuffers::MovedRows& mv = b.moved;
+    if (mv.move >= 0)
+      throw planner::InputError("cuda backend: rank " + std::to_string(r) + " has more than one query move (query_moves[" +
+                                std::to_string(i) + "]); it runs one a rank");
+    const planner::Range rows = planner::moved_range(p, w.S, m);
+    mv.move = int(i), mv.owner = m.owner == r, mv.len = int(rows.size()), mv.row0 = 0;
+    for (int j = 0; j < m.range; ++j) mv.row0 += int(g.qranges[m.owner].at(j).size());
+    const MovedLayout l = moved_layout(w, mv.len);
+    auto bytes = [&](size_t n) { return static_cast<void*>(x.alloc<uint32_t>((n + 3) / 4)); };
+    const size_t out = std::max(l.fwd_out(), backward ? l.bwd_out() : 0), back = std::max(l.fwd_back(), backward ? l.bwd_back() : 0);
+    if (mv.owner) {
+      mv.send = bytes(out), mv.recv = bytes(back);
+      continue;
+    }
+    mv.send = bytes(back), mv.q = bytes(l.tensor);
+    mv.out = x.alloc<float>(size_t(w.B) * mv.len * w.H * w.D), mv.lse = x.alloc<float>(size_t(w.B) * w.H * mv.len);
+    if (backward) {
+      mv.in = bytes(l.bwd_out());
+      mv.dq_accum = x.alloc<float>(dq_scratch_floats(w, dq_tiles(planner::make_mask(w), {rows}, kernels::dq_accum_tile_rows(w.D))));
+    }
+  }
   if (!backward) return b;
   // A head-parallel pass's dQ and (where a launch writes each whole) dK/dV leave through the all-to-all out in 16
   // bits: the kernels write them so (kernels.md, "What a backward writes").

@@ -51,6 +51,7 @@ struct RankDevice {
   std::vector<cudaStream_t> root_streams;
   std::vector<cudaEvent_t> root_joins;
   cudaEvent_t root_fork = nullptr;
+  cudaEvent_t rows_ready = nullptr;  // moved query rows packed (and the backward's row sums made) on the comm stream
   // Recorded on each stream that carries a step's NCCL calls just before them (one per root stream, or the comm
   // stream's): the step's kernel waits for them, so NCCL's CTAs are placed before the attention's (issue_step).
   std::vector<cudaEvent_t> started;

@@ -173,6 +173,11 @@ void add_half_into(float* acc, const void* add, DType dtype, size_t n, bool over
 // Folds a block's (out, lse) into the running (acc_out, acc_lse), rows x H of width D, in place.
 void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,
                    int D, void* stream);
+// Folds a partial (out, lse) of `len` query rows, out in `dtype` [B][len][H][D] and lse fp32 [B][H][len] (moved query
+// rows come home so: planner/query_moves.hpp), into rows [row0, row0 + len) of the running acc_out fp32
+// [B][acc_rows][H][D] and acc_lse [B][H][acc_rows], in place. Any D (a warp a row).
+void merge_rows16(float* acc_out, float* acc_lse, int acc_rows, int row0, const void* blk_out, const float* blk_lse,
+                  DType dtype, int B, int len, int H, int D, void* stream);
 // out fp32 -> dst (bf16 or fp16), n elements.
 void cast_out(const float* out, void* dst, DType dtype, size_t n, void* stream);
 // What cast_out_rows adds to its fp32 rows before the cast: nothing, fp32 values or bf16 values.

@@ -46,6 +46,34 @@ __global__ void merge_kernel(float* acc_out, float* acc_lse, const float* blk_ou
   if (live && i % D == D - 1) acc_lse[li] = lse;
 }
 
+// A warp per row (b, r, h) of the partial: its weights from the two LSEs, its D values folded in, lane 0 writing the
+// row's new LSE once every lane has read the old one.
+template <typename T>
+__global__ void merge_rows_kernel(float* acc_out, float* acc_lse, int acc_rows, int row0, const T* blk, const float* blk_lse,
+                                  int len, int H, int D, long long nrows) {
+  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (w >= nrows) return;
+  const int h = int(w % H);
+  const long long br = w / H;
+  const int r = int(br % len);
+  const long long b = br / len;
+  const long long ai = (b * H + h) * acc_rows + row0 + r, bi = (b * H + h) * len + r;
+  const float a = acc_lse[ai], c = blk_lse[bi];
+  const float mx = fmaxf(a, c);
+  float wa = 0.f, wc = 0.f, lse = -INFINITY;
+  if (mx != -INFINITY) {
+    const float ea = __expf(a - mx), ec = __expf(c - mx);
+    wa = ea / (ea + ec), wc = ec / (ea + ec);
+    lse = mx + __logf(ea + ec);
+  }
+  float* o = acc_out + ((b * acc_rows + row0 + r) * H + h) * (long long)D;
+  const T* p = blk + w * D;
+  for (int d = lane; d < D; d += 32) o[d] = wa * o[d] + wc * float(p[d]);
+  __syncwarp();
+  if (lane == 0) acc_lse[ai] = lse;
+}
+
 // Eight floats rounded into eight 16-bit values (one 16-byte store).
 __device__ inline float16_pack_t pack8(const float* v, __nv_bfloat16*) {
   float16_pack_t p;
@@ -212,6 +240,23 @@ void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const f
   const int threads = 1024;
   merge_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
       acc_out, acc_lse, blk_out, blk_lse, rows, H, D, n);
+  TASP_CUDA(cudaGetLastError());
+}
+
+void merge_rows16(float* acc_out, float* acc_lse, int acc_rows, int row0, const void* blk_out, const float* blk_lse,
+                  DType dtype, int B, int len, int H, int D, void* stream) {
+  const long long rows = (long long)B * len * H;
+  if (rows == 0) return;
+  if (row0 < 0 || row0 + len > acc_rows) throw std::invalid_argument("merge_rows16: rows outside the running out");
+  const int threads = 256;
+  const unsigned blocks = unsigned((rows * 32 + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16)
+    merge_rows_kernel<<<blocks, threads, 0, s>>>(acc_out, acc_lse, acc_rows, row0, static_cast<const __nv_bfloat16*>(blk_out),
+                                                 blk_lse, len, H, D, rows);
+  else
+    merge_rows_kernel<<<blocks, threads, 0, s>>>(acc_out, acc_lse, acc_rows, row0, static_cast<const __half*>(blk_out), blk_lse,
+                                                 len, H, D, rows);
   TASP_CUDA(cudaGetLastError());
 }
 

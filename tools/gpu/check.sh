@@ -79,6 +79,13 @@ for w in "B=2,S=$((N * 2 * 1000 + 8)),H=8,D=128,causal" "B=1,S=$((N * 4 * 300)),
       --pass fwd+bwd --check --iters 2 --warmup 1
   done
 done
+echo "== queries moved to keys (--move-queries: rank 0's late chunk computed at rank 1; 2 ranks), each transport"
+for w in "B=2,S=$((2 * 2 * 1000 + 8)),H=8,D=128,causal" "B=1,S=$((2 * 4 * 300)),H=8,Hkv=2,D=64,causal,fp16" "B=1,S=4000,H=4,D=80,causal"; do
+  for f in "--collectives --root-comms --gather-pieces 4" "--collectives --one-comm --gather-pieces 2" "--sendrecv --gather-pieces 2"; do
+    check "allgather --move-queries $f $w" 120 $T run --backend cuda -t complete:2 -s allgather --move-queries $f -w "$w" \
+      --pass fwd+bwd --check --iters 2 --warmup 1
+  done
+done
 echo "== the executor's defaults turned off (TASP_TRANSFERS_FIRST=0: a step's kernel does not wait for its NCCL calls to"
 echo "   be next; TASP_REDUCE_AS_BCAST=0: a 2-rank reduce one a root as ncclReduce, not a broadcast from the other rank)"
 for v in TASP_TRANSFERS_FIRST=0 TASP_REDUCE_AS_BCAST=0; do
