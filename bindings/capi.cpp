@@ -209,6 +209,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     so.max_timeline_cells = 0;
     so.framework = o.framework;
     so.try_pruned = o.try_pruned;
+    so.try_moved = false;  // (its plans go to tasp_rank_*, which runs no moved query rows yet)
     so.collectives = o.collectives;
     std::string s = scheme, detail;
     double predicted = 0;

@@ -34,7 +34,8 @@ PlanOptions plan_options(const std::string& scheme, const Workload& w, const Pla
   o.ulysses = h.ulysses;
   o.inner = h.inner == "auto" ? "hamilton" : h.inner;
   o.head_groups = std::max(1, h.head_groups);
-  o.prune_plain = h.prune_plain;
+  o.prune_plain = h.prune_plain || h.move_queries;
+  o.move_queries = h.move_queries;
   o.accumulator_bytes = accumulator_bytes_of(h.accumulator);
   // allgather's, and usp's across its groups when that is allgather (its groups' slots gather in pieces alike).
   set_gather_pieces(h, scheme == "allgather" || (scheme == "usp" && h.inner == "allgather"), o);
@@ -264,27 +265,46 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   // and the mask is plain causal, pruned candidates run beside the whole ones (through tasp run, and through the C ABI's
   // ranks as tasp.torch runs them: both checked against one GPU on 2x H200, 2026-11-27); not where they were declined
   // (SimOptions::try_pruned).
+  // The same medium moves fewer bytes still where rank 0's late chunk's queries go to rank 1 instead of rank 1's K/V to
+  // them (planner/query_moves.hpp; 2 ranks; not for the C ABI's ranks, SimOptions::try_moved): through host memory
+  // on 2x H200 0.91-0.94x the time of 3+1 pruned at B=1 S=8192 H=32 and `medium` (2026-11-27). Its pieces: 2 or 4, one
+  // gather step (the forward sends rank 0's early chunk at once).
   const bool plain_causal = o.causal && p.layout == Layout::Zigzag && p.ranks > 1 && !w.windowed() && !w.packed();
-  const bool asked = o.prune_plain && plain_causal;
-  const bool shared = !asked && plain_causal && opt.try_pruned && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
+  const bool asked_moved = o.move_queries && plain_causal;
+  const bool asked = o.prune_plain && plain_causal && !asked_moved;
+  const bool shared = !asked && !asked_moved && plain_causal && opt.try_pruned && !prof.comm_for(p.gpus()).one_root_gbps.empty() &&
                       prof.comm_for(p.gpus()).collectives_per_root && opt.collectives != Collectives::Off;
-  const std::vector<bool> modes = shared ? std::vector<bool>{false, true} : std::vector<bool>{asked};
+  enum Mode { Whole, Pruned, Moved };
+  const bool can_move = p.ranks == 2 && p.ulysses == 1 && opt.try_moved && o.backward;
+  std::vector<Mode> modes{asked_moved ? Moved : asked ? Pruned : Whole};
+  if (shared) {
+    modes = {Whole, Pruned};
+    if (can_move) modes.push_back(Moved);
+  }
   for (const std::vector<int>& steps : candidates)
-    for (bool pruned : modes) {
+    for (Mode mode : modes) {
       const int P = std::accumulate(steps.begin(), steps.end(), 0);
       if (P > 1 && shard / P < 128) continue;  // pieces under a kernel tile: launches for nothing
-      if (pruned && P % 2 != 0) continue;
+      if (mode != Whole && P % 2 != 0) continue;
       const bool equal = std::all_of(steps.begin(), steps.end(), [](int k) { return k == 1; });
+      if (mode == Moved && (!equal || (P != 2 && P != 4))) continue;
       o.gather_pieces = P;
       o.gather_steps = equal ? std::vector<int>{} : steps;
-      o.prune_plain = pruned;
-      Plan c = build_plan(t, "allgather", o);
+      o.prune_plain = mode != Whole;
+      o.move_queries = mode == Moved;
+      Plan c;
+      try {
+        c = build_plan(t, "allgather", o);
+      } catch (const InputError&) {
+        if (mode == Moved && !asked_moved) continue;  // (a forward alone, a budget that drops the kept K/V: not moved)
+        throw;
+      }
       if (!misfit(c, w).empty()) continue;
       SimOptions so = opt;
       so.max_timeline_cells = 0;
       const double us = simulate(c, t, w, prof, so).total_us;
-      const std::string name =
-          std::to_string(P) + (equal ? "" : " in steps of " + gather_steps_text(steps)) + (pruned && !asked ? " pruned" : "");
+      const std::string name = std::to_string(P) + (equal ? "" : " in steps of " + gather_steps_text(steps)) +
+                               (mode == Pruned && !asked ? " pruned" : mode == Moved && !asked_moved ? " queries moved" : "");
       tried += (tried.empty() ? "" : ", ") + name + ": " + std::to_string(us / 1e3).substr(0, 7);
       // More pieces must gain 1%: their launches and collectives are what the model prices least well (B=1 S=8192
       // through shm: 2 pieces predicted 6% faster, measured 1.8%; 4 in steps of 2, 1, 1 predicted 1.9% faster, measured

@@ -33,6 +33,7 @@ struct PlanChoices {
   std::string layout;            // contiguous | zigzag | zigzag-docs; "": the scheme's own (and, for packed causal
                                  // documents, the fastest of the three)
   bool prune_plain = false;      // planner::PlanOptions::prune_plain
+  bool move_queries = false;     // planner::PlanOptions::move_queries (implies prune_plain)
   std::string accumulator = "auto";  // fp32 | bf16 | auto: the backward's dK/dV in transit (PlanOptions::accumulator_bytes)
   int gather_pieces = 0;  // allgather: PlanOptions::gather_pieces; 0: the count the simulator finds fastest (a plan alone: 1)
   std::vector<int> gather_steps;  // allgather: PlanOptions::gather_steps (their sum the pieces); empty: one piece a step

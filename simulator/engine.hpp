@@ -82,6 +82,9 @@ struct SimOptions {
   // allgather's choice of pieces (choose_gather_pieces) tries candidates pruned for the causal mask beside the whole
   // ones where a medium is shared; false: whole ones only (the C ABI's "prune_plain": false).
   bool try_pruned = true;
+  // ... and, on 2 ranks, with rank 0's late chunk's queries moved (planner/query_moves.hpp); false where the plan goes to
+  // the C ABI's ranks (tasp_rank_*), which run no moved rows yet.
+  bool try_moved = true;
 };
 
 // Throws planner::InputError when the workload does not fit the plan, or the backward is asked of a plan

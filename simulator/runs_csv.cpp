@@ -57,6 +57,7 @@ std::vector<MeasuredRun> read_runs_csv(const std::string& text, const std::strin
         r.ranks = count("ranks", 1 << 20);
       } else if (col == pieces_col) {
         if (!field.empty() && field.back() == 'p') r.pruned = true, field.pop_back();
+        else if (!field.empty() && field.back() == 'q') r.pruned = r.moved = true, field.pop_back();
         if (field.find('+') == std::string::npos) {
           r.gather_pieces = count("pieces", 64);
           continue;

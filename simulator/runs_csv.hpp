@@ -17,6 +17,7 @@ struct MeasuredRun {
   int gather_pieces = 1;             // allgather's pieces a rank as run
   std::vector<int> gather_steps;     // and the steps it gathered them in ("a+b+c" in the CSV); empty: one a step
   bool pruned = false;               // pruned for the causal mask, its pieces by chunk ("p" after them: "2+1+1p")
+  bool moved = false;                // and its late chunk's queries moved (PlanOptions::move_queries; "q" after them: "2q")
   int line = 0;                      // in the CSV, for messages
   double measured_ms = 0;
 };

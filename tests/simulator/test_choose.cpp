@@ -77,7 +77,8 @@ TEST(Choose, GatherPiecesAreTheFastestSimulated) {
 
 // Through host memory, whose profile measured one root's broadcast alone (a medium both directions share), the MHA
 // rows take allgather pruned for the causal mask, its pieces by chunk (measured 0.82-0.89x the whole plans' time on
-// 2x H200, 2026-11-27), and the GQA ones stay whole; without that rate no pruned candidate is tried.
+// 2x H200, 2026-11-27), with rank 0's late chunk's queries moved to rank 1 (0.91-0.94x pruned's time), and the GQA ones
+// stay whole; the C ABI's ranks, which run no moved rows, take pruned; without that rate no pruned candidate is tried.
 TEST(Choose, PrunedWhereTheMediumIsShared) {
   simulator::SimOptions so;
   so.max_timeline_cells = 0;
@@ -88,12 +89,17 @@ TEST(Choose, PrunedWhereTheMediumIsShared) {
   const auto mha = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
   EXPECT_TRUE(mha[0].plan.pieces_by_chunk && mha[0].plan.pruned.any()) << mha[0].detail;
   EXPECT_NE(mha[0].detail.find(" pruned: "), std::string::npos) << mha[0].detail;
+  EXPECT_EQ(mha[0].plan.query_moves.size(), 1u) << mha[0].detail;
+  EXPECT_NE(mha[0].detail.find("gather pieces 2 queries moved"), std::string::npos) << mha[0].detail;
   const auto gqa = simulator::run_schemes(f.topo, planner::parse_workload("B=4,S=16384,H=40,Hkv=8,D=128,causal"), {"allgather"}, f.prof, so);
   EXPECT_FALSE(gqa[0].plan.pruned.any()) << gqa[0].detail;
+  EXPECT_TRUE(gqa[0].plan.query_moves.empty());
   simulator::SimOptions framework = so;  // a training framework's ranks alike (tasp.torch's pruned plans checked on GPUs)
-  framework.framework = true;
-  EXPECT_TRUE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
-                                     framework)[0].plan.pruned.any());
+  framework.framework = true, framework.try_moved = false;
+  const auto ranks = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"},
+                                            f.prof, framework);
+  EXPECT_TRUE(ranks[0].plan.pruned.any()) << ranks[0].detail;
+  EXPECT_TRUE(ranks[0].plan.query_moves.empty()) << ranks[0].detail;
   framework.try_pruned = false;  // the C ABI's "prune_plain": false
   EXPECT_FALSE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
                                       framework)[0].plan.pruned.any());

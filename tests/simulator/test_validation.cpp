@@ -93,6 +93,12 @@ TEST(RunsCsv, ColumnsAndBadRows) {
   EXPECT_TRUE(pruned.pruned);
   EXPECT_EQ(pruned.gather_steps, (std::vector<int>{2, 1, 1}));
   EXPECT_TRUE(read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,4p\n", "r", "fwd")[0].pruned);
+  EXPECT_FALSE(pruned.moved);
+  // "q": its late chunk's queries moved too (PlanOptions::move_queries).
+  const auto moved = read_runs_csv("config,scheme,measured_ms,pieces\n\"B=1,H=8,D=128,S=64\",allgather,2,2q\n", "r", "fwd")[0];
+  EXPECT_TRUE(moved.moved);
+  EXPECT_TRUE(moved.pruned);
+  EXPECT_EQ(moved.gather_pieces, 2);
   EXPECT_EQ(read_runs_csv("\"B=1,H=8,D=128,S=64\",ring,2\n", "r", "bwd")[0].pass, "bwd");  // no header: the default
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"B=1,ring,1\n", "runs.csv:1: config"},

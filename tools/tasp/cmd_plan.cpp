@@ -126,7 +126,8 @@ void register_plan(CLI::App& app) {
     if (!passes.fwd) throw InputError("--pass: a plan always holds the forward (the backward needs its output): use fwd+bwd");
     o.backward = passes.bwd;
     o.accumulator_bytes = simulator::accumulator_bytes_of(a->head.accumulator);
-    o.prune_plain = a->head.prune_plain;
+    o.prune_plain = a->head.prune_plain || a->head.move_queries;
+    o.move_queries = a->head.move_queries;
     simulator::set_gather_pieces(a->head, true, o);
     o.memory_budget_bytes = a->head.memory_budget_gib * double(1 << 30);
     if (!a->layout.empty()) {

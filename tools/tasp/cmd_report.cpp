@@ -118,6 +118,7 @@ void register_report(CLI::App& app) {
         parse_passes(r.pass, &so.passes);
         PlanChoices as_run;
         as_run.gather_pieces = r.gather_pieces, as_run.gather_steps = r.gather_steps, as_run.prune_plain = r.pruned;
+        as_run.move_queries = r.moved;
         auto sim = run_schemes(t, w, select_schemes(r.scheme, t, w.causal), prof, so, nullptr, as_run);
         r.predicted_ms = sim[0].sim.total_us / 1e3;
         r.comm_ms = sim[0].sim.comm_us / 1e3;

@@ -151,6 +151,7 @@ void register_run(CLI::App& app) {
               << (p.scheme == "allgather" ? " in " + std::to_string(p.pieces_per_rank) + " pieces a rank" : std::string())
               << (p.gather_steps.empty() ? std::string() : " (gathered in steps of " + gather_steps_text(p.gather_steps) + ")")
               << (p.pieces_by_chunk ? ", pruned for the causal mask (pieces by chunk)" : "")
+              << (p.query_moves.empty() ? "" : ", rank 0's late chunk's queries moved to rank 1")
               << " on " << p.gpus() << " ranks, backend " << backend->name() << ", workload "
               << to_string(w) << ", pass " << passes_name(passes) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "  total " << t.total_us() << " us, comm " << t.comm_us()

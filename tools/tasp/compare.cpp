@@ -45,6 +45,11 @@ void add_plan_choices(CLI::App* cmd, PlanChoices& h) {
                 "chunk, which the ranks before it never see, stays home; the forward's K/V still kept (through host\n"
                 "memory, where both directions share the medium, 0.82x the time at B=1 S=8192 and medium). Without\n"
                 "it allgather is pruned where the profile measured one root's broadcast alone and simulates it faster");
+  cmd->add_flag("--move-queries", h.move_queries,
+                "allgather on 2 ranks, pruned for a plain causal mask (implies --prune-plain): rank 0's late zigzag chunk's\n"
+                "queries go to rank 1 and their partial output comes back (backward: dO over, dQ and dK/dV back) instead\n"
+                "of rank 1's K/V going to them: 4 chunk-tensors a pass where pruning alone moves 6; rank 1 then computes\n"
+                "6 of the 8 blocks (docs/plan-format.md, \"Queries moved\")");
 }
 
 void add_collectives_flags(CLI::App* cmd, CollectivesFlags& c) {

@@ -83,12 +83,13 @@ bound_ms() { python3 -c "import re,sys; m=re.search(r'bound: .*= ([0-9.]+) us;',
 # "2+1+1" where it gathered them in steps of several (`(gathered in steps of 2+1+1)`), read from that line alone: the
 # simulator's "gather pieces 1 (tried, ms: ..., 3 in steps of 2+1: ...)" before it names steps it did not take (until
 # 2026-11-27 a run of 1 piece was so recorded as 2+1).
-# "2+1+1p" where the plan was pruned for the causal mask, its pieces by chunk.
-pieces_of() { python3 -c "import re,sys; m=re.search(r'in ([0-9]+) pieces a rank(?: \(gathered in steps of ([0-9+]+)\))?(, pruned for the causal mask)?', sys.stdin.read()); print(((m.group(2) or m.group(1)) + ('p' if m.group(3) else '')) if m else 1)"; }
-# pieces_flags PIECES: the simulate/run options for a runs CSV's pieces ("4", "2+1+1" or "2+1+1p").
+# "2+1+1p" where the plan was pruned for the causal mask, its pieces by chunk; "2q" where its late chunk's queries moved.
+pieces_of() { python3 -c "import re,sys; m=re.search(r'in ([0-9]+) pieces a rank(?: \(gathered in steps of ([0-9+]+)\))?(, pruned for the causal mask)?([^\n]*queries moved)?', sys.stdin.read()); print(((m.group(2) or m.group(1)) + ('q' if m.group(4) else 'p' if m.group(3) else '')) if m else 1)"; }
+# pieces_flags PIECES: the simulate/run options for a runs CSV's pieces ("4", "2+1+1", "2+1+1p" or "2q").
 pieces_flags() {
-  local p=${1%p} x=""
+  local p=${1%[pq]} x=""
   [ "$p" != "$1" ] && x=" --prune-plain"
+  [ "${1: -1}" = q ] && x=" --move-queries"
   case $p in *+*) echo "--gather-steps ${p//+/,}$x" ;; *) echo "--gather-pieces $p$x" ;; esac
 }
 
