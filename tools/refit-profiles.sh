@@ -69,16 +69,21 @@ H100 profile's."
 # The 2x H200 host's slow fabrics (sockets, host memory): comm from their NCCL steps there, the rest the H200 profile's.
 # The steps as `tasp calibrate --measure` times them since 2026-11-27: kinds and sizes in rounds (a slow minute of the
 # loopback shared by every kind), each 2-rank reduce as a broadcast from the other rank (as tasp run moves it).
-fabric_h200() {  # fabric, steps' file's date and tag, what NCCL ran over
-  $T calibrate --fit $D/fabrics/h200x2-$1-steps-$2.csv --base topologies/h200-hgx-8.profile.yaml \
+fabric_h200() {  # fabric, steps' file's date and tag, what NCCL ran over (BASE: the profile whose other terms it keeps)
+  $T calibrate --fit $D/fabrics/h200x2-$1-steps-$2.csv --base "${BASE:-topologies/h200-hgx-8.profile.yaml}" \
     -t topologies/h200x2-$1.yaml --name h200x2-$1 -q -o topologies/h200x2-$1.profile.yaml --description \
     "2x H200 with NCCL over $3: comm fitted by tools/refit-profiles.sh from tasp calibrate --measure there \
 (docs/measurements/data/fabrics/h200x2-$1-steps-$2.csv; its gathers, one broadcast a root on a communicator of its own, \
 give collective_gbps and collectives_per_root, its reduces, a broadcast from the other rank, reduce_gbps, and where \
-measured a root's broadcast alone one_root_gbps); compute and executor terms the H200 profile's."
+measured a root's broadcast alone one_root_gbps); compute and executor terms the H200 profile's${4:-}."
 }
 fabric_h200 socket 2026-11-27-interleaved "sockets on loopback (NCCL's default socket threads)"
 # Host memory with a root's broadcast alone too (broadcast-one-root: both directions share the medium, 44 GB/s alone
 # against 31.7 each beside the other at 64 MiB), which times the steps of a plan pruned for its mask.
-fabric_h200 shm 2026-11-27-one-root "host memory (NCCL_P2P_DISABLE=1)"
+# NCCL's share of the SMs beside a kernel there 0, not NVLink's: its copies through host memory wait on PCIe in a few CTAs,
+# and beside them for 88-100% of their time rank 1's backward kernels in runs with moved queries took 0.84-1.04x their
+# predicted time with no share at all (2x H200, B=1 S=8192 H=32 and `medium`, 2026-11-27; docs/measurements/model.md).
+sed 's/^  comm_compute_share: .*/  comm_compute_share: 0/' topologies/h200-hgx-8.profile.yaml > "$tmp/h200-shm-base.yaml"
+BASE=$tmp/h200-shm-base.yaml fabric_h200 shm 2026-11-27-one-root "host memory (NCCL_P2P_DISABLE=1)" \
+  ", but for NCCL's share of the SMs beside a kernel, 0 here (tools/refit-profiles.sh says why)"
 echo "refit: topologies/h200-hgx-8.profile.yaml topologies/h200-hgx-4.profile.yaml topologies/h100-*.profile.yaml topologies/h100x2-socket.profile.yaml topologies/h200x2-*.profile.yaml"

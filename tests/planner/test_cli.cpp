@@ -357,6 +357,7 @@ TEST(Cli, FabricProfilesPredictTheirRuns) {
   for (const Fabric& f : {Fabric{"complete:2", "h200-hgx-8", "h200x2-schemes-2026-11-27.csv"},
                           Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-first-2026-11-27.csv"},
                           Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-pruned-3-1-2026-11-27.csv"},
+                          Fabric{"h200x2-shm", "h200x2-shm", "h200x2-shm-moved-2026-11-27.csv"},
                           Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-first-2026-11-27.csv"},
                           Fabric{"h200x2-socket", "h200x2-socket", "h200x2-socket-qwen3-steps-2026-11-27.csv"}}) {
     SCOPED_TRACE(f.runs);
