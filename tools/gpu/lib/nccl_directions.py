@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How fast NCCL moves bytes in each direction between 2 GPUs, by the kind of call: the question behind moving queries
-on a slow fabric (docs/plan-format.md, "Not expressed yet"), whose 3 units a direction are 3 only if each direction
+on a slow fabric (docs/plan-format.md, "Queries moved to keys"), whose 3 units a direction are 3 only if each direction
 runs as its own pipeline. For each size X a rank sends, the median wall time of:
   allgather   one ncclAllGather, X from each rank (X each direction at once)
   sendrecv    grouped send/recv, X each way (what a pipeline of point-to-point transfers uses)
