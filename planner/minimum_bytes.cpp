@@ -16,6 +16,13 @@ std::optional<Timeline::PassBytes> minimum_sent_bytes(const Plan& p, const Workl
     return b;
   }
   const double kv = 2.0 * w.Hkv * row, acc = kv / e * acc_bytes;
+  if (!p.query_moves.empty() && n == 2) {
+    // (2 ranks in zigzag chunks of S/4: the moved chunk's rows; `at`'s rows see the owner's other chunk, half a shard)
+    const double rows = double(w.S) / 4 * w.B, tensor = rows * w.H * w.D * e, per_row = rows * w.H * (element_bytes > 0 ? e : 4);
+    b.fwd = std::max(tensor + kv / 2, tensor + per_row);
+    b.bwd = std::max(tensor + 2 * per_row, tensor + acc / 2);
+    return b;
+  }
   b.fwd = (n - 1.0) * kv;
   b.bwd = p.has_backward ? (n - 1.0) * (acc + (p.backward.keeps_kv ? 0 : kv)) : 0;
   return b;

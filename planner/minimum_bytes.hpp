@@ -7,6 +7,9 @@
 //   moves the K/V again as well.
 // - Ulysses (head-parallel on every GPU): (n-1)/n of each GPU's Q, K, V and O shards forward, of dO, dQ, dK and dV
 //   backward, in their 16 bits (each head's gradients are whole on one GPU).
+// - Queries moved to keys (Plan::query_moves, 2 ranks): the owner sends the moved rows' Q (backward: dO, LSE and D)
+//   and the K/V its `at`'s own rows see; `at` sends their partial out and LSE (backward: their partial dQ and the
+//   dK/dV of those K/V at the accumulators' width); each tensor once, in its storage type.
 // Masks that leave blocks out (documents, windows; a causal mask on a contiguous layout) need less, and a plan pruned
 // for them may send less than this. Hybrids of both (usp) have none here.
 #include <optional>

@@ -176,6 +176,24 @@ TEST(Bytes, PlansSendThePrintedMinimum) {
             EXPECT_NEAR(b.bwd / m->bwd, 1.0, 0.02);
           }
   }
+  // Queries moved (2 ranks): the owner's Q and early chunk's K/V, 3 chunk-tensors, against 4 for K/V alone.
+  for (const char* text : {"B=1,S=8192,H=32,D=128,causal", "B=2,S=4096,H=16,Hkv=4,D=64,causal"}) {
+    const planner::Workload w = planner::parse_workload(text);
+    const auto t = planner::load_topology("complete:2");
+    simulator::PlanChoices h;
+    h.move_queries = true, h.gather_pieces = 2;
+    const planner::Plan p = planner::build_plan(t, "allgather", simulator::plan_options("allgather", w, h));
+    simulator::SimOptions so;
+    so.passes = {true, true};
+    const PassBytes b = simulator::simulate(p, t, w, simulator::builtin_profile("h200-hgx-8"), so).timeline.busiest_sent();
+    const auto m = planner::minimum_sent_bytes(p, w);
+    SCOPED_TRACE(text);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_NEAR(b.fwd / m->fwd, 1.0, 0.02);
+    EXPECT_NEAR(b.bwd / m->bwd, 1.0, 0.02);
+    const double chunk = double(w.S) / 4 * w.B * w.D * 2;  // one head of a chunk, 16 bits
+    if (w.H == w.Hkv) EXPECT_NEAR(m->fwd, 3 * w.H * chunk, 1e-6 * chunk);
+  }
   planner::Plan pruned;
   const planner::Workload window = planner::parse_workload("B=1,S=64k,H=32,Hkv=8,D=128,causal,window=1024");
   const PassBytes b = sent("ring", 4, window, &pruned);
