@@ -206,28 +206,35 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
       std::vector<kernels::KvPiece> pieces;
       std::vector<kernels::GradPiece> grads;
       std::vector<Range> keys;  // the step's key ranges
-      // The moved rows' launch (their own Q, out and dQ scratch; this rank's own pieces).
+      // The moved rows' launch (their own Q, out and dQ scratch) gets its pieces apart: `at`'s own.
       std::vector<kernels::KvPiece> mpieces;
       std::vector<kernels::GradPiece> mgrads;
       for (const auto& c : pw.steps[t].compute) {
-        if (c.rank != r || c.move < 0) continue;
+        if (c.rank != r) continue;
         const long k = g.key(c.owner, c.piece);
         const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
         const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;
+        const auto direct = written16.find({t, k});
+        uint16_t* const to16 = direct != written16.end() ? direct->second : nullptr;
+        const bool moved = c.move >= 0;
         long off = 0;
         for (const Range& rg : g.pranges[k]) {
           kernels::KvPiece kp;
           kp.k = kv + off * g.row_elems;
           kp.v = kv + g.half_slot() + off * g.row_elems;
           kp.len = int(rg.size()), kp.pos0 = rg.begin, kp.batch_stride = g.max_piece * g.row_elems;
-          mpieces.push_back(kp);
+          (moved ? mpieces : pieces).push_back(kp);
           if (bwd) {
+            const size_t dk = acc_at + off * g.row_elems, dv = dk + g.half_slot();
             kernels::GradPiece gp;
             gp.batch_stride = kp.batch_stride;
-            gp.dk = x.grad + acc_at + off * g.row_elems, gp.dv = gp.dk + g.half_slot();
-            mgrads.push_back(gp);
+            if (x.grad16) gp.dk16 = x.grad16 + dk, gp.dv16 = x.grad16 + dv;
+            else if (to16) gp.dk16 = to16 + (dk - acc_at), gp.dv16 = to16 + (dv - acc_at);
+            else gp.dk = x.grad + dk, gp.dv = x.grad + dv;
+            (moved ? mgrads : grads).push_back(gp);
           }
           off += rg.size();
+          if (!moved) keys.push_back(rg);
         }
       }
       {
@@ -261,33 +268,6 @@ PassWork make_pass_work(const planner::Plan& p, Pass pass, const planner::Worklo
           if (!mpieces.empty()) b.q = mv.q, b.q_rows = mv.len, b.out = mv.out, b.lse = mv.lse;
           b.items = std::move(mitems), b.pieces = std::move(mpieces);
           pw.mfwd[gpu].push_back(std::move(b));
-        }
-      }
-      for (const auto& c : pw.steps[t].compute) {
-        if (c.rank != r || c.move >= 0) continue;
-        const long k = g.key(c.owner, c.piece);
-        const auto* kv = static_cast<const uint16_t*>(x.kv) + g.slot_elems() * s.held.at(k);
-        const size_t acc_at = bwd ? g.slot_elems() * s.grad_compute.at(k) : 0;
-        const auto direct = written16.find({t, k});
-        uint16_t* const to16 = direct != written16.end() ? direct->second : nullptr;
-        long off = 0;
-        for (const Range& rg : g.pranges[k]) {
-          kernels::KvPiece kp;
-          kp.k = kv + off * g.row_elems;
-          kp.v = kv + g.half_slot() + off * g.row_elems;
-          kp.len = int(rg.size()), kp.pos0 = rg.begin, kp.batch_stride = g.max_piece * g.row_elems;
-          pieces.push_back(kp);
-          if (bwd) {
-            const size_t dk = acc_at + off * g.row_elems, dv = dk + g.half_slot();
-            kernels::GradPiece gp;
-            gp.batch_stride = kp.batch_stride;
-            if (x.grad16) gp.dk16 = x.grad16 + dk, gp.dv16 = x.grad16 + dv;
-            else if (to16) gp.dk16 = to16 + (dk - acc_at), gp.dv16 = to16 + (dv - acc_at);
-            else gp.dk = x.grad + dk, gp.dv = x.grad + dv;
-            grads.push_back(gp);
-          }
-          off += rg.size();
-          keys.push_back(rg);
         }
       }
       // One item per query range and document in it (the kernels mask by the item's document). A forward

@@ -374,6 +374,13 @@ TEST(PlanIo, BadPlanFilesNameTheField) {
     return std::string("no error");
   };
   EXPECT_NE(err("{").find("bad.json"), std::string::npos);
+  // Moved queries' fields (planner/query_moves.hpp).
+  const std::string head = R"({"format": "tasp-plan/1", "scheme": "allgather", "ranks": 2, )";
+  EXPECT_NE(err(head + R"("query_moves": [{"owner": 0, "at": 1}]})").find("query_moves[0]: needs owner, range and at"), std::string::npos);
+  EXPECT_NE(err(head + R"("query_moves": [{"owner": 0, "range": 1, "at": 1, "x": 2}]})").find("unknown key"), std::string::npos);
+  EXPECT_NE(err(head + R"("steps": [{"transfers": [], "compute": [], "rows": [{"back": true}]}]})").find("needs move"), std::string::npos);
+  EXPECT_NE(err(head + R"("steps": [{"transfers": [], "compute": [], "rows": [{"move": 0, "back": 1}]}]})").find("true or false"),
+            std::string::npos);
   EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"bogus":1})").find("bogus: unknown key"), std::string::npos);
   EXPECT_NE(err(R"({"format":"tasp-plan/1","ranks":2,"steps":[{"transfers":[{"src":0,"dst":1,"owner":0}]}]})")
                 .find("steps[0].transfers[0]"),
