@@ -233,12 +233,9 @@ void collective_rates(const planner::Step& s, const StepFlows& cur, const CommPr
   const bool shared = cp.collectives_per_root && !cp.one_root_gbps.empty();
   // (moved query rows count as their sender's broadcast: alone when nobody else sends)
   const int senders = int(std::count_if(cur.bytes_out.begin(), cur.bytes_out.end(), [](double b) { return b > 0; }));
-  const bool alone = shared && (s.transfers.empty() ? senders <= 1
-                                                    : std::all_of(s.transfers.begin(), s.transfers.end(),
-                                                                  [&](const planner::Transfer& x) {
-                                                                    return x.owner == s.transfers[0].owner;
-                                                                  }) &&
-                                                          (s.rows.empty() || senders <= 1));
+  const bool alone = shared && (s.rows.empty() || senders <= 1) &&
+                     std::all_of(s.transfers.begin(), s.transfers.end(),
+                                 [&](const planner::Transfer& x) { return x.owner == s.transfers[0].owner; });
   const Curve& gbps = alone ? cp.one_root_gbps : cp.collective_curve(kind == planner::Collective::ReduceScatter);
   for (int r = 0; r < n; ++r) out[r] = gbps.at(cur.bytes_out[r]), in[r] = gbps.at(cur.bytes_in[r]);
   if (shared && !alone && n == 2 && cur.bytes_out[0] > 0 && cur.bytes_out[1] > 0 && cur.bytes_out[0] != cur.bytes_out[1]) {
@@ -414,7 +411,7 @@ SimResult simulate_general(const PassModel& m, const Network& net, const SimOpti
       double base = m.launch_us(work[r], !computed[r]) + fin, moved = 0, moved_fin = 0;
       if (moved_work[r].flops() > 0) {  // a launch of its own, which writes the rows' partial (no merge into it)
         moved = m.launch_us(moved_work[r], true);
-        if (m.bwd()) moved_fin = backward_finish_us(m.prof.compute, w, moved_work[r].lq, false);
+        if (m.bwd()) moved_fin = backward_finish_us(m.prof.compute, w, moved_work[r].lq, true);  // (finished in 16 bits)
         base += moved + moved_fin;
       }
       const double lost = m.overlap_us(base, comm_end[r] - ready[r] - lead), comp = base + lost;
