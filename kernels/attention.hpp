@@ -170,6 +170,11 @@ void add_into(float* acc, const float* add, size_t n, void* stream);
 // travelled in bf16 (a plan's accumulator: bf16), added to or made the rank's own fp32 ones.
 void add_half_into(float* acc, const void* add, DType dtype, size_t n, bool overwrite, void* stream);
 
+// dst += add over `rows` rows of `width` 16-bit `dtype` values each (rows `dst_pitch` and `add_pitch` elements apart),
+// each sum made in fp32 and rounded once: moved query rows' partial dQ added into a framework's 16-bit dQ rows.
+void add_rows16(void* dst, size_t dst_pitch, const void* add, size_t add_pitch, DType dtype, size_t width, size_t rows,
+                void* stream);
+
 // Folds a block's (out, lse) into the running (acc_out, acc_lse), rows x H of width D, in place.
 void merge_out_lse(float* acc_out, float* acc_lse, const float* blk_out, const float* blk_lse, int B, int rows, int H,
                    int D, void* stream);

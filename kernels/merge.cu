@@ -99,6 +99,28 @@ __device__ inline void add8(float* v, const __nv_bfloat16* a) {
   for (int j = 0; j < 8; ++j) v[j] += float(h[j]);
 }
 
+__device__ inline void add8(float* v, const __half* a) {
+  const float16_pack_t p = *reinterpret_cast<const float16_pack_t*>(a);
+  const auto* h = reinterpret_cast<const __half*>(&p);
+  for (int j = 0; j < 8; ++j) v[j] += float(h[j]);
+}
+
+// dst += add, both 16-bit rows of `width` elements (`dst_pitch` and `add_pitch` apart, a row per blockIdx.y), each sum
+// made in fp32 and rounded once; 8 elements a thread as 16-byte loads and stores where the rows stay on that grid.
+template <typename T>
+__global__ void add_rows16_kernel(T* dst, long long dst_pitch, const T* add, long long add_pitch, long long width, bool vec) {
+  T* d = dst + blockIdx.y * dst_pitch;
+  const T* a = add + blockIdx.y * add_pitch;
+  const long long i = 8 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+  if (vec && i + 8 <= width) {
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    add8(v, d + i), add8(v, a + i);
+    *reinterpret_cast<float16_pack_t*>(d + i) = pack8(v, d);
+    return;
+  }
+  for (long long j = i; j < width && j < i + 8; ++j) d[j] = T(float(d[j]) + float(a[j]));
+}
+
 // fp32 (plus `add`'s values, where given; `in` NULL: zero) -> 16 bits over `rows` rows of `width` elements, in and
 // add rows `in_pitch` and out rows `out_pitch` elements apart (a row per blockIdx.y; one row: a flat cast), 8 elements
 // a thread as 16-byte loads and one 16-byte store where pointers and pitches keep the rows on the 16-byte grid (one
@@ -301,6 +323,22 @@ void cast_out_rows(const float* src, size_t src_pitch, void* dst, size_t dst_pit
   auto s = static_cast<cudaStream_t>(stream);
   if (add_type == AddType::BF16) cast_rows(src, static_cast<const __nv_bfloat16*>(add), src_pitch, dst, dst_pitch, dtype, width, rows, s);
   else cast_rows(src, static_cast<const float*>(add), src_pitch, dst, dst_pitch, dtype, width, rows, s);
+}
+
+void add_rows16(void* dst, size_t dst_pitch, const void* add, size_t add_pitch, DType dtype, size_t width, size_t rows,
+                void* stream) {
+  if (width == 0 || rows == 0) return;
+  if (rows > 65535) throw std::invalid_argument("add_rows16: more than 65535 rows");
+  const int threads = 256;
+  const bool vec = vectors(dst, add) && dst_pitch % 8 == 0 && add_pitch % 8 == 0;
+  const dim3 grid(blocks_of8(width, threads), unsigned(rows));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == DType::BF16)
+    add_rows16_kernel<<<grid, threads, 0, s>>>(static_cast<__nv_bfloat16*>(dst), (long long)dst_pitch,
+                                               static_cast<const __nv_bfloat16*>(add), (long long)add_pitch, (long long)width, vec);
+  else add_rows16_kernel<<<grid, threads, 0, s>>>(static_cast<__half*>(dst), (long long)dst_pitch, static_cast<const __half*>(add),
+                                                  (long long)add_pitch, (long long)width, vec);
+  TASP_CUDA(cudaGetLastError());
 }
 
 bool cuda_device_available() {

@@ -126,6 +126,39 @@ TEST(CopyBlocksGpu, AccumulatorsTravelIn16Bits) {
   }
 }
 
+// Moved query rows' partial dQ added into a framework's 16-bit dQ rows (add_rows16): strided rows of 16-bit values
+// summed in fp32 and rounded once, against the host doing the same, on the vector path (rows on the 16-byte grid) and
+// the scalar one (a base off it), every row's tail included.
+TEST(CopyBlocksGpu, SixteenBitRowsAddIntoSixteenBitRows) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd;
+  const size_t rows = 3, width = 1003, dst_pitch = 1208, add_pitch = 1016, n_dst = rows * dst_pitch + 1, n_add = rows * add_pitch + 1;
+  for (Elem t : {Elem::BF16, Elem::FP16})
+    for (size_t off : {size_t(0), size_t(1)}) {
+      std::vector<char> dst(n_dst * 2), add(n_add * 2);
+      for (size_t i = 0; i < n_dst; ++i) store(dst, t, i, nd(rng));
+      for (size_t i = 0; i < n_add; ++i) store(add, t, i, nd(rng));
+      void *d_dst, *d_add;
+      CK(cudaMalloc(&d_dst, dst.size()));
+      CK(cudaMalloc(&d_add, add.size()));
+      CK(cudaMemcpy(d_dst, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(d_add, add.data(), add.size(), cudaMemcpyHostToDevice));
+      const DType dt = t == Elem::BF16 ? DType::BF16 : DType::FP16;
+      add_rows16(static_cast<uint16_t*>(d_dst) + off, dst_pitch, static_cast<uint16_t*>(d_add) + off, add_pitch, dt, width, rows,
+                 nullptr);
+      std::vector<char> got(dst.size());
+      CK(cudaMemcpy(got.data(), d_dst, got.size(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < n_dst; ++i) {
+        const size_t r = (i - off) / dst_pitch, c = (i - off) % dst_pitch;
+        const bool inside = i >= off && r < rows && c < width;
+        const float want = inside ? round_to(t, load(dst, t, i) + load(add, t, off + r * add_pitch + c)) : load(dst, t, i);
+        ASSERT_EQ(load(got, t, i), want) << "element " << i << " offset " << off << " type " << int(t);
+      }
+      cudaFree(d_dst), cudaFree(d_add);
+    }
+}
+
 TEST(CopyBlocks, RefusesMisalignedCopies) {
   BlockCopy c;
   alignas(64) static uint16_t buf[64];
