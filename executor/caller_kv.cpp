@@ -35,28 +35,34 @@ std::optional<std::vector<OwnRef>> own_refs(const PassWork& fwd, const PassWork&
       if (size_t(c.piece) == slot && at >= c.slot_off && at + len * row <= c.slot_off + c.width) return &c;
     return nullptr;
   };
-  auto scan = [&](const std::vector<kernels::KvPiece>& pieces, bool bwd_pass, int step) {
+  auto scan = [&](const std::vector<kernels::KvPiece>& pieces, bool bwd_pass, int step, bool moved) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       const auto a = reinterpret_cast<uintptr_t>(pieces[i].k);
       if (a < base || a >= base + 2 * se * g.P) continue;  // not in the own slots
       const size_t e = (a - base) / 2, at = e % se;
       if (const ShardCopy* c = run_of(e / se, at, size_t(pieces[i].len)))
-        refs.push_back({bwd_pass, step, int(i), c->shard_off + (at - c->slot_off), (long long)c->shard_pitch, e,
+        refs.push_back({bwd_pass, moved, step, int(i), c->shard_off + (at - c->slot_off), (long long)c->shard_pitch, e,
                         pieces[i].batch_stride});
       else
         runs = false;
     }
   };
   if (size_t(gpu) < fwd.fwd.size())
-    for (size_t t = 0; t < fwd.fwd[gpu].size(); ++t) scan(fwd.fwd[gpu][t].pieces, false, int(t));
+    for (size_t t = 0; t < fwd.fwd[gpu].size(); ++t) scan(fwd.fwd[gpu][t].pieces, false, int(t), false);
   if (size_t(gpu) < bwd.bwd.size())
-    for (size_t t = 0; t < bwd.bwd[gpu].size(); ++t) scan(bwd.bwd[gpu][t].pieces, true, int(t));
+    for (size_t t = 0; t < bwd.bwd[gpu].size(); ++t) scan(bwd.bwd[gpu][t].pieces, true, int(t), false);
+  // Moved query rows computed here read this rank's own pieces too (planner/query_moves.hpp).
+  if (size_t(gpu) < fwd.mfwd.size())
+    for (size_t t = 0; t < fwd.mfwd[gpu].size(); ++t) scan(fwd.mfwd[gpu][t].pieces, false, int(t), true);
+  if (size_t(gpu) < bwd.mbwd.size())
+    for (size_t t = 0; t < bwd.mbwd[gpu].size(); ++t) scan(bwd.mbwd[gpu][t].pieces, true, int(t), true);
   if (!runs) return std::nullopt;
   return refs;
 }
 
 namespace {
 kernels::KvPiece& piece_of(PassWork& fwd, PassWork& bwd, int gpu, const OwnRef& o) {
+  if (o.moved) return o.bwd ? bwd.mbwd[gpu][o.step].pieces[o.index] : fwd.mfwd[gpu][o.step].pieces[o.index];
   return o.bwd ? bwd.bwd[gpu][o.step].pieces[o.index] : fwd.fwd[gpu][o.step].pieces[o.index];
 }
 }  // namespace

@@ -22,6 +22,7 @@ std::vector<std::vector<OwnMessage>> first_hop_messages(const Geometry& g);
 // tensors hold its first token and batch rows.
 struct OwnRef {
   bool bwd = false;
+  bool moved = false;       // in the launch over moved query rows (PassWork::mfwd, mbwd), not the rank's own rows'
   int step = 0, index = 0;  // the step's batch, and the piece's index in it
   size_t shard_off = 0;     // elements from the tensor's start
   long long batch_stride = 0;

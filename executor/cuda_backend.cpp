@@ -320,8 +320,9 @@ Result CudaBackend::run(const Plan& plan, const Problem& pr, planner::Passes pas
       for (int gpu : local) bufs[gpu] = R[gpu].groups[grp].buf;
       fwd[grp] = cuda::make_pass_work(plan, Pass::Fwd, sw, g, local, bufs, u, collectives, root_comms);
       if (passes.bwd) bwd[grp] = cuda::make_pass_work(plan, Pass::Bwd, sw, g, local, bufs, u, collectives, root_comms);
-      for (auto& steps : bwd[grp].bwd)
-        for (auto& b : steps) b.deterministic = opt_.deterministic;
+      for (auto* lists : {&bwd[grp].bwd, &bwd[grp].mbwd})  // (mbwd: moved query rows' launches)
+        for (auto& steps : *lists)
+          for (auto& b : steps) b.deterministic = opt_.deterministic;
       if (u > 1)
         for (int gpu : local) {
           TASP_CUDA(cudaSetDevice(R[gpu].dev));

@@ -318,6 +318,10 @@ void rebase_kv(PassWork& pw, int gpu, const void* from, const void* to, size_t b
     for (auto& b : pw.fwd[gpu]) pieces(b.pieces);
   if (size_t(gpu) < pw.bwd.size())
     for (auto& b : pw.bwd[gpu]) pieces(b.pieces);
+  if (size_t(gpu) < pw.mfwd.size())
+    for (auto& b : pw.mfwd[gpu]) pieces(b.pieces);
+  if (size_t(gpu) < pw.mbwd.size())
+    for (auto& b : pw.mbwd[gpu]) pieces(b.pieces);
 }
 
 }  // namespace tasp::executor::cuda

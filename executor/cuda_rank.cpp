@@ -253,7 +253,10 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       TASP_CUDA(cudaMemcpy2DAsync(send, size_t(mv.len) * hd * 2, static_cast<const char*>(rows16) + size_t(mv.row0) * hd * 2,
                                   q_rows * hd * 2, size_t(mv.len) * hd * 2, w.B, cudaMemcpyDeviceToDevice, x.comm));
       if (bwd) {
-        kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(q_rows), w.H, w.D, buf.dsum, x.comm);
+        if (buf.out16)  // (a framework's rank: the forward's out in its 16-bit tensor)
+          kernels::attention_backward_prepare16(buf.out16, buf.dout, dtype_of(w), w.B, int(q_rows), w.H, w.D, buf.dsum, x.comm);
+        else
+          kernels::attention_backward_prepare(buf.out, buf.dout, dtype_of(w), w.B, int(q_rows), w.H, w.D, buf.dsum, x.comm);
         prepared_here = true;
         for (const auto& [from, at] : {std::pair<const float*, size_t>{buf.lse, l.lse_at}, {buf.dsum, l.dsum_at}})
           TASP_CUDA(cudaMemcpy2DAsync(send + at, size_t(mv.len) * 4, from + mv.row0, q_rows * 4, size_t(mv.len) * 4,
@@ -454,6 +457,11 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       kernels::merge_rows16(buf.out, buf.lse, int(q_rows), mv.row0, mv.recv,
                             reinterpret_cast<const float*>(static_cast<const char*>(mv.recv) + l.lse_at), dtype_of(w), w.B,
                             mv.len, w.H, w.D, x.compute);
+    } else if (bwd && returned && t == pw.num_steps() - 1 && buf.dq16) {
+      // A framework's rank: its dQ rows finished in 16 bits above, the moved part added in fp32 and rounded once more
+      // (as its dK/dV's last sum: one rounding beside the finish's, well inside bf16's 1e-2).
+      kernels::add_rows16(static_cast<uint16_t*>(buf.dq16) + size_t(mv.row0) * hd, q_rows * hd, mv.recv, size_t(mv.len) * hd,
+                          dtype_of(w), size_t(mv.len) * hd, size_t(w.B), x.compute);
     } else if (bwd && returned && t == pw.num_steps() - 1) {
       if (!buf.dq) throw std::logic_error("issue_step: moved rows' dQ where dQ is not fp32");
       for (int b = 0; b < w.B; ++b)

@@ -273,6 +273,10 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
       s->own_outside_saved = cuda::own_refs(f, b, rank, g, rank, bufs[rank].kv).has_value();
     }
     s->saved_bytes = s->kv_bytes - (s->own_outside_saved ? size_t(g.P) * g.slot_elems() * 2 : 0);
+    if (hg.buf.moved.q) {  // (moved rows need kept K/V: planner::move_queries_refusal)
+      s->moved_q_at = (s->saved_bytes + 255) / 256 * 256;
+      s->saved_bytes = s->moved_q_at + cuda::moved_layout(w, hg.buf.moved.len).tensor;
+    }
   }
   return s;
 }
@@ -301,6 +305,8 @@ void make_work_lists(RankRunner& s, const void* kv) {
   if (s.plan.has_backward) {
     s.bwd = cuda::make_pass_work(s.plan, Pass::Bwd, s.w, s.g, {s.r}, bufs, 1, s.collectives, per_root);
     for (auto& b : s.bwd.bwd[s.r]) b.deterministic = s.deterministic;
+    if (size_t(s.r) < s.bwd.mbwd.size())
+      for (auto& b : s.bwd.mbwd[s.r]) b.deterministic = s.deterministic;
     // runner_backward's casts make them; a last step that reduce-scatters adds what it receives itself (issue_step)
     if (s.bwd.exchange.empty() || s.bwd.exchange.back() != cuda::Exchange::ReduceScatter)
       s.bwd.deferred_adds = planner::final_adds(s.bwd.slots[s.r], s.r, s.g.P, s.bwd.accumulator_bytes == 2);
@@ -365,13 +371,25 @@ void begin(RankRunner& s, const ShardTensors& t, cudaStream_t caller, void* kv_b
                                   c.width * 2, c.height, cudaMemcpyDeviceToDevice, x.compute));
 }
 
-// The pass's steps on the runner's streams, q (and dO) read where the caller keeps them, at the call's scale.
+// Where query rows moved here keep their Q from a forward to its backward: in the call's `saved` when the runner
+// keeps K/V there (other layers' calls come between), else in the runner's buffer (a forward alone).
+void* moved_q(const RankRunner& s, const ShardTensors& t) {
+  void* own = s.x.groups[0].buf.moved.q;
+  return own && s.moved_q_at && t.saved ? static_cast<char*>(t.saved) + s.moved_q_at : own;
+}
+
+// The pass's steps on the runner's streams, q (and dO) read where the caller keeps them, at the call's scale; moved
+// rows' Q where b.moved.q says.
 void steps(RankRunner& s, cuda::PassWork& pw, const cuda::RankBuffers& b, float scale, std::vector<cudaEvent_t>& ev) {
   TASP_CUDA(cudaEventRecord(s.staged, s.x.compute));
   if (size_t(s.r) < pw.fwd.size())
     for (auto& f : pw.fwd[s.r]) f.q = b.q, f.scale = scale;
   if (size_t(s.r) < pw.bwd.size())
     for (auto& k : pw.bwd[s.r]) k.q = b.q, k.dout = b.dout, k.scale = scale;
+  if (size_t(s.r) < pw.mfwd.size())
+    for (auto& f : pw.mfwd[s.r]) f.q = f.pieces.empty() ? f.q : b.moved.q, f.scale = scale;
+  if (size_t(s.r) < pw.mbwd.size())
+    for (auto& k : pw.mbwd[s.r]) k.q = k.pieces.empty() ? k.q : b.moved.q, k.scale = scale;
   cudaEvent_t prev = s.staged;
   for (int t = 0; t < pw.num_steps(); ++t) {
     cuda::issue_step(s.x, b, pw, s.g, s.w, s.r, s.r, t, &ev[cuda::kStepEvents * t], prev);
@@ -429,7 +447,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   cuda::RankBuffers b = s.x.groups[0].buf;
   b.kv = kv_slots(s, t);
   begin(s, t, caller, b.kv, false);
-  b.q = const_cast<void*>(t.q), b.own_k = t.k, b.own_v = t.v;
+  b.q = const_cast<void*>(t.q), b.own_k = t.k, b.own_v = t.v, b.moved.q = moved_q(s, t);
   steps(s, s.fwd, b, t.scale, s.x.groups[0].ev_fwd);
   // The running fp32 output leaves in the caller's 16-bit type; LSE is laid out as the caller's already.
   kernels::cast_out(b.out, t.out, cuda::dtype_of(s.w), s.nq, s.x.compute);
@@ -453,7 +471,7 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   // The forward's out read where the caller keeps it (16 bits), dQ written into the caller's; LSE copied in.
   TASP_CUDA(cudaMemcpyAsync(b.lse, t.lse, s.nl * 4, cudaMemcpyDeviceToDevice, s.x.compute));
   b.q = const_cast<void*>(t.q), b.dout = const_cast<void*>(t.dout), b.out16 = t.out, b.dq16 = t.dq;
-  b.own_k = t.k, b.own_v = t.v;
+  b.own_k = t.k, b.own_v = t.v, b.moved.q = moved_q(s, t);
   steps(s, s.bwd, b, t.scale, s.x.groups[0].ev_bwd);
   // dK/dV: each own piece's final accumulator, copy by copy (its B rows in one launch), into the caller's rows, with
   // the last step's add into it that the steps left to this cast (FinalAdd).

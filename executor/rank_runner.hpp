@@ -61,8 +61,9 @@ struct RankRunnerDelete {
 using RankRunnerPtr = std::unique_ptr<RankRunner, RankRunnerDelete>;
 
 // The group's rank of plan `p` for workload `w` (the plan's ranks are the group's). Token-parallel plans (ring,
-// zigzag, allgather, hamilton, two-level); a plan that keeps the forward's K/V for the backward keeps them in each
-// call's `saved` (so every layer's backward finds its own). The group must outlive the runner. Throws
+// zigzag, allgather, hamilton, two-level; allgather's with queries moved too); a plan that keeps the forward's K/V for
+// the backward keeps them in each call's `saved` (so every layer's backward finds its own), and the Q of query rows
+// moved to this rank beside them. The group must outlive the runner. Throws
 // planner::InputError (what cannot run) or std::runtime_error (CUDA, NCCL).
 // `deterministic`: the backward's dQ bit-identical from run to run (kernels::AttentionBackwardBatch::deterministic).
 // `collectives`: an allgather plan's gathers and reduce-scatters as NCCL collectives, as `tasp run` runs them where the

@@ -12,9 +12,6 @@ void check_rank_plan(const planner::Plan& p, const planner::Workload& w, int gro
   if (group_ranks != p.gpus())
     throw planner::InputError("plan: " + std::to_string(p.gpus()) + " GPUs, the group " + std::to_string(group_ranks));
   if (w.causal != p.causal) throw planner::InputError("workload and plan disagree on causal");
-  // (its rows, out and dQ in the caller's 16-bit tensors: the moved rows' merges and adds are fp32 ones so far)
-  if (!p.query_moves.empty())
-    throw planner::InputError("plan: moves query rows (query_moves), which tasp run runs and a training framework's rank not yet");
   if (p.ulysses > 1) {
     // Each GPU holds one token part of its group's rows as a [B][part][heads][D] tensor: the parts must be equal
     // (the all-to-alls' copies step batches by one part's rows).

@@ -66,6 +66,9 @@ struct RankRunner {
   std::vector<cuda::ShardCopy> copies;  // between the caller's K/V (dK/dV) rows and the own pieces' slots
   size_t nq = 0, nl = 0;
   size_t saved_bytes = 0;  // what a forward leaves for its backward in the caller's `saved` (0: nothing)
+  // Where in `saved` the Q of query rows moved here (Plan::query_moves' `at`) lies, after the K/V: the backward reads
+  // them as it reads the kept K/V (0: none moved here).
+  size_t moved_q_at = 0;
   size_t kv_bytes = 0;     // the runner's own K/V slots
   // Where the work lists' K/V pieces point now (own slots or a call's `saved`); null: no lists yet (the first call
   // makes them on its slots).

@@ -9,6 +9,7 @@
 
 #include "executor/caller_kv.hpp"
 #include "host_buffers.hpp"
+#include "planner/query_moves.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 
@@ -23,17 +24,28 @@ struct Case {
   int n;
   bool causal;
   std::vector<long> docs;
+  bool moved = false;  // allgather in 2 pieces pruned, rank 0's late chunk's queries moved to rank 1 (query_moves)
 };
 
 const std::vector<Case> kCases = {{"zigzag", 2, true, {}},        {"allgather", 3, true, {}},  {"ring", 4, false, {}},
                                   {"hamilton", 4, true, {}},      {"allgather", 2, false, {}},
-                                  {"zigzag", 3, true, {50, 13, 33}}, {"allgather", 2, true, {20, 60, 16}}};
+                                  {"zigzag", 3, true, {50, 13, 33}}, {"allgather", 2, true, {20, 60, 16}},
+                                  {"allgather", 2, true, {}, true}};
 
 Plan plan_of(const Case& c, const Workload& w) {
   PlanOptions o;
   o.causal = c.causal;
   if (!c.docs.empty()) o.workload = w;
+  if (c.moved) o.workload = w, o.prune_plain = o.move_queries = true, o.gather_pieces = 2;
   return build_plan(load_topology("complete:" + std::to_string(c.n)), c.scheme, o);
+}
+
+// The case's rank buffers on the host (host_buffers), moved rows' included.
+std::pair<std::vector<RankBuffers>, std::vector<int>> buffers_of(const Plan& p, const Workload& w, std::vector<char>& mem,
+                                                                 size_t kv_at) {
+  std::vector<int> lens;
+  for (const QueryMove& m : p.query_moves) lens.push_back(int(moved_range(p, w.S, m).size()));
+  return host_buffers(p.ranks, mem, kv_at, p.query_moves, lens);
 }
 
 Workload workload_of(const Case& c) {
@@ -104,7 +116,8 @@ TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
     const Plan& p = x.p;
     const Geometry& g = x.g;
     std::vector<char> mem(1 << 20);
-    const auto [bufs, local] = host_buffers(p.ranks, mem, 1 << 16);
+    const auto [bufs, local] = buffers_of(p, x.w, mem, 1 << 16);
+    ASSERT_EQ(c.moved, !p.query_moves.empty());
     for (int r = 0; r < p.ranks; ++r) {
       PassWork fwd = make_pass_work(p, Pass::Fwd, x.w, g, local, bufs), bwd = make_pass_work(p, Pass::Bwd, x.w, g, local, bufs);
       const auto refs = own_refs(fwd, bwd, r, g, r, bufs[r].kv);
@@ -123,13 +136,20 @@ TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
       };
       for (const auto& batch : fwd.fwd[r]) count(batch.pieces);
       for (const auto& batch : bwd.bwd[r]) count(batch.pieces);
+      // and in the moved rows' launches (rank 1 computes rank 0's late rows on its own pieces)
+      const size_t rows_own = own;
+      for (const auto& batch : fwd.mfwd[r]) count(batch.pieces);
+      for (const auto& batch : bwd.mbwd[r]) count(batch.pieces);
+      EXPECT_EQ(own > rows_own, c.moved && r == p.query_moves[0].at);
       EXPECT_EQ(refs->size(), own);
       EXPECT_GT(own, 0u);
       const PassWork fwd0 = fwd, bwd0 = bwd;
       point_own_refs(fwd, bwd, r, *refs, k, v);
       const std::vector<long> pos = shard_positions(g, r);
       for (const OwnRef& o : *refs) {
-        const kernels::KvPiece& kp = o.bwd ? bwd.bwd[r][o.step].pieces[o.index] : fwd.fwd[r][o.step].pieces[o.index];
+        const auto& fl = o.moved ? fwd.mfwd[r] : fwd.fwd[r];
+        const auto& bl = o.moved ? bwd.mbwd[r] : bwd.bwd[r];
+        const kernels::KvPiece& kp = o.bwd ? bl.at(o.step).pieces.at(o.index) : fl.at(o.step).pieces.at(o.index);
         const long first = long(static_cast<const uint16_t*>(kp.k) - k);
         ASSERT_EQ(first % g.row_elems, 0);
         EXPECT_EQ(static_cast<const uint16_t*>(kp.v) - v, first);
@@ -145,6 +165,8 @@ TEST(CallerKv, OwnPiecesReadTheFrameworksRows) {
       };
       for (size_t t = 0; t < fwd.fwd[r].size(); ++t) EXPECT_TRUE(same(fwd.fwd[r][t].pieces, fwd0.fwd[r][t].pieces)) << t;
       for (size_t t = 0; t < bwd.bwd[r].size(); ++t) EXPECT_TRUE(same(bwd.bwd[r][t].pieces, bwd0.bwd[r][t].pieces)) << t;
+      for (size_t t = 0; t < fwd.mfwd[r].size(); ++t) EXPECT_TRUE(same(fwd.mfwd[r][t].pieces, fwd0.mfwd[r][t].pieces)) << t;
+      for (size_t t = 0; t < bwd.mbwd[r].size(); ++t) EXPECT_TRUE(same(bwd.mbwd[r][t].pieces, bwd0.mbwd[r][t].pieces)) << t;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "executor/cuda_heads.hpp"
+#include "planner/query_moves.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 
@@ -403,61 +404,95 @@ TEST(CudaHeads, ShardCopiesPutEveryOwnTokenInItsSlotAndBack) {
 }
 
 // A rank runner points each call's work lists at the caller's `saved` slots (rebase_kv): every K/V piece of both
-// passes moves with the slots, by the same offset, and nothing else does; moved back, the lists are as made.
+// passes moves with the slots, by the same offset, and nothing else does; moved back, the lists are as made. The same
+// for the launches over query rows moved to GPU 1 (planner/query_moves.hpp), which read its own pieces.
 TEST(CudaPass, RebasedWorkListsFollowTheKvSlots) {
   using namespace executor::cuda;
-  PlanOptions o;
-  o.causal = true;
-  const Plan p = build_plan(load_topology("complete:2"), "allgather", o);
-  ASSERT_TRUE(p.has_backward && p.backward.keeps_kv);
-  Workload w;
-  w.B = 2, w.S = 64, w.H = 4, w.Hkv = 2, w.D = 8, w.causal = true;
-  const Geometry g = make_geometry(p, w);
-  const size_t kv_bytes = g.slot_elems() * 2 * 2;  // two slots of 16-bit K/V
-  Gpu G;
-  std::vector<RankBuffers> bufs(2);
-  for (RankBuffers& b : bufs) {
-    b.q = G.take(4096), b.dout = G.take(4096), b.kv = G.take(kv_bytes), b.out = static_cast<float*>(G.take(8192));
-    b.lse = static_cast<float*>(G.take(1024)), b.dsum = static_cast<float*>(G.take(1024));
-    b.dq = static_cast<float*>(G.take(8192)), b.dq_accum = static_cast<float*>(G.take(1 << 16));
-    b.grad = static_cast<float*>(G.take(g.slot_elems() * 4 * 4));
-  }
-  PassWork fwd = make_pass_work(p, planner::Pass::Fwd, w, g, {0, 1}, bufs), bwd = make_pass_work(p, planner::Pass::Bwd, w, g, {0, 1}, bufs);
-  const PassWork fwd0 = fwd, bwd0 = bwd;
-  char* saved = static_cast<char*>(G.take(kv_bytes));
-  const auto in = [](const void* a, const void* base, size_t n) {
-    return a >= base && static_cast<const char*>(a) < static_cast<const char*>(base) + n;
-  };
-  for (PassWork* pw : {&fwd, &bwd}) rebase_kv(*pw, 1, bufs[1].kv, saved, kv_bytes);
-  int moved = 0;
-  for (auto [pw, pw0] : {std::pair{&fwd, &fwd0}, std::pair{&bwd, &bwd0}}) {
-    const bool backward = pw == &bwd;
-    for (int gpu = 0; gpu < 2; ++gpu)
-      for (size_t t = 0; t < (backward ? pw->bwd[gpu].size() : pw->fwd[gpu].size()); ++t) {
-        const auto& now = backward ? pw->bwd[gpu][t].pieces : pw->fwd[gpu][t].pieces;
-        const auto& was = backward ? pw0->bwd[gpu][t].pieces : pw0->fwd[gpu][t].pieces;
-        ASSERT_EQ(now.size(), was.size());
-        for (size_t i = 0; i < now.size(); ++i)
-          for (auto [a, b] : {std::pair{now[i].k, was[i].k}, std::pair{now[i].v, was[i].v}}) {
-            if (gpu == 0 || !in(b, bufs[1].kv, kv_bytes)) {  // GPU 0's lists, and anything outside the slots: as made
-              EXPECT_EQ(a, b);
-              continue;
+  for (bool move : {false, true}) {
+    SCOPED_TRACE(move ? "queries moved" : "allgather");
+    Workload w;
+    w.B = 2, w.S = 64, w.H = 4, w.Hkv = 2, w.D = 8, w.causal = true;
+    PlanOptions o;
+    o.causal = true;
+    if (move) o.workload = w, o.prune_plain = o.move_queries = true, o.gather_pieces = 2;
+    const Plan p = build_plan(load_topology("complete:2"), "allgather", o);
+    ASSERT_TRUE(p.has_backward && p.backward.keeps_kv);
+    ASSERT_EQ(p.query_moves.size(), size_t(move));
+    const Geometry g = make_geometry(p, w);
+    const size_t kv_bytes = g.slot_elems() * 2 * 4;  // (up to four slots of 16-bit K/V)
+    Gpu G;
+    std::vector<RankBuffers> bufs(2);
+    for (RankBuffers& b : bufs) {
+      b.q = G.take(4096), b.dout = G.take(4096), b.kv = G.take(kv_bytes), b.out = static_cast<float*>(G.take(8192));
+      b.lse = static_cast<float*>(G.take(1024)), b.dsum = static_cast<float*>(G.take(1024));
+      b.dq = static_cast<float*>(G.take(8192)), b.dq_accum = static_cast<float*>(G.take(1 << 16));
+      b.grad = static_cast<float*>(G.take(g.slot_elems() * 4 * 4));
+    }
+    if (move) {
+      const int len = int(moved_range(p, w.S, p.query_moves[0]).size());
+      for (int r = 0; r < 2; ++r) {
+        RankBuffers::MovedRows& mv = bufs[r].moved;
+        mv.move = 0, mv.owner = r == p.query_moves[0].owner, mv.len = len, mv.send = mv.recv = G.take(8192);
+        if (!mv.owner) mv.q = mv.in = G.take(8192), mv.out = mv.lse = mv.dq_accum = static_cast<float*>(G.take(1 << 16));
+      }
+    }
+    PassWork fwd = make_pass_work(p, planner::Pass::Fwd, w, g, {0, 1}, bufs), bwd = make_pass_work(p, planner::Pass::Bwd, w, g, {0, 1}, bufs);
+    const PassWork fwd0 = fwd, bwd0 = bwd;
+    // Every list of a pass's GPU: its own rows' launches, then the moved rows'.
+    const auto lists = [](const PassWork& pw, int gpu) {
+      std::vector<const std::vector<kernels::KvPiece>*> l;
+      if (pw.pass == planner::Pass::Bwd) {
+        for (const auto& b : pw.bwd[gpu]) l.push_back(&b.pieces);
+        for (const auto& b : pw.mbwd[gpu]) l.push_back(&b.pieces);
+      } else {
+        for (const auto& b : pw.fwd[gpu]) l.push_back(&b.pieces);
+        for (const auto& b : pw.mfwd[gpu]) l.push_back(&b.pieces);
+      }
+      return l;
+    };
+    char* saved = static_cast<char*>(G.take(kv_bytes));
+    const auto in = [](const void* a, const void* base, size_t n) {
+      return a >= base && static_cast<const char*>(a) < static_cast<const char*>(base) + n;
+    };
+    for (PassWork* pw : {&fwd, &bwd}) rebase_kv(*pw, 1, bufs[1].kv, saved, kv_bytes);
+    int moved = 0, moved_rows = 0;
+    for (auto [pw, pw0] : {std::pair{&fwd, &fwd0}, std::pair{&bwd, &bwd0}}) {
+      for (int gpu = 0; gpu < 2; ++gpu) {
+        const auto now_lists = lists(*pw, gpu), was_lists = lists(*pw0, gpu);
+        ASSERT_EQ(now_lists.size(), was_lists.size());
+        const size_t own_lists = size_t(pw->num_steps());
+        for (size_t t = 0; t < now_lists.size(); ++t) {
+          const auto &now = *now_lists[t], &was = *was_lists[t];
+          ASSERT_EQ(now.size(), was.size());
+          for (size_t i = 0; i < now.size(); ++i)
+            for (auto [a, b] : {std::pair{now[i].k, was[i].k}, std::pair{now[i].v, was[i].v}}) {
+              if (gpu == 0 || !in(b, bufs[1].kv, kv_bytes)) {  // GPU 0's lists, and anything outside the slots: as made
+                EXPECT_EQ(a, b);
+                continue;
+              }
+              EXPECT_EQ(static_cast<const char*>(a) - saved, static_cast<const char*>(b) - static_cast<const char*>(bufs[1].kv));
+              ++(t < own_lists ? moved : moved_rows);  // (own rows' lists first)
             }
-            EXPECT_EQ(static_cast<const char*>(a) - saved, static_cast<const char*>(b) - static_cast<const char*>(bufs[1].kv));
-            ++moved;
-          }
-        if (backward) {  // the accumulators stay where they were
-          for (size_t i = 0; i < pw->bwd[gpu][t].grads.size(); ++i)
-            EXPECT_EQ(pw->bwd[gpu][t].grads[i].dk, pw0->bwd[gpu][t].grads[i].dk);
+        }
+        if (pw == &bwd) {  // the accumulators stay where they were
+          for (size_t t = 0; t < pw->bwd[gpu].size(); ++t)
+            for (size_t i = 0; i < pw->bwd[gpu][t].grads.size(); ++i)
+              EXPECT_EQ(pw->bwd[gpu][t].grads[i].dk, pw0->bwd[gpu][t].grads[i].dk);
         }
       }
+    }
+    EXPECT_GT(moved, 4);  // both passes' pieces of GPU 1, K and V
+    EXPECT_EQ(moved_rows > 0, move);
+    for (PassWork* pw : {&fwd, &bwd}) rebase_kv(*pw, 1, saved, bufs[1].kv, kv_bytes);
+    for (auto [pw, pw0] : {std::pair{&fwd, &fwd0}, std::pair{&bwd, &bwd0}}) {
+      const auto now_lists = lists(*pw, 1), was_lists = lists(*pw0, 1);
+      for (size_t t = 0; t < now_lists.size(); ++t)
+        for (size_t i = 0; i < now_lists[t]->size(); ++i) {
+          EXPECT_EQ((*now_lists[t])[i].k, (*was_lists[t])[i].k);
+          EXPECT_EQ((*now_lists[t])[i].v, (*was_lists[t])[i].v);
+        }
+    }
   }
-  EXPECT_GT(moved, 4);  // both passes' pieces of GPU 1, K and V
-  for (PassWork* pw : {&fwd, &bwd}) rebase_kv(*pw, 1, saved, bufs[1].kv, kv_bytes);
-  for (int t = 0; t < fwd.num_steps(); ++t)
-    for (size_t i = 0; i < fwd.fwd[1][t].pieces.size(); ++i) EXPECT_EQ(fwd.fwd[1][t].pieces[i].k, fwd0.fwd[1][t].pieces[i].k);
-  for (int t = 0; t < bwd.num_steps(); ++t)
-    for (size_t i = 0; i < bwd.bwd[1][t].pieces.size(); ++i) EXPECT_EQ(bwd.bwd[1][t].pieces[i].v, bwd0.bwd[1][t].pieces[i].v);
 }
 
 // A head-parallel rank runner makes each exchange's device lists once and refills them every call with the copies

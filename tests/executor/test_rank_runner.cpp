@@ -337,21 +337,3 @@ TEST(CudaPass, SendsWrittenOnceGoIntoTheirStaging) {
         }
       }
 }
-
-// A framework's rank runs no moved query rows yet (its out and dQ are the caller's 16-bit tensors): such a plan is refused
-// before any device is touched, naming the field.
-TEST(RankRunner, PlansWithMovedQueriesAreRefused) {
-  PlanOptions o;
-  o.causal = true, o.prune_plain = true, o.move_queries = true, o.gather_pieces = 2;
-  o.workload = workload(256, true);
-  const Plan p = build_plan(load_topology("complete:2"), "allgather", o);
-  ASSERT_FALSE(p.query_moves.empty());
-  try {
-    executor::check_rank_plan(p, o.workload, 2);
-    ADD_FAILURE() << "accepted a plan with moved queries";
-  } catch (const InputError& e) {
-    EXPECT_TRUE(mentions(e.what(), "query_moves")) << e.what();
-  }
-  o.move_queries = false;
-  EXPECT_NO_THROW(executor::check_rank_plan(build_plan(load_topology("complete:2"), "allgather", o), o.workload, 2));
-}
