@@ -80,6 +80,7 @@ struct Options {
   planner::Passes passes{true, true};
   bool deterministic = false, framework = false;
   bool try_pruned = true;  // "prune_plain": false: allgather's pieces never pruned (SimOptions::try_pruned)
+  bool try_moved = true;   // "move_queries": false: no query rows moved (SimOptions::try_moved)
   // As tasp run: allgather's steps as NCCL collectives where the profile times them clearly faster (over sockets;
   // simulator::kCollectivesMargin), grouped send/recv elsewhere (NVLink). The ranks' collectives passed
   // tests/python/gpu/check_attention.py on 2x H200 (2026-11-26) before this became the default.
@@ -118,6 +119,10 @@ Options parse_options(const char* text) {
       (k == "deterministic" ? o.deterministic : k == "framework" ? o.framework : o.choices.prune_plain) = v.get<bool>();
       if (k == "prune_plain") o.try_pruned = v.get<bool>();
     }
+    else if (k == "move_queries") {
+      if (!v.is_boolean()) throw planner::InputError("options.move_queries: expected true or false");
+      o.choices.move_queries = o.try_moved = v.get<bool>();
+    }
     else if (k == "root_comms") {
       if (!v.is_boolean()) throw planner::InputError("options.root_comms: expected true or false");
       o.root_comms = v.get<bool>() ? 1 : 0;
@@ -154,8 +159,8 @@ Options parse_options(const char* text) {
         throw planner::InputError("options.pass: expected fwd or fwd+bwd");
     } else {
       throw planner::InputError("options." + k + ": unknown option (profile, schemes, layout, inner, ulysses, "
-                                "head_groups, gather_pieces, gather_steps, memory_budget_gib, accumulator, prune_plain, pass, deterministic, "
-                                "framework, collectives)");
+                                "head_groups, gather_pieces, gather_steps, memory_budget_gib, accumulator, prune_plain, move_queries, pass, "
+                                "deterministic, framework, collectives, root_comms)");
     }
   }
   return o;
@@ -209,7 +214,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
     so.max_timeline_cells = 0;
     so.framework = o.framework;
     so.try_pruned = o.try_pruned;
-    so.try_moved = false;  // (its plans go to tasp_rank_*, which runs no moved query rows yet)
+    so.try_moved = o.try_moved;
     so.collectives = o.collectives;
     std::string s = scheme, detail;
     double predicted = 0;
@@ -253,6 +258,7 @@ extern "C" int tasp_plan_create(const char* topology, const char* scheme, const 
                         {"gather_steps", p.gather_steps},
                         {"pieces_by_chunk", p.pieces_by_chunk},
                         {"pruned", p.pruned.any()},
+                        {"queries_moved", !p.query_moves.empty()},
                         {"layout", planner::layout_name(p.layout)},
                         {"causal", p.causal},
                         {"accumulator", p.accumulator_bytes == 2 ? "bf16" : "fp32"},

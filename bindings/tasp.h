@@ -40,7 +40,9 @@ TASP_API const char* tasp_last_error(void);
  * any of "profile" (a profile file for the simulator's choices), "schemes" (the ones auto chooses from: "all" or
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain; allgather then cuts
  * its zigzag pieces by chunk, an even count, so that a rank's late chunk stays home; false: never; absent: where
- * the simulator finds allgather's pruned pieces faster), "accumulator"
+ * the simulator finds allgather's pruned pieces faster), "move_queries" (true: on 2 ranks under a plain causal mask,
+ * rank 0's late chunk's queries computed at rank 1, PlanOptions::move_queries; false: never; absent: where the profile
+ * measured one rank's broadcast alone and the simulator finds it faster), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
  * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; 0, the default:
  * the count from 1 to 4 the simulator finds fastest), "gather_steps" (a list: how many of those pieces each forward
@@ -57,7 +59,8 @@ TASP_API int tasp_plan_create(const char* topology, const char* scheme, const ch
                      tasp_plan** out);
 TASP_API void tasp_plan_destroy(tasp_plan* plan);
 /* What the plan is, as JSON: scheme, ranks, gpus, ulysses, head_groups, pieces_per_rank, gather_steps, pieces_by_chunk
- * (allgather pruned for the causal mask), pruned (for its mask), layout, causal, accumulator, keeps_kv,
+ * (allgather pruned for the causal mask), pruned (for its mask), queries_moved (rank 0's late chunk's queries computed at
+ * rank 1), layout, causal, accumulator, keeps_kv,
  * deterministic, collectives (whether its ranks run NCCL collectives), root_comms (whether one a root), detail (what auto or the head groups' choice tried), predicted_us, workload, and "gpu_tokens": for each GPU the
  * token ranges [begin, end) of the sequence it holds, in the order it holds them (zigzag chunks, documents split).
  * The text lives as long as the plan. */

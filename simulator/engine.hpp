@@ -82,8 +82,8 @@ struct SimOptions {
   // allgather's choice of pieces (choose_gather_pieces) tries candidates pruned for the causal mask beside the whole
   // ones where a medium is shared; false: whole ones only (the C ABI's "prune_plain": false).
   bool try_pruned = true;
-  // ... and, on 2 ranks, with rank 0's late chunk's queries moved (planner/query_moves.hpp); false where the plan goes to
-  // the C ABI's ranks (tasp_rank_*), which run no moved rows yet.
+  // ... and, on 2 ranks, with rank 0's late chunk's queries moved (planner/query_moves.hpp); false where they were
+  // declined (the C ABI's move_queries: false).
   bool try_moved = true;
 };
 

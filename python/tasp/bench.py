@@ -56,6 +56,10 @@ def parse_args(argv=None):
                     help="allgather pruned for a plain causal mask, its pieces cut by chunk so that a rank's late chunk "
                          "stays home (true), never (false), or where --profile simulates it faster (auto, default: "
                          "through host memory's profile, the MHA configurations); Context(prune_plain=...)")
+    ap.add_argument("--move-queries", choices=("false", "true", "auto"), default="auto",
+                    help="on 2 ranks under a plain causal mask, rank 0's late chunk's queries computed at rank 1 (true), "
+                         "never (false), or where --profile simulates it faster (auto, default: through host memory's "
+                         "profile, the MHA configurations); Context(move_queries=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
@@ -195,7 +199,8 @@ def run(a):
     ctx = tt.Context(scheme=a.scheme, profile=a.profile,
                      collectives={"false": False, "true": True, "auto": "auto"}[a.collectives],
                      root_comms={"false": False, "true": True, "auto": None}[a.root_comms],
-                     prune_plain={"false": False, "true": True, "auto": None}[a.prune_plain])
+                     prune_plain={"false": False, "true": True, "auto": None}[a.prune_plain],
+                     move_queries={"false": False, "true": True, "auto": None}[a.move_queries])
     q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 

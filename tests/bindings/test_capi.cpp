@@ -44,6 +44,8 @@ TEST(CApi, PlansRunExactlyOnTheCpu) {
       {"complete:3", "zigzag", "B=2,S=96,H=4,Hkv=2,D=16,causal", "{\"prune_plain\": true}"},
       // allgather pruned for the causal mask: its pieces by chunk, rank 0's late chunk kept home, K/V kept.
       {"complete:2", "allgather", "B=2,S=128,H=4,Hkv=2,D=16,causal", "{\"prune_plain\": true, \"gather_pieces\": 4}"},
+      // and rank 0's late chunk's queries computed at rank 1 (query_moves), as a framework's rank runs them.
+      {"complete:2", "allgather", "B=2,S=128,H=4,Hkv=2,D=16,causal", "{\"move_queries\": true, \"gather_pieces\": 2}"},
       {"complete:4", "auto", "B=1,S=64,H=4,D=8,causal", "{\"schemes\": \"ring,hamilton\", \"layout\": \"zigzag\"}"},
   };
   for (const auto& c : cases) {
@@ -52,6 +54,8 @@ TEST(CApi, PlansRunExactlyOnTheCpu) {
     ASSERT_EQ(tasp_plan_create(c.topology, c.scheme, c.workload, c.options, &p), TASP_OK) << tasp_last_error();
     const nlohmann::json j = describe(p);
     EXPECT_EQ(j["pieces_by_chunk"].get<bool>(), std::string(c.scheme) == "allgather" && c.options != nullptr) << j.dump();
+    EXPECT_EQ(j["queries_moved"].get<bool>(), c.options && std::string(c.options).find("move_queries") != std::string::npos)
+        << j.dump();
     if (c.options && std::string(c.options).find("schemes") != std::string::npos) {
       const std::string chosen = j["scheme"].get<std::string>();
       EXPECT_TRUE(chosen == "ring" || chosen == "hamilton") << chosen;  // auto among the schemes asked for
@@ -99,6 +103,7 @@ TEST(CApi, MisuseIsAnErrorNamingTheArgument) {
   fails("nosuch.yaml", "ring", "B=1,S=64,H=4,D=8", nullptr, "nosuch.yaml");
   fails("complete:2", "auto", "B=1,S=64,H=4,D=8", "{\"schemes\": \"ring,spiral\"}", "spiral");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"prune_plain\": 1}", "options.prune_plain");
+  fails("complete:2", "allgather", "B=1,S=64,H=4,D=8,causal", "{\"move_queries\": 1}", "options.move_queries");
   fails("complete:2", "ring", "B=1,S=64,H=4,D=8", "{\"accumulator\": \"fp8\"}", "options.accumulator");
   fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"collectives\": \"yes\"}", "options.collectives");
   fails("complete:2", "allgather", "B=1,S=64,H=4,D=8", "{\"gather_steps\": [2, 0]}", "options.gather_steps");

@@ -79,8 +79,10 @@ def test_collectives_and_profile_options():
 
 
 
-def test_prune_plain_option():
-    assert bench.parse_args(["--config", "medium"]).prune_plain == "auto"
-    assert bench.parse_args(["--config", "medium", "--prune-plain", "true"]).prune_plain == "true"
+@pytest.mark.parametrize("flag", ["prune-plain", "move-queries"])
+def test_auto_true_false_options(flag):
+    name = flag.replace("-", "_")
+    assert getattr(bench.parse_args(["--config", "medium"]), name) == "auto"
+    assert getattr(bench.parse_args(["--config", "medium", "--" + flag, "true"]), name) == "true"
     with pytest.raises(SystemExit):
-        bench.parse_args(["--config", "medium", "--prune-plain", "yes"])
+        bench.parse_args(["--config", "medium", "--" + flag, "yes"])

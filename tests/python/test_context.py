@@ -42,6 +42,8 @@ def one_process_group():
     (dict(root_comms=1), "root_comms:"),
     (dict(prune_plain="yes"), "prune_plain:"),
     (dict(prune_plain=0), "prune_plain:"),
+    (dict(move_queries="yes"), "move_queries:"),
+    (dict(move_queries=1), "move_queries:"),
     (dict(candidates=["spiral"]), "candidates:"),
     (dict(candidates=[]), "candidates:"),
     (dict(candidates="ulysses"), "candidates:"),
@@ -362,3 +364,25 @@ def test_prune_plain_reaches_the_plan(one_process_group):
     assert chosen["pruned"], chosen["detail"]
     declined = tasp.Plan(t, "allgather", w, **tt.Context(prune_plain=False)._options(True, False), **shm).info
     assert not declined["pruned"] and "pruned" not in declined["detail"], declined["detail"]
+
+
+def test_move_queries_reaches_the_plan(one_process_group):
+    """Context(move_queries=...) reaches the plan: True computes rank 0's late chunk's queries at rank 1, False never
+    does; None (the default) leaves it to the simulator, which through host memory's profile moves them at B=1 S=8192
+    H=32 (measured 0.92-0.94x pruning's time, docs/measurements/executor.md) and on NVLink's does not."""
+    import os
+    import tasp
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
+    w = "B=1,S=8192,H=32,D=128,causal"
+    assert "move_queries" not in tt.Context()._options(True, False)
+    x = torch.randn(1, 64, 2, 8)  # the token order is the plan's alike (its layout plan asks no moves of a ring)
+    assert torch.equal(tt.Context(move_queries=True).shard(x, 1, causal=True), tt.Context().shard(x, 1, causal=True))
+    info = tasp.Plan("complete:2", "allgather", w, **tt.Context(move_queries=True)._options(True, False)).info
+    assert info["queries_moved"] and info["pruned"], info
+    assert not tasp.Plan("complete:2", "allgather", w, **tt.Context()._options(True, False)).info["queries_moved"]
+    shm = dict(profile=os.path.join(src, "h200x2-shm.profile.yaml"))
+    t = os.path.join(src, "h200x2-shm.yaml")
+    chosen = tasp.Plan(t, "allgather", w, **tt.Context()._options(True, False), **shm).info
+    assert chosen["queries_moved"], chosen["detail"]
+    declined = tasp.Plan(t, "allgather", w, **tt.Context(move_queries=False)._options(True, False), **shm).info
+    assert not declined["queries_moved"] and "queries moved" not in declined["detail"], declined["detail"]

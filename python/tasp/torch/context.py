@@ -169,11 +169,16 @@ class Context:
     prune_plain: under a plain causal mask send a rank only the K/V its queries see and return only the dK/dV they
         made; an allgather plan then cuts its pieces by chunk, so on 2 ranks rank 0 sends half (through host memory,
         one medium for both directions, 0.82x the time of the whole exchange at B=1 S=8192:
-        docs/measurements/executor.md). None (default): as `profile` simulates fastest; True or False."""
+        docs/measurements/executor.md). None (default): as `profile` simulates fastest; True or False.
+    move_queries: on 2 ranks under a plain causal mask, rank 0's late chunk's queries computed at rank 1 (their Q,
+        and the backward's dO, sent there; the partial out and dQ back): a pass moves 4 chunk tensors where pruning
+        alone moves 6 (through host memory `medium` ran 0.94x pruning's time: docs/measurements/executor.md). None
+        (default): where `profile` measured one rank's broadcast alone (host memory) and simulates it fastest; True
+        or False."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
-                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None):
+                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None, move_queries=None):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -195,6 +200,8 @@ class Context:
             raise ValueError(f"root_comms: expected None, False or True, got {root_comms!r}")
         if prune_plain not in (None, False, True) or isinstance(prune_plain, int) and not isinstance(prune_plain, bool):
             raise ValueError(f"prune_plain: expected None, False or True, got {prune_plain!r}")
+        if move_queries not in (None, False, True) or isinstance(move_queries, int) and not isinstance(move_queries, bool):
+            raise ValueError(f"move_queries: expected None, False or True, got {move_queries!r}")
         if gather_pieces is not None and not (isinstance(gather_pieces, int) and not isinstance(gather_pieces, bool) and
                                               1 <= gather_pieces <= 64):
             raise ValueError(f"gather_pieces: expected None (the simulator's choice) or 1 to 64, got {gather_pieces!r}")
@@ -219,7 +226,7 @@ class Context:
         self.scheme, self.profile, self.memory_budget = scheme, profile, memory_budget
         self.layout, self.timeout, self.max_plans, self.deterministic = layout, timeout, max_plans, deterministic
         self.collectives, self.gather_pieces, self.root_comms = collectives, gather_pieces, root_comms
-        self.gather_steps, self.prune_plain = gather_steps, prune_plain
+        self.gather_steps, self.prune_plain, self.move_queries = gather_steps, prune_plain, move_queries
         self.candidates = candidates or _SCHEMES
         self._group = None  # _Group, made with the first plan
         self._closed = False
@@ -258,6 +265,8 @@ class Context:
             o["gather_steps"] = list(self.gather_steps)
         if self.prune_plain is not None:
             o["prune_plain"] = self.prune_plain
+        if self.move_queries is not None:
+            o["move_queries"] = self.move_queries
         return o
 
     def _workload(self, q, k, causal, window, cu_seqlens):
@@ -335,7 +344,8 @@ class Context:
             text = tasp.torch.workload_text(_Shape(1, S, self.n, 64), _Shape(1, S, self.n, 64), causal, None,
                                             cu_seqlens)
             o = self._options(causal, len(docs) > 2)
-            for option in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework", "collectives"):
+            for option in ("schemes", "profile", "memory_budget_gib", "deterministic", "framework", "collectives",
+                           "move_queries"):  # (an allgather plan's computation, not its token order)
                 o.pop(option, None)
             return self._layouts.put(key, tasp.Plan(self.topology, "ring", text, **o))
         return self._layouts.get(key)

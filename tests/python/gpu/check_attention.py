@@ -85,6 +85,16 @@ def causal_pass(ctx, full, **kw):
     return mine, [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]
 
 
+def two_layer_pass(ctx, fulls):
+    """Two layers of the same shape through `ctx` (one rank runner for both), both forwards before either backward, as
+    a model runs them: what a layer keeps from its forward for its backward must be its own. Per layer: its inputs
+    and out, dq, dk, dv over the whole sequence."""
+    mines = [[ctx.shard(x, 1, causal=True).contiguous().requires_grad_() for x in full[:3]] for full in fulls]
+    outs = [tt.attention(*mine, causal=True, ctx=ctx) for mine in mines]
+    torch.autograd.backward(outs[::-1], [ctx.shard(full[3], 1, causal=True) for full in fulls[::-1]])
+    return [(mine, [ctx.unshard(x, 1, causal=True) for x in [out] + [m.grad for m in mine]]) for mine, out in zip(mines, outs)]
+
+
 def main():
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -229,6 +239,24 @@ def main():
         if rank == 0 and not engaged:
             print(f"FAIL allgather pruned: the plan did not take the path meant ({note})", flush=True)
         bad += not (ok and engaged)
+
+    # queries moved (Context(move_queries=True), 2 ranks): rank 0's late chunk's queries computed at rank 1, their
+    # partial out merged into rank 0's and their dQ added into its 16-bit dQ; two layers of one runner, both forwards
+    # first (the moved rows' Q kept in each layer's saved tensor). MHA bf16 with the rows as broadcasts a root (host
+    # memory's choice), GQA fp16 as send/recv.
+    for coll, dtype, hkv in ((True, torch.bfloat16, 8), (False, torch.float16, 4)) if n == 2 else ():
+        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=2, root_comms=coll, move_queries=True)
+        g = torch.Generator(device=dev).manual_seed(31)
+        fulls = [[torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)] for _ in range(2)]
+        layers = two_layer_pass(ctx, fulls)
+        info = ctx._rank_for(layers[0][0][0], layers[0][0][1], True, None, None).plan.info
+        note = f"queries moved {info['queries_moved']}, collectives {info['collectives']}, one a root {info['root_comms']}"
+        for i, (full, (mine, got)) in enumerate(zip(fulls, layers)):
+            ok = judge(f"allgather queries moved {str(dtype)[6:]:8} B=2 H=8/{hkv} causal, layer {i}", got, full, True, None,
+                       None, rank, note)
+            bad += not (ok and info["queries_moved"] and info["collectives"] == coll)
+        if rank == 0 and not info["queries_moved"]:
+            print(f"FAIL allgather queries moved: the plan did not take the path meant ({note})", flush=True)
 
     # return_lse: this rank's softmax LSE rows [B, H, S_local] in shard order, against logsumexp of the scaled scores in
     # fp32 over the whole sequence (the same bf16 inputs); the compat functions' (out, softmax_lse, None).
