@@ -7,7 +7,8 @@
 #   (a variant's --option=value goes to its `tasp run`, e.g. '--gather-pieces=2|--gather-pieces=3')
 #   SCHEMES: comma-separated (e.g. allgather,ulysses); the workloads as compare.sh takes them (FABRIC= too).
 #   BASE_PATCH=file (git diff BASE -- executor/ > file): the change's base is built too (lib/build-base.sh) and taken
-#   as one more variant, BIN=build-base/tools/tasp. ITERS (5) timed runs each; TASP_RUN_ARGS more `tasp run` options.
+#   as one more variant, BIN=build-base/tools/tasp. ITERS (5) timed runs each; TASP_RUN_ARGS more `tasp run` options;
+#   RUN_TIMEOUT (300) seconds a run (a variant that hangs NCCL, e.g. NCCL_SHM_USE_CUDA_MEMCPY=1 on 2026-11-27, costs it).
 # Raw lines in $OUT/ab-run-<tag>.txt ($AB_TAG or "ab"), each run's output in $OUT/ab-run-<tag>.log.gz; the table on
 # stdout (two tags in one call stay within the 8 files the device tool brings back).
 set -uo pipefail
@@ -31,7 +32,7 @@ for ((r = 1; r <= rounds; ++r)); do
       for v in "${order[@]}"; do
         name=${v:-default} bin=$T envs=() args=()
         for x in $v; do case $x in BIN=*) bin=${x#BIN=} ;; --*) args+=("${x/=/ }") ;; *) envs+=("$x") ;; esac; done
-        out=$(env "${envs[@]}" timeout 300 $bin run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "${ITERS:-5}" \
+        out=$(env "${envs[@]}" timeout "${RUN_TIMEOUT:-300}" $bin run --backend cuda -t $TOPO -s $s -w "$w" --pass fwd+bwd --iters "${ITERS:-5}" \
               --warmup 2 --heat-ms "${HEAT_MS:-2000}" ${TASP_RUN_ARGS:-} ${args[@]+${args[@]}} 2>&1)
         echo "== round $r $name $s $w"$'\n'"$out" >> "$log"
         m=$(echo "$out" | ms_of)
