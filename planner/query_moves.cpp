@@ -69,32 +69,67 @@ void move_late_queries(Plan& p, const Workload& w) {
     return c;
   };
   auto append = [](std::vector<Compute>& to, const std::vector<Compute>& from) { to.insert(to.end(), from.begin(), from.end()); };
-  // Forward: Q of c3 leaves first (rank 1 computes its own blocks meanwhile); then rank 0's early pieces in one step
-  // beside the moved rows' blocks, and the partial out returns beside rank 1's blocks on those pieces. (One piece a
-  // step, the out returning beside the second: 1.02x the time at `medium` through host memory, 2x H200, 2026-11-27.)
-  std::vector<Step> f(3);
-  f[0].rows = {{0, false}};
-  f[0].compute = own(0);
-  append(f[0].compute, own(1));
-  f[1].compute = own(1, 0);
-  for (int j = 0; j < h; ++j) {
-    f[1].transfers.push_back({0, 1, 0, j, false});
-    f[2].compute.push_back({1, 0, j, -1});
+  // Rank 1's blocks on rank 0's early pieces [a, b); those pieces leaving (forward: K/V to rank 1; backward: their
+  // dK/dV home).
+  auto on_early = [](Step& s, int a, int b) {
+    for (int j = a; j < b; ++j) s.compute.push_back({1, 0, j, -1});
+  };
+  auto early_go = [](Step& s, int a, int b, bool grad) {
+    for (int j = a; j < b; ++j) s.transfers.push_back(grad ? Transfer{1, 0, 0, j, true} : Transfer{0, 1, 0, j, false});
+  };
+  std::vector<Step> f, b;
+  if (P == 2) {
+    // Where both directions share one medium (host memory): the fewest steps. Forward: Q of c3 leaves first (rank 1
+    // computes its own blocks meanwhile); then rank 0's early piece beside the moved rows' blocks, and the partial out
+    // returns beside rank 1's blocks on it. Backward: dO (with LSE and D) leaves beside rank 1's blocks on rank 0's
+    // piece; its dK/dV go home beside the moved rows' blocks and rank 0's own; the moved rows' dQ returns beside rank
+    // 1's own blocks. Rank 0's own blocks go beside the dK/dV coming home, not beside dO leaving: a step's transfers
+    // start once both ranks are done with the step before, and rank 1's next blocks wait for them.
+    f.resize(3), b.resize(3);
+    f[0].rows = {{0, false}};
+    f[0].compute = own(0);
+    append(f[0].compute, own(1));
+    f[1].compute = own(1, 0);
+    early_go(f[1], 0, h, false);
+    on_early(f[2], 0, h);
+    f[2].rows = {{0, true}};
+    b[0].rows = {{0, false}};
+    on_early(b[0], 0, h);
+    early_go(b[1], 0, h, true);
+    b[1].compute = own(1, 0);
+    append(b[1].compute, own(0));
+    b[2].rows = {{0, true}};
+    b[2].compute = own(1);
+  } else {
+    // In 4 or more pieces, for fabrics whose two directions run apart (sockets): what comes back crosses what goes
+    // out. Forward: Q out beside the own blocks; the early chunk's first half out beside the moved rows' blocks; its
+    // second half out while the partial out comes back, beside rank 1's blocks on the first; rank 1's blocks on the
+    // second. Backward: rank 1's blocks on the first half before anything moves, so that dO going out and their dK/dV
+    // going home cross; the second half's dK/dV home beside the moved rows' blocks and rank 0's own; the moved rows'
+    // dQ back beside rank 1's own. Each direction then carries its bytes back to back, where the order above sent
+    // 16 + 32 MiB out, then 16 back, one after another (B=1 S=8192 H=32: 1.40x its bound over loopback sockets on 2x
+    // H200, 2026-11-27).
+    const int a = (h + 1) / 2;
+    f.resize(4), b.resize(4);
+    f[0].rows = {{0, false}};
+    f[0].compute = own(0);
+    append(f[0].compute, own(1));
+    f[1].compute = own(1, 0);
+    early_go(f[1], 0, a, false);
+    early_go(f[2], a, h, false);
+    f[2].rows = {{0, true}};
+    on_early(f[2], 0, a);
+    on_early(f[3], a, h);
+    on_early(b[0], 0, a);
+    b[1].rows = {{0, false}};
+    early_go(b[1], 0, a, true);
+    on_early(b[1], a, h);
+    early_go(b[2], a, h, true);
+    b[2].compute = own(1, 0);
+    append(b[2].compute, own(0));
+    b[3].rows = {{0, true}};
+    b[3].compute = own(1);
   }
-  f[2].rows = {{0, true}};
-  // Backward: dO (with LSE and D) leaves beside rank 1's blocks on rank 0's pieces; their dK/dV go home beside the
-  // moved rows' blocks and rank 0's own (the first half of them; the rest beside rank 1's own blocks, so that no step's
-  // transfers outlast its kernels: the next step's kernels wait for them); the moved rows' dQ returns beside rank 1's
-  // own blocks. Rank 0's own blocks go beside the dK/dV coming home, not beside dO leaving: a step's transfers start
-  // once both ranks are done with the step before, and rank 1's next blocks wait for them.
-  std::vector<Step> b(3);
-  b[0].rows = {{0, false}};
-  for (int j = 0; j < h; ++j) b[0].compute.push_back({1, 0, j, -1});
-  for (int j = 0; j < h; ++j) b[j < (h + 1) / 2 ? 1 : 2].transfers.push_back({1, 0, 0, j, true});
-  b[1].compute = own(1, 0);
-  append(b[1].compute, own(0));
-  b[2].rows = {{0, true}};
-  b[2].compute = own(1);
   p.steps = std::move(f), p.schedule.clear(), p.step_count = 0;
   p.backward.steps = std::move(b), p.backward.rule.clear(), p.backward.step_count = 0;
   p.gather_steps.clear();

@@ -25,11 +25,12 @@ std::string query_moves_error(const Plan& p, long S);
 // Why allgather plan `p` (pruned for workload `w`, as allgather pruned is) cannot move its late queries (empty: it can):
 // it must be allgather on 2 ranks, zigzag, causal with a plain mask, pieces cut by chunk, keeping K/V for a backward.
 std::string move_queries_refusal(const Plan& p, const Workload& w);
-// Rebuilds such a plan's steps with rank 0's late chunk computed at rank 1: forward, the rows' Q out beside the own
-// blocks, rank 0's early pieces to rank 1 one a step (rank 1 computes the moved rows first, then on each piece as it
-// arrives), the partial out back beside the second piece; backward, dO out beside rank 1's blocks on rank 0's pieces,
-// their dK/dV home beside the moved rows' blocks, the moved rows' dQ back beside rank 1's own. Throws
-// std::invalid_argument with move_queries_refusal's reason.
+// Rebuilds such a plan's steps with rank 0's late chunk computed at rank 1. In 2 pieces (a medium both directions
+// share): forward, the rows' Q out beside the own blocks, rank 0's early piece out beside the moved rows' blocks, the
+// partial out back beside rank 1's blocks on it; backward, dO out beside those blocks, their dK/dV home beside the moved
+// rows' blocks, the dQ back beside rank 1's own. In 4 or more (directions apart): the early chunk in two halves, so
+// that the partial out comes back beside the second going out, and the backward's dO going out beside the first half's
+// dK/dV going home. Throws std::invalid_argument with move_queries_refusal's reason.
 void move_late_queries(Plan& p, const Workload& w);
 
 }  // namespace tasp::planner
