@@ -324,13 +324,16 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       else TASP_CUDA(cudaMemcpyAsync(to, acc, se * 4, cudaMemcpyDeviceToDevice, x.comm));
     }
     const ncclDataType_t acc_type = half ? ncclBfloat16 : ncclFloat32;
-    if (!x.roots.empty()) {  // block (c, q) of every rank summed into root q's rs_recv block c (q's pieces moved)
+    if (!x.roots.empty()) {  // block (c, o) of every rank summed into owner o's rs_recv block c (o's pieces moved)
       per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
-        for (int c : planner::collective_pieces(pw.steps[t], q)) {
-          char* block = send + se * (size_t(c) * g.n + q) * bytes;
+        // As a broadcast, on its sender's communicator (owner 1 - q's pieces, from q), so that each communicator carries
+        // one rank's sends: what a rank sends beside it (moved rows going the other way) runs on the other's at once.
+        const int o = as_bcast ? 1 - q : q;
+        for (int c : planner::collective_pieces(pw.steps[t], o)) {
+          char* block = send + se * (size_t(c) * g.n + o) * bytes;
           char* sum = static_cast<char*>(buf.rs_recv) + se * c * bytes;
           if (as_bcast)  // from the other rank, in place there
-            TASP_NCCL(ncclBroadcast(r == q ? sum : block, r == q ? sum : block, se, acc_type, 1 - q, comm, st));
+            TASP_NCCL(ncclBroadcast(r == o ? sum : block, r == o ? sum : block, se, acc_type, q, comm, st));
           else
             TASP_NCCL(ncclReduce(block, sum, se, acc_type, ncclSum, q, comm, st));
         }

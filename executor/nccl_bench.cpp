@@ -101,9 +101,12 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
                 char* block = send + size_t(q) * part;
                 if (kind == "allgather-roots")
                   TASP_NCCL_B(ncclBroadcast(send, recv + size_t(q) * part, part, ncclChar, q, roots[q][r], rs[q]));
-                else if (cuda::reduce_as_broadcast(n))  // as issue_step moves it: from the other rank, in place there
-                  TASP_NCCL_B(ncclBroadcast(r == q ? recv : block, r == q ? recv : block, part / 2, ncclBfloat16, 1 - q,
+                else if (cuda::reduce_as_broadcast(n)) {  // as issue_step moves it: owner 1 - q's block from q, in
+                  // place there, on q's communicator (its sender's)
+                  char* other = send + size_t(1 - q) * part;
+                  TASP_NCCL_B(ncclBroadcast(r == 1 - q ? recv : other, r == 1 - q ? recv : other, part / 2, ncclBfloat16, q,
                                             roots[q][r], rs[q]));
+                }
                 else
                   TASP_NCCL_B(ncclReduce(block, recv, part / 2, ncclBfloat16, ncclSum, q, roots[q][r], rs[q]));
                 TASP_CUDA(cudaEventRecord(joins[q], rs[q]));

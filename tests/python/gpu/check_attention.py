@@ -242,17 +242,17 @@ def main():
 
     # queries moved (Context(move_queries=True), 2 ranks): rank 0's late chunk's queries computed at rank 1, their
     # partial out merged into rank 0's and their dQ added into its 16-bit dQ; two layers of one runner, both forwards
-    # first (the moved rows' Q kept in each layer's saved tensor). MHA bf16 with the rows as broadcasts a root (host
-    # memory's choice), GQA fp16 as send/recv.
-    for coll, dtype, hkv in ((True, torch.bfloat16, 8), (False, torch.float16, 4)) if n == 2 else ():
-        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=2, root_comms=coll, move_queries=True)
+    # first (the moved rows' Q kept in each layer's saved tensor). MHA bf16 in 2 pieces with the rows as broadcasts a
+    # root (host memory's choice), GQA fp16 in 4 (the order whose returns cross what goes out: sockets') as send/recv.
+    for coll, dtype, hkv, P in ((True, torch.bfloat16, 8, 2), (False, torch.float16, 4, 4)) if n == 2 else ():
+        ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll, move_queries=True)
         g = torch.Generator(device=dev).manual_seed(31)
         fulls = [[torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)] for _ in range(2)]
         layers = two_layer_pass(ctx, fulls)
         info = ctx._rank_for(layers[0][0][0], layers[0][0][1], True, None, None).plan.info
         note = f"queries moved {info['queries_moved']}, collectives {info['collectives']}, one a root {info['root_comms']}"
         for i, (full, (mine, got)) in enumerate(zip(fulls, layers)):
-            ok = judge(f"allgather queries moved {str(dtype)[6:]:8} B=2 H=8/{hkv} causal, layer {i}", got, full, True, None,
+            ok = judge(f"allgather queries moved in {P} {str(dtype)[6:]:8} B=2 H=8/{hkv} causal, layer {i}", got, full, True, None,
                        None, rank, note)
             bad += not (ok and info["queries_moved"] and info["collectives"] == coll)
         if rank == 0 and not info["queries_moved"]:
