@@ -103,10 +103,35 @@ TEST(Choose, PrunedWhereTheMediumIsShared) {
   framework.try_pruned = false;  // the C ABI's "prune_plain": false
   EXPECT_FALSE(simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof,
                                       framework)[0].plan.pruned.any());
+  // Directions apart (no root's broadcast measured alone): pruning alone gains nothing and is not tried; moved queries
+  // are, where the collectives go one a root (sockets on 2x H200), and not with send/recv.
   f.prof.comm[0].one_root_gbps = {};
-  const auto whole = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
+  const auto apart = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, so);
+  EXPECT_EQ(apart[0].detail.find(" pruned"), std::string::npos) << apart[0].detail;
+  EXPECT_NE(apart[0].detail.find("4 queries moved: "), std::string::npos) << apart[0].detail;
+  simulator::SimOptions p2p = so;
+  p2p.collectives = simulator::Collectives::Off;
+  const auto whole = simulator::run_schemes(f.topo, planner::parse_workload("B=1,S=8192,H=32,D=128,causal"), {"allgather"}, f.prof, p2p);
   EXPECT_FALSE(whole[0].plan.pruned.any());
-  EXPECT_EQ(whole[0].detail.find(" pruned"), std::string::npos) << whole[0].detail;
+  EXPECT_EQ(whole[0].detail.find("queries moved"), std::string::npos) << whole[0].detail;
+}
+
+// Over sockets (the 2x H200 profile: directions apart, collectives one a root) allgather's MHA rows move rank 0's late
+// queries in 4 pieces, what comes back crossing what goes out (measured 0.76x and 0.73x the whole exchange's time,
+// 2026-11-27); the GQA rows, whose Q outweighs their K/V, do not.
+TEST(Choose, QueriesMovedWhereDirectionsRunApart) {
+  simulator::SimOptions so;
+  ASSERT_TRUE(planner::parse_passes("fwd+bwd", &so.passes));
+  so.collectives = simulator::Collectives::Auto;
+  Fabric f = fabric("h200x2-socket");
+  ASSERT_TRUE(f.prof.comm_for(2).one_root_gbps.empty());
+  for (const char* w : {"B=1,S=8192,H=32,D=128,causal", "B=4,S=8192,H=24,D=128,causal"}) {
+    const auto mha = simulator::run_schemes(f.topo, planner::parse_workload(w), {"allgather"}, f.prof, so);
+    EXPECT_EQ(mha[0].plan.query_moves.size(), 1u) << mha[0].detail;
+    EXPECT_EQ(mha[0].plan.pieces_per_rank, 4) << mha[0].detail;
+  }
+  const auto gqa = simulator::run_schemes(f.topo, planner::parse_workload("B=4,S=16384,H=40,Hkv=8,D=128,causal"), {"allgather"}, f.prof, so);
+  EXPECT_TRUE(gqa[0].plan.query_moves.empty()) << gqa[0].detail;
 }
 
 TEST(Choose, GatherPiecesUnderAKernelTileAreNotTried) {
