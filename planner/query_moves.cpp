@@ -77,19 +77,21 @@ void move_late_queries(Plan& p, const Workload& w) {
   auto early_go = [](Step& s, int a, int b, bool grad) {
     for (int j = a; j < b; ++j) s.transfers.push_back(grad ? Transfer{1, 0, 0, j, true} : Transfer{0, 1, 0, j, false});
   };
-  std::vector<Step> f, b;
-  if (P == 2) {
-    // Where both directions share one medium (host memory): the fewest steps. Forward: Q of c3 leaves first (rank 1
-    // computes its own blocks meanwhile); then rank 0's early piece beside the moved rows' blocks, and the partial out
-    // returns beside rank 1's blocks on it. Backward: dO (with LSE and D) leaves beside rank 1's blocks on rank 0's
-    // piece; its dK/dV go home beside the moved rows' blocks and rank 0's own; the moved rows' dQ returns beside rank
-    // 1's own blocks. Rank 0's own blocks go beside the dK/dV coming home, not beside dO leaving: a step's transfers
-    // start once both ranks are done with the step before, and rank 1's next blocks wait for them.
-    f.resize(3), b.resize(3);
-    f[0].rows = {{0, false}};
-    f[0].compute = own(0);
-    append(f[0].compute, own(1));
-    f[1].compute = own(1, 0);
+  // In 2 pieces, for a medium both directions share (host memory): the fewest steps. In 4 or more, for fabrics whose
+  // two directions run apart (sockets): what comes back crosses what goes out.
+  const bool cross = P > 2;
+  std::vector<Step> f(cross ? 4 : 3), b(cross ? 4 : 3);
+  // Forward, both: Q of c3 leaves first, beside both ranks' own blocks; the moved rows' blocks next.
+  f[0].rows = {{0, false}};
+  f[0].compute = own(0);
+  append(f[0].compute, own(1));
+  f[1].compute = own(1, 0);
+  if (!cross) {
+    // Rank 0's early piece out beside the moved rows' blocks, the partial out back beside rank 1's blocks on it.
+    // Backward: dO (with LSE and D) out beside rank 1's blocks on rank 0's piece; its dK/dV home beside the moved
+    // rows' blocks and rank 0's own; the moved rows' dQ back beside rank 1's own blocks. Rank 0's own blocks go beside
+    // the dK/dV coming home, not beside dO leaving: a step's transfers start once both ranks are done with the step
+    // before, and rank 1's next blocks wait for them.
     early_go(f[1], 0, h, false);
     on_early(f[2], 0, h);
     f[2].rows = {{0, true}};
@@ -101,20 +103,13 @@ void move_late_queries(Plan& p, const Workload& w) {
     b[2].rows = {{0, true}};
     b[2].compute = own(1);
   } else {
-    // In 4 or more pieces, for fabrics whose two directions run apart (sockets): what comes back crosses what goes
-    // out. Forward: Q out beside the own blocks; the early chunk's first half out beside the moved rows' blocks; its
-    // second half out while the partial out comes back, beside rank 1's blocks on the first; rank 1's blocks on the
-    // second. Backward: rank 1's blocks on the first half before anything moves, so that dO going out and their dK/dV
-    // going home cross; the second half's dK/dV home beside the moved rows' blocks and rank 0's own; the moved rows'
-    // dQ back beside rank 1's own. Each direction then carries its bytes back to back, where the order above sent
-    // 16 + 32 MiB out, then 16 back, one after another (B=1 S=8192 H=32: 1.40x its bound over loopback sockets on 2x
-    // H200, 2026-11-27).
+    // The early chunk's first half out beside the moved rows' blocks; its second half out while the partial out comes
+    // back, beside rank 1's blocks on the first; rank 1's blocks on the second. Backward: rank 1's blocks on the first
+    // half before anything moves, so that dO going out and their dK/dV going home cross; the second half's dK/dV home
+    // beside the moved rows' blocks and rank 0's own; the moved rows' dQ back beside rank 1's own. Each direction
+    // then carries its bytes back to back, where the 2-piece order sends 16 + 32 MiB out, then 16 back, one after
+    // another (B=1 S=8192 H=32: 1.40x its bound over loopback sockets on 2x H200, 2026-11-27).
     const int a = (h + 1) / 2;
-    f.resize(4), b.resize(4);
-    f[0].rows = {{0, false}};
-    f[0].compute = own(0);
-    append(f[0].compute, own(1));
-    f[1].compute = own(1, 0);
     early_go(f[1], 0, a, false);
     early_go(f[2], a, h, false);
     f[2].rows = {{0, true}};

@@ -347,42 +347,42 @@ def test_gather_pieces_reach_the_plan(one_process_group):
         assert "gather pieces" in plan.info["detail"]
 
 
-def test_prune_plain_reaches_the_plan(one_process_group):
-    """Context(prune_plain=...) reaches the plan: True prunes allgather for the causal mask (pieces by chunk), False
-    never does; None (the default) leaves it to the simulator, which through host memory's profile prunes the MHA
-    row B=1 S=8192 H=32 (measured 0.82x the whole exchange's time, docs/measurements/executor.md)."""
+def _option_reaches_the_plan(option, field, label):
+    """Plans of B=1 S=8192 H=32 causal allgather with Context(option=True) on complete:2, and with the default and
+    option=False through host memory's profile: `field` (the plan's info) true in the first two, false in the last,
+    whose simulator tried nothing `label`. Returns the three plans' info."""
     import os
     import tasp
     src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
     w = "B=1,S=8192,H=32,D=128,causal"
-    assert "prune_plain" not in tt.Context()._options(True, False)
-    info = tasp.Plan("complete:2", "allgather", w, **tt.Context(prune_plain=True)._options(True, False)).info
-    assert info["pruned"] and info["pieces_by_chunk"], info
+    assert option not in tt.Context()._options(True, False)
+    asked = tasp.Plan("complete:2", "allgather", w, **tt.Context(**{option: True})._options(True, False)).info
+    assert asked[field], asked
     shm = dict(profile=os.path.join(src, "h200x2-shm.profile.yaml"))
     t = os.path.join(src, "h200x2-shm.yaml")
     chosen = tasp.Plan(t, "allgather", w, **tt.Context()._options(True, False), **shm).info
-    assert chosen["pruned"], chosen["detail"]
-    declined = tasp.Plan(t, "allgather", w, **tt.Context(prune_plain=False)._options(True, False), **shm).info
-    assert not declined["pruned"] and "pruned" not in declined["detail"], declined["detail"]
+    assert chosen[field], chosen["detail"]
+    declined = tasp.Plan(t, "allgather", w, **tt.Context(**{option: False})._options(True, False), **shm).info
+    assert not declined[field] and label not in declined["detail"], declined["detail"]
+    return asked, chosen, declined
+
+
+def test_prune_plain_reaches_the_plan(one_process_group):
+    """Context(prune_plain=...) reaches the plan: True prunes allgather for the causal mask (pieces by chunk), False
+    never does; None (the default) leaves it to the simulator, which through host memory's profile prunes the MHA
+    row B=1 S=8192 H=32 (measured 0.82x the whole exchange's time, docs/measurements/executor.md)."""
+    asked, _, _ = _option_reaches_the_plan("prune_plain", "pruned", "pruned")
+    assert asked["pieces_by_chunk"], asked
 
 
 def test_move_queries_reaches_the_plan(one_process_group):
     """Context(move_queries=...) reaches the plan: True computes rank 0's late chunk's queries at rank 1, False never
     does; None (the default) leaves it to the simulator, which through host memory's profile moves them at B=1 S=8192
     H=32 (measured 0.92-0.94x pruning's time, docs/measurements/executor.md) and on NVLink's does not."""
-    import os
     import tasp
-    src = os.path.join(os.path.dirname(__file__), "..", "..", "topologies")
-    w = "B=1,S=8192,H=32,D=128,causal"
-    assert "move_queries" not in tt.Context()._options(True, False)
     x = torch.randn(1, 64, 2, 8)  # the token order is the plan's alike (its layout plan asks no moves of a ring)
     assert torch.equal(tt.Context(move_queries=True).shard(x, 1, causal=True), tt.Context().shard(x, 1, causal=True))
-    info = tasp.Plan("complete:2", "allgather", w, **tt.Context(move_queries=True)._options(True, False)).info
-    assert info["queries_moved"] and info["pruned"], info
+    asked, _, _ = _option_reaches_the_plan("move_queries", "queries_moved", "queries moved")
+    assert asked["pruned"], asked
+    w = "B=1,S=8192,H=32,D=128,causal"
     assert not tasp.Plan("complete:2", "allgather", w, **tt.Context()._options(True, False)).info["queries_moved"]
-    shm = dict(profile=os.path.join(src, "h200x2-shm.profile.yaml"))
-    t = os.path.join(src, "h200x2-shm.yaml")
-    chosen = tasp.Plan(t, "allgather", w, **tt.Context()._options(True, False), **shm).info
-    assert chosen["queries_moved"], chosen["detail"]
-    declined = tasp.Plan(t, "allgather", w, **tt.Context(move_queries=False)._options(True, False), **shm).info
-    assert not declined["queries_moved"] and "queries moved" not in declined["detail"], declined["detail"]
