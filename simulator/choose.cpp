@@ -268,7 +268,7 @@ std::string choose_gather_pieces(Plan& p, const Topology& t, const Workload& w, 
   // The same medium moves fewer bytes still where rank 0's late chunk's queries go to rank 1 instead of rank 1's K/V to
   // them (planner/query_moves.hpp; 2 ranks; not where declined, SimOptions::try_moved): through host memory on 2x H200
   // 0.91-0.94x the time of 3+1 pruned at B=1 S=8192 H=32 and `medium` (2026-11-27; through tasp.torch's ranks 0.90x at
-  // B=1 S=8192). Its pieces: 2 or 4, one gather step (the forward sends rank 0's early chunk at once).
+  // B=1 S=8192). Its pieces: 2 (the early chunk at once) or 4 (in two halves, what comes back crossing what goes out).
   const bool plain_causal = o.causal && p.layout == Layout::Zigzag && p.ranks > 1 && !w.windowed() && !w.packed();
   const bool asked_moved = o.move_queries && plain_causal;
   const bool asked = o.prune_plain && plain_causal && !asked_moved;
