@@ -41,8 +41,8 @@ TASP_API const char* tasp_last_error(void);
  * a comma list), "prune_plain" (true: prune for a plain causal mask too, PlanOptions::prune_plain; allgather then cuts
  * its zigzag pieces by chunk, an even count, so that a rank's late chunk stays home; false: never; absent: where
  * the simulator finds allgather's pruned pieces faster), "move_queries" (true: on 2 ranks under a plain causal mask,
- * rank 0's late chunk's queries computed at rank 1, PlanOptions::move_queries; false: never; absent: where the profile
- * measured one rank's broadcast alone and the simulator finds it faster), "accumulator"
+ * rank 0's late chunk's queries computed at rank 1, PlanOptions::move_queries; false: never; absent: where the profile's
+ * collectives go one a root and the simulator finds it faster), "accumulator"
  * (fp32 | bf16 | auto: the backward's dK/dV in transit), "ulysses", "inner", "head_groups", "gather_pieces"
  * (allgather: each rank's shard gathered and reduce-scattered in this many pieces beside the compute; 0, the default:
  * the count from 1 to 4 the simulator finds fastest), "gather_steps" (a list: how many of those pieces each forward

@@ -173,8 +173,9 @@ class Context:
     move_queries: on 2 ranks under a plain causal mask, rank 0's late chunk's queries computed at rank 1 (their Q,
         and the backward's dO, sent there; the partial out and dQ back): a pass moves 4 chunk tensors where pruning
         alone moves 6 (through host memory `medium` ran 0.94x pruning's time: docs/measurements/executor.md). None
-        (default): where `profile` measured one rank's broadcast alone (host memory) and simulates it fastest; True
-        or False."""
+        (default): where `profile`'s collectives go one a root (host memory, sockets on 2x H200) and it simulates
+        them fastest (over sockets in 4 pieces, what comes back crossing what goes out: 0.73-0.76x the whole
+        exchange's time); True or False."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
