@@ -58,8 +58,8 @@ def parse_args(argv=None):
                          "through host memory's profile, the MHA configurations); Context(prune_plain=...)")
     ap.add_argument("--move-queries", choices=("false", "true", "auto"), default="auto",
                     help="on 2 ranks under a plain causal mask, rank 0's late chunk's queries computed at rank 1 (true), "
-                         "never (false), or where --profile simulates it faster (auto, default: through host memory's "
-                         "profile, the MHA configurations); Context(move_queries=...)")
+                         "never (false), or where --profile simulates it faster (auto, default: the 2x H200 host-memory "
+                         "and socket profiles, the MHA configurations); Context(move_queries=...)")
     ap.add_argument("--timing-method", choices=TIMING_METHODS, default="warmup",
                     help="simple: timed runs alone, each from an idle GPU (the host's launch latency counted); "
                          "warmup (default): warm-up runs and --heat-ms first, then the timed runs back to back with "
