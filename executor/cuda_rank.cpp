@@ -199,6 +199,13 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       }
     }
   };
+  // Where they do not go a root: as send/recv on the plan's communicator, in a group of their own after the K/V's.
+  const auto rows_p2p = [&] {
+    if (rows_bcast || rows_msgs.empty()) return;
+    TASP_NCCL(ncclGroupStart());
+    rows_nccl(-1, x.nccl, x.comm);
+    TASP_NCCL(ncclGroupEnd());
+  };
   const Exchange how = pw.exchange.empty() ? Exchange::PointToPoint : pw.exchange[t];
   const ncclDataType_t kv_type = w.dtype == "fp16" ? ncclFloat16 : ncclBfloat16;
   // Accumulators the kernel already wrote into this step's staging in 16 bits (PassWork::sent_as_written).
@@ -279,9 +286,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       marks = x.roots.size();
     } else {
       mark_started(x, 0, x.comm), marks = 1;
-      TASP_NCCL(ncclGroupStart());
-      rows_nccl(-1, x.nccl, x.comm);
-      TASP_NCCL(ncclGroupEnd());
+      rows_p2p();
     }
   } else if (moves && how == Exchange::AllGather) {
     // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
@@ -303,11 +308,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
       TASP_NCCL(ncclGroupEnd());
     }
-    if (!rows_bcast && !rows_msgs.empty()) {
-      TASP_NCCL(ncclGroupStart());
-      rows_nccl(-1, x.nccl, x.comm);
-      TASP_NCCL(ncclGroupEnd());
-    }
+    rows_p2p();
   } else if (moves && how == Exchange::ReduceScatter) {
     // Every owner's accumulators of piece c in block (c, owner) of rs_send, piece-major (this rank's own block zero:
     // its own accumulators are being computed beside), summed across ranks into rs_recv's block c: what the others
@@ -348,11 +349,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
                                     acc_type, ncclSum, x.nccl, x.comm));
       TASP_NCCL(ncclGroupEnd());
     }
-    if (!rows_bcast && !rows_msgs.empty()) {
-      TASP_NCCL(ncclGroupStart());
-      rows_nccl(-1, x.nccl, x.comm);
-      TASP_NCCL(ncclGroupEnd());
-    }
+    rows_p2p();
   } else if (moves) {
     // bf16 accumulators: each one sent is cast into its staging slot first (on this stream, after the step it was
     // made in; or the kernel wrote it there), received ones land in staging and are added after the step (below).
