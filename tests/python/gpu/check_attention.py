@@ -243,8 +243,10 @@ def main():
     # queries moved (Context(move_queries=True), 2 ranks): rank 0's late chunk's queries computed at rank 1, their
     # partial out merged into rank 0's and their dQ added into its 16-bit dQ; two layers of one runner, both forwards
     # first (the moved rows' Q kept in each layer's saved tensor). MHA bf16 in 2 pieces with the rows as broadcasts a
-    # root (host memory's choice), GQA fp16 in 4 (the order whose returns cross what goes out: sockets') as send/recv.
-    for coll, dtype, hkv, P in ((True, torch.bfloat16, 8, 2), (False, torch.float16, 4, 4)) if n == 2 else ():
+    # root (host memory's choice), in 4 (the order whose returns cross what goes out: sockets' choice) likewise, the
+    # partial out going back on rank 1's communicator beside rank 0's K/V on its own; GQA fp16 in 4 as send/recv.
+    for coll, dtype, hkv, P in ((True, torch.bfloat16, 8, 2), (True, torch.bfloat16, 8, 4),
+                                (False, torch.float16, 4, 4)) if n == 2 else ():
         ctx = tt.Context(scheme="allgather", collectives=coll, gather_pieces=P, root_comms=coll, move_queries=True)
         g = torch.Generator(device=dev).manual_seed(31)
         fulls = [[torch.randn(2, S, h, 128, generator=g, device=dev, dtype=dtype) for h in (8, hkv, hkv, 8)] for _ in range(2)]
