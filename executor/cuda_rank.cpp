@@ -79,8 +79,9 @@ bool reduce_as_broadcast(int ranks) {
 
 // Collectives of one step, one per root on that root's communicator and stream (CudaOptions::root_comms): forked from
 // the comm stream after what it queued so far, joined back into it before the step's end event.
+// Returns the started events it recorded, one a root.
 template <class Issue>
-void per_root(RankDevice& x, Issue issue) {
+size_t per_root(RankDevice& x, Issue issue) {
   TASP_CUDA(cudaEventRecord(x.root_fork, x.comm));
   for (size_t q = 0; q < x.roots.size(); ++q) {
     TASP_CUDA(cudaStreamWaitEvent(x.root_streams[q], x.root_fork));
@@ -91,6 +92,18 @@ void per_root(RankDevice& x, Issue issue) {
     TASP_CUDA(cudaEventRecord(x.root_joins[q], x.root_streams[q]));
   }
   for (cudaEvent_t e : x.root_joins) TASP_CUDA(cudaStreamWaitEvent(x.comm, e));
+  return x.roots.size();
+}
+
+// Collectives or send/recv of one step as one group on the plan's communicator and the comm stream; returns the
+// started events it recorded (one).
+template <class Issue>
+size_t on_plan_comm(RankDevice& x, Issue issue) {
+  mark_started(x, 0, x.comm);
+  TASP_NCCL(ncclGroupStart());
+  issue();
+  TASP_NCCL(ncclGroupEnd());
+  return 1;
 }
 
 uint16_t to_half_bits(double x, kernels::DType t) {
@@ -281,32 +294,24 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
   }
   if (!kv_moves && !rows_msgs.empty()) {
     // A step that moves rows alone.
-    if (rows_bcast) {
-      per_root(x, rows_nccl);
-      marks = x.roots.size();
-    } else {
-      mark_started(x, 0, x.comm), marks = 1;
-      rows_p2p();
-    }
+    marks = rows_bcast ? per_root(x, rows_nccl) : on_plan_comm(x, [&] { rows_nccl(-1, x.nccl, x.comm); });
   } else if (moves && how == Exchange::AllGather) {
     // Slots by owner, piece-major (planner::by_owner_slot): piece c's n blocks side by side, this rank's block r of
     // them, which the all-gather fills in place; one all-gather per piece the step moves.
     const std::vector<int> pieces = planner::collective_pieces(pw.steps[t]);
     if (!x.roots.empty()) {  // block (c, q) of every rank from root q, in place (the pieces root q sends this step)
-      per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
+      marks = per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
         for (int c : planner::collective_pieces(pw.steps[t], q)) {
           auto* blk = kv + se * (size_t(c) * g.n + q);
           TASP_NCCL(ncclBroadcast(blk, blk, se, kv_type, q, comm, st));
         }
         if (rows_bcast) rows_nccl(q, comm, st);
       });
-      marks = x.roots.size();
     } else {
-      mark_started(x, 0, x.comm), marks = 1;
-      TASP_NCCL(ncclGroupStart());
-      for (int c : pieces)
-        TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
-      TASP_NCCL(ncclGroupEnd());
+      marks = on_plan_comm(x, [&] {
+        for (int c : pieces)
+          TASP_NCCL(ncclAllGather(kv + se * (size_t(c) * g.n + r), kv + se * size_t(c) * g.n, se, kv_type, x.nccl, x.comm));
+      });
     }
     rows_p2p();
   } else if (moves && how == Exchange::ReduceScatter) {
@@ -326,7 +331,7 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
     }
     const ncclDataType_t acc_type = half ? ncclBfloat16 : ncclFloat32;
     if (!x.roots.empty()) {  // block (c, o) of every rank summed into owner o's rs_recv block c (o's pieces moved)
-      per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
+      marks = per_root(x, [&](int q, ncclComm_t comm, cudaStream_t st) {
         // As a broadcast, on its sender's communicator (owner 1 - q's pieces, from q), so that each communicator carries
         // one rank's sends: what a rank sends beside it (moved rows going the other way) runs on the other's at once.
         const int o = as_bcast ? 1 - q : q;
@@ -340,14 +345,12 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
         }
         if (rows_bcast) rows_nccl(q, comm, st);
       });
-      marks = x.roots.size();
     } else {
-      mark_started(x, 0, x.comm), marks = 1;
-      TASP_NCCL(ncclGroupStart());
-      for (int c : pieces)
-        TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes, se,
-                                    acc_type, ncclSum, x.nccl, x.comm));
-      TASP_NCCL(ncclGroupEnd());
+      marks = on_plan_comm(x, [&] {
+        for (int c : pieces)
+          TASP_NCCL(ncclReduceScatter(send + se * size_t(c) * g.n * bytes, static_cast<char*>(buf.rs_recv) + se * c * bytes,
+                                      se, acc_type, ncclSum, x.nccl, x.comm));
+      });
     }
     rows_p2p();
   } else if (moves) {
@@ -362,36 +365,34 @@ void issue_step(RankDevice& x, const RankBuffers& buf, const cuda::PassWork& pw,
       ++sends16;
     }
     sends16 = 0;
-    mark_started(x, 0, x.comm), marks = 1;
-    TASP_NCCL(ncclGroupStart());
-    for (const auto& tr : pw.steps[t].transfers) {
-      const long k = g.key(tr.owner, tr.piece);
-      if (tr.grad && half) {
-        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad_send16 + se * sends16++, se, ncclBfloat16, tr.dst, x.nccl, x.comm));
-        if (tr.dst == r)
-          TASP_NCCL(ncclRecv(buf.grad_recv16 + se * recv16.at({k, tr.src}), se, ncclBfloat16, tr.src, x.nccl, x.comm));
-      } else if (tr.grad) {
-        if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
-        if (tr.dst == r)
-          TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
-      } else if (!pw.first_hop.empty() && tr.owner == tr.src) {
-        // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
-        for (const OwnMessage& m : pw.first_hop[k]) {
-          if (tr.src == r)
-            TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count, kv_type,
-                               tr.dst, x.nccl, x.comm));
-          if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k) + m.slot_off, m.count, kv_type, tr.src, x.nccl, x.comm));
+    if (rows_bcast && !rows_msgs.empty())
+      throw std::logic_error("issue_step: moved rows beside point-to-point K/V on root communicators");
+    marks = on_plan_comm(x, [&] {
+      for (const auto& tr : pw.steps[t].transfers) {
+        const long k = g.key(tr.owner, tr.piece);
+        if (tr.grad && half) {
+          if (tr.src == r) TASP_NCCL(ncclSend(buf.grad_send16 + se * sends16++, se, ncclBfloat16, tr.dst, x.nccl, x.comm));
+          if (tr.dst == r)
+            TASP_NCCL(ncclRecv(buf.grad_recv16 + se * recv16.at({k, tr.src}), se, ncclBfloat16, tr.src, x.nccl, x.comm));
+        } else if (tr.grad) {
+          if (tr.src == r) TASP_NCCL(ncclSend(buf.grad + se * s.grad_send.at(k), se, ncclFloat32, tr.dst, x.nccl, x.comm));
+          if (tr.dst == r)
+            TASP_NCCL(ncclRecv(buf.grad + se * s.grad_recv.at({k, tr.src}), se, ncclFloat32, tr.src, x.nccl, x.comm));
+        } else if (!pw.first_hop.empty() && tr.owner == tr.src) {
+          // A piece's first hop, from its owner's framework tensors in runs (caller_kv.hpp); every rank posts the same.
+          for (const OwnMessage& m : pw.first_hop[k]) {
+            if (tr.src == r)
+              TASP_NCCL(ncclSend(static_cast<const uint16_t*>(m.half ? buf.own_v : buf.own_k) + m.shard_off, m.count, kv_type,
+                                 tr.dst, x.nccl, x.comm));
+            if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k) + m.slot_off, m.count, kv_type, tr.src, x.nccl, x.comm));
+          }
+        } else {
+          if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
+          if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
         }
-      } else {
-        if (tr.src == r) TASP_NCCL(ncclSend(kv + se * s.held.at(k), se, kv_type, tr.dst, x.nccl, x.comm));
-        if (tr.dst == r) TASP_NCCL(ncclRecv(kv + se * s.arrivals.at(k), se, kv_type, tr.src, x.nccl, x.comm));
       }
-    }
-    if (!rows_msgs.empty()) {
-      if (rows_bcast) throw std::logic_error("issue_step: moved rows beside point-to-point K/V on root communicators");
       rows_nccl(-1, x.nccl, x.comm);
-    }
-    TASP_NCCL(ncclGroupEnd());
+    });
   }
   if (clear_ahead && moves) clear();  // after this step's transfers, not before them
   TASP_CUDA(cudaEventRecord(e[1], on));
