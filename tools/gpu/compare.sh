@@ -12,7 +12,8 @@
 #   PROFILE (the shipped profile of the GPU kind; on FABRIC=shm|socket its comm measured on this host first unless
 #   CALIBRATE=0), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
 #   options, e.g. --collectives or --check), BASELINES=none (tasp alone),
-#   ROUNDS (1: each configuration in ROUNDS rounds, tasp and PyTorch in turn first; best.md then gives each round's
+#   FABRIC_AFTER (1: a fabric measured first is measured again after the runs, report.txt's last line the runs against
+#   that profile), ROUNDS (1: each configuration in ROUNDS rounds, tasp and PyTorch in turn first; best.md then gives each round's
 #   ratio and their median, for a fabric whose rate drifts between minutes: loopback sockets moved 10-20% within one
 #   call on 2026-11-27).
 # Results in $OUT: runs.csv (tasp, measured and predicted), baseline.csv, best.md, report.txt (tasp report), on a forced
@@ -99,5 +100,18 @@ if len(rounds) > 1:
 PY
 $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$PROFILE" -o "$OUT/report" > "$OUT/report.txt" 2>&1
 head -4 "$OUT/report.txt"
+# A fabric measured first is measured again after the runs, and the runs read against that profile too (in logs.tgz:
+# fabric-steps-after.csv, report-after/): loopback sockets' steps ran 0-26% slower after a call's runs than before
+# them on 2x H200 (2026-11-27, docs/measurements/model.md), so which of the two predicts the runs says how far the
+# fabric moved under them. FABRIC_AFTER=0 skips it.
+if [ "$PROFILE" = "$OUT/fabric.profile.yaml" ] && [ "${FABRIC_AFTER:-1}" != 0 ]; then
+  echo "== NCCL steps over ${FABRIC} again, after the runs"
+  if measure_fabric fabric-steps-after.csv fabric-after.profile.yaml fabric-calibrate-after.log; then
+    $T report --runs "$OUT/runs.csv" -t $TOPO --profile "$OUT/fabric-after.profile.yaml" -o "$OUT/report-after" 2>&1 |
+      head -1 | sed 's/^/after the runs: /' | tee -a "$OUT/report.txt"
+  else
+    echo "calibrate --measure after the runs failed ($OUT/fabric-calibrate-after.log)"
+  fi
+fi
 # What a report cites: the tables, the raw runs and baselines, the machine, and a fabric's measured steps and profile.
 pack_logs best.md runs.csv baseline.csv device.txt report.txt fabric-steps.csv fabric.profile.yaml

@@ -42,14 +42,20 @@ PROFILE=${PROFILE:-$KIND_PROFILE}
 fabric_profile() {
   [ "${FABRIC:-nvlink}" = nvlink ] || [ "${CALIBRATE:-1}" = 0 ] && return 0
   echo "== NCCL steps over ${FABRIC} on this host (tasp calibrate --measure; CALIBRATE=0 skips)"
-  if timeout 400 $T calibrate --measure -t $TOPO --base "$KIND_PROFILE" --iters 5 --warmup 2 --csv "$OUT/fabric-steps.csv" \
-      --name "${FABRIC}-measured-on-$(hostname)" --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
-      -o "$OUT/fabric.profile.yaml" > "$OUT/fabric-calibrate.log" 2>&1; then
+  if measure_fabric fabric-steps.csv fabric.profile.yaml fabric-calibrate.log; then
     PROFILE=$OUT/fabric.profile.yaml
     echo "profile: $PROFILE (comm measured here over ${FABRIC})"
   else
     echo "calibrate --measure failed ($OUT/fabric-calibrate.log): keeping $PROFILE"
   fi
+}
+
+# measure_fabric CSV PROFILE LOG: this host's NCCL steps over the forced fabric into $OUT/CSV and the profile fitted to
+# them into $OUT/PROFILE (the rest this GPU kind's), the log into $OUT/LOG; fails as tasp calibrate does.
+measure_fabric() {
+  timeout 400 $T calibrate --measure -t $TOPO --base "$KIND_PROFILE" --iters 5 --warmup 2 --csv "$OUT/$1" \
+    --name "${FABRIC}-measured-on-$(hostname)" --description "$TOPO with NCCL over ${FABRIC}, comm measured on $(hostname) by tools/gpu/lib/common.sh fabric_profile" \
+    -o "$OUT/$2" > "$OUT/$3" 2>&1
 }
 
 # pack_logs FILE...: the device tool brings back 8 files of $OUT: those named stay, every other file and folder this
