@@ -32,7 +32,8 @@ void register_calibrate(CLI::App& app) {
       "calibrate",
       "Fit a machine profile (latency, per-peer latency, per-flow and per-rank rate curves by message size,\n"
       "kernel peak, launch and size curve) to measurements, and show how well it replays them.\n"
-      "CSV columns: kind,ranks,bytes,ms (kind ring|multi|pairs|allgather) and kind=attention,B,H,S|Lq,Lk,D,causal,ms.");
+      "CSV columns: kind,ranks,bytes,ms (kind ring|multi|pairs|allgather|allgather-roots|reducescatter|\n"
+      "reducescatter-roots|broadcast-one-root, as --measure writes them) and kind=attention,B,H,S|Lq,Lk,D,causal,ms.");
   auto a = std::make_shared<Args>();
   cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)");
   cmd->add_option("--timeline", a->timelines, "Measured timelines (tasp run --timeline): the executor's pass starts and step gaps");
