@@ -2,6 +2,7 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include "executor/run.hpp"
 #include "planner/collective.hpp"
@@ -71,7 +72,8 @@ void register_run(CLI::App& app) {
       ->excludes(roots);
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
-  cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step)");
+  cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step; cuda: each step's end beside the one the\n"
+                                     "simulator predicts with the run's profile, whose total every cuda run prints)");
   cmd->add_option("--timeline", a->timeline, "Write tasp-timeline/1 JSON here");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto) here");
   cmd->callback([a] {
@@ -99,6 +101,10 @@ void register_run(CLI::App& app) {
     std::unique_ptr<executor::Backend> backend;
     bool collectives = false;  // allgather's steps as NCCL collectives (the cuda backend)
     bool root_comms = false;   // ... one a root (CudaOptions::root_comms)
+    // The cuda backend's run as the simulator predicts it with the run's profile: its total beside the measured one,
+    // and with --steps each step's predicted end beside the measured (the comparison `tasp report` makes over many runs).
+    std::optional<simulator::SimResult> predicted;
+    std::string predicted_by;
     Progress progress("running: iteration");
     if (a->backend == "cpu") {
       backend = executor::make_cpu_backend(a->precision);
@@ -117,15 +123,15 @@ void register_run(CLI::App& app) {
       co.root_comms = a->root_comms || (!a->one_comm && prof.comm_for(p.ranks).collectives_per_root);
       // The prediction decides what the flags leave open (collectives or send/recv) and how many untimed runs fill the
       // heating time.
-      if (a->heat_ms > 0 || a->collectives.choice() == simulator::Collectives::Auto) {
+      {
         simulator::SimOptions so;
         so.passes = passes;
-        so.max_timeline_cells = 0;
         so.collectives = a->collectives.choice();
-        const simulator::SimResult sim = simulator::simulate(p, topo, w, prof, so);
-        co.collectives = a->collectives.on || sim.collectives;  // forced, or what the profile times faster
-        if (a->heat_ms > 0 && sim.total_us > 0)
-          co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / sim.total_us))));
+        predicted = simulator::simulate(p, topo, w, prof, so);
+        predicted_by = prof.name;
+        co.collectives = a->collectives.on || predicted->collectives;  // forced, or what the profile times faster
+        if (a->heat_ms > 0 && predicted->total_us > 0)
+          co.warmup = std::max(co.warmup, int(std::min(1e5, std::ceil(a->heat_ms * 1e3 / predicted->total_us))));
       }
       // What the run does, not what was asked: a ring's steps are never collectives (its line said so, 2026-11-26).
       collectives = co.collectives && planner::collectives_apply(p);
@@ -194,6 +200,9 @@ void register_run(CLI::App& app) {
                 << bound.per_pass_us << " us; the run at " << std::setprecision(2) << t.total_us() / bound.per_pass_us
                 << "x of it (over the whole run, max(kernels " << std::setprecision(1) << bound.kernels_us << " us, bytes "
                 << bound.bytes_us << " us): " << std::setprecision(2) << t.total_us() / bound.whole_us << "x)\n";
+    if (predicted && predicted->total_us > 0)
+      std::cout << std::setprecision(1) << "  predicted by profile " << predicted_by << ": " << predicted->total_us
+                << " us; the run at " << std::setprecision(2) << t.total_us() / predicted->total_us << "x of it\n";
     std::cout << std::setprecision(2) << "  sent per GPU: fwd " << pass_bytes[0] / (1 << 20) << " MiB";
     if (passes.bwd) std::cout << ", bwd " << pass_bytes[1] / (1 << 20) << " MiB";
     // The fewest for its kind of exchange (the cpu backend moves everything at its arithmetic's width).
@@ -213,16 +222,29 @@ void register_run(CLI::App& app) {
     if (a->steps) {
       // Steps may overlap (head groups run one group's exchange beside another's kernels): each row's end is from the
       // pass's start.
-      std::cout << "  pass step   comm_us  compute_us   end_us  (slowest rank)\n";
-      for (size_t s = 0; s < (t.per_rank.empty() ? 0 : t.per_rank[0].size()); ++s) {
-        double cm = 0, cp = 0, end = 0;
+      // A rank's comm interval opens at its own NCCL call: a sender's may open while its previous step's bytes are still
+      // in flight (loopback sockets, 2026-11-27), so the steps' ends are what compare with the prediction's.
+      const size_t steps = t.per_rank.empty() ? 0 : t.per_rank[0].size();
+      const Timeline* pt = predicted ? &predicted->timeline : nullptr;
+      const bool with_pred = pt && !pt->per_rank.empty() && pt->per_rank[0].size() == steps;
+      std::cout << "  pass step     comm_us  compute_us      end_us" << (with_pred ? "  predicted_end_us" : "") << "  (slowest rank)\n"
+                << std::setprecision(1);
+      const auto slowest_end = [](const Timeline& tl, size_t s) {
+        double end = 0;
+        for (const auto& r : tl.per_rank) end = std::max(end, r[s].end_us());
+        return end;
+      };
+      for (size_t s = 0; s < steps; ++s) {
+        double cm = 0, cp = 0;
         for (const auto& r : t.per_rank) {
           cm = std::max(cm, r[s].comm_end_us - r[s].comm_start_us);
           cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us + r[s].post_us());
-          end = std::max(end, r[s].end_us());
         }
         const bool b = t.backward_step(int(s));
-        std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(10) << cm << std::setw(12) << cp << std::setw(9) << end << "\n";
+        std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(12) << cm
+                  << std::setw(12) << cp << std::setw(12) << slowest_end(t, s);
+        if (with_pred) std::cout << std::setw(18) << slowest_end(*pt, s);
+        std::cout << "\n";
       }
     }
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
@@ -241,6 +263,7 @@ void register_run(CLI::App& app) {
         if (least) j["fewest_sent_bytes_per_gpu"] = {{"fwd", least->fwd}, {"bwd", least->bwd}};
         j["bound_us"] = {{"kernels", bound.kernels_us}, {"bytes", bound.bytes_us}, {"bound", bound.whole_us},
                          {"per_pass", bound.per_pass_us}};
+        if (predicted) j["predicted_us"] = predicted->total_us, j["predicted_by"] = predicted_by;
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
         if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives, j["root_comms"] = root_comms;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;
