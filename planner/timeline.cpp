@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,36 @@ void Timeline::append(const Timeline& later, double offset_us) {
       s.post_start_us += offset_us, s.post_end_us += offset_us;
       per_rank[r].push_back(s);
     }
+}
+
+namespace {
+
+double slowest_end(const Timeline& t, size_t step) {
+  double end = 0;
+  for (const auto& r : t.per_rank) end = std::max(end, r[step].end_us());
+  return end;
+}
+
+}  // namespace
+
+void write_steps_table(std::ostream& o, const Timeline& t, const Timeline* predicted, bool with_fwd) {
+  const size_t steps = t.per_rank.empty() ? 0 : t.per_rank[0].size();
+  const bool with_pred = predicted && !predicted->per_rank.empty() && predicted->per_rank[0].size() == steps;
+  char line[128];
+  o << "  pass step     comm_us  compute_us      end_us" << (with_pred ? "  predicted_end_us" : "") << "  (slowest rank)\n";
+  for (size_t s = 0; s < steps; ++s) {
+    double cm = 0, cp = 0;
+    for (const auto& r : t.per_rank) {
+      cm = std::max(cm, r[s].comm_end_us - r[s].comm_start_us);
+      cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us + r[s].post_us());
+    }
+    const bool b = t.backward_step(int(s));
+    std::snprintf(line, sizeof line, "  %s %4d%12.1f%12.1f%12.1f", b ? "bwd" : "fwd", b && with_fwd ? int(s) - t.fwd_steps : int(s),
+                  cm, cp, slowest_end(t, s));
+    o << line;
+    if (with_pred) std::snprintf(line, sizeof line, "%18.1f", slowest_end(*predicted, s)), o << line;
+    o << "\n";
+  }
 }
 
 void write_timeline_json(std::ostream& o, const Timeline& t) {

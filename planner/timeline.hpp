@@ -65,6 +65,12 @@ struct RunBound {
 RunBound run_bound(const Timeline& t, double peak_gbps, double bwd_peak_gbps = -1, double alone_gbps = 0);
 
 void write_timeline_json(std::ostream& o, const Timeline& t);
+// `tasp run --steps`: a row a step, the slowest rank's comm and compute time and the step's end (the latest rank's,
+// from the run's start; steps may overlap where head groups run one group's exchange beside another's kernels), and
+// where `predicted` has as many steps, its end beside. Ends, not comm intervals, are what compare: a rank's interval
+// opens at its own NCCL call, so a sender's may open while its previous step's bytes are still in flight (loopback
+// sockets, 2026-11-27). `with_fwd`: the run has a forward (the backward's steps then count from its first).
+void write_steps_table(std::ostream& o, const Timeline& t, const Timeline* predicted, bool with_fwd);
 // Chrome trace (Perfetto): one process per rank, comm and compute as two threads.
 void write_chrome_trace(std::ostream& o, const Timeline& t);
 // tasp-timeline/1 JSON; bad input is a planner::InputError naming `name` and the field.

@@ -118,3 +118,30 @@ TEST(Timeline, RunBoundByHand) {
   EXPECT_NEAR(run_bound(v, 0.1, -1, 0.15).per_pass_us, 512 / 100.0 + 512 / 150.0 + 1024 / 100.0 + 1024 / 150.0, 1e-9);
   EXPECT_DOUBLE_EQ(run_bound(t, 0.1, -1, 0.15).per_pass_us, 10.24 + 20.48);  // alike: the peak's figure still
 }
+
+// `tasp run --steps`: the slowest rank's comm and compute a step and the step's end, the backward's steps counted from
+// its first; a prediction's ends beside them only where it has as many steps.
+TEST(Timeline, StepsTablePutsThePredictedEndsBesideTheMeasured) {
+  const Timeline t = two_ranks();
+  Timeline pred = t;
+  for (auto& r : pred.per_rank)
+    for (auto& s : r) s.comm_end_us *= 2, s.compute_end_us *= 2, s.post_end_us *= 2;
+  std::ostringstream with, without, mismatched;
+  write_steps_table(with, t, &pred, true);
+  write_steps_table(without, t, nullptr, true);
+  Timeline shorter = pred;
+  for (auto& r : shorter.per_rank) r.pop_back();
+  write_steps_table(mismatched, t, &shorter, true);
+  EXPECT_EQ(with.str(),
+            "  pass step     comm_us  compute_us      end_us  predicted_end_us  (slowest rank)\n"
+            "  fwd    0        11.5         8.0        11.5              23.0\n"
+            "  bwd    0         9.0        14.5        26.5              53.0\n");
+  EXPECT_EQ(without.str(),
+            "  pass step     comm_us  compute_us      end_us  (slowest rank)\n"
+            "  fwd    0        11.5         8.0        11.5\n"
+            "  bwd    0         9.0        14.5        26.5\n");
+  EXPECT_EQ(mismatched.str(), without.str());
+  std::ostringstream bwd_only;
+  write_steps_table(bwd_only, t, nullptr, false);  // a run of the backward alone counts its steps from 0 as they are
+  EXPECT_NE(bwd_only.str().find("  bwd    1 "), std::string::npos);
+}

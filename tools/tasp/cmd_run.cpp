@@ -219,34 +219,7 @@ void register_run(CLI::App& app) {
                                                : "")
               << (collectives ? ", gathers and reduce-scatters as NCCL collectives" : "")
               << (root_comms ? " (one a root, each on its own communicator)" : "") << "\n";
-    if (a->steps) {
-      // Steps may overlap (head groups run one group's exchange beside another's kernels): each row's end is from the
-      // pass's start.
-      // A rank's comm interval opens at its own NCCL call: a sender's may open while its previous step's bytes are still
-      // in flight (loopback sockets, 2026-11-27), so the steps' ends are what compare with the prediction's.
-      const size_t steps = t.per_rank.empty() ? 0 : t.per_rank[0].size();
-      const Timeline* pt = predicted ? &predicted->timeline : nullptr;
-      const bool with_pred = pt && !pt->per_rank.empty() && pt->per_rank[0].size() == steps;
-      std::cout << "  pass step     comm_us  compute_us      end_us" << (with_pred ? "  predicted_end_us" : "") << "  (slowest rank)\n"
-                << std::setprecision(1);
-      const auto slowest_end = [](const Timeline& tl, size_t s) {
-        double end = 0;
-        for (const auto& r : tl.per_rank) end = std::max(end, r[s].end_us());
-        return end;
-      };
-      for (size_t s = 0; s < steps; ++s) {
-        double cm = 0, cp = 0;
-        for (const auto& r : t.per_rank) {
-          cm = std::max(cm, r[s].comm_end_us - r[s].comm_start_us);
-          cp = std::max(cp, r[s].compute_end_us - r[s].compute_start_us + r[s].post_us());
-        }
-        const bool b = t.backward_step(int(s));
-        std::cout << "  " << (b ? "bwd " : "fwd ") << std::setw(4) << (b && passes.fwd ? int(s) - t.fwd_steps : int(s)) << std::setw(12) << cm
-                  << std::setw(12) << cp << std::setw(12) << slowest_end(t, s);
-        if (with_pred) std::cout << std::setw(18) << slowest_end(*pt, s);
-        std::cout << "\n";
-      }
-    }
+    if (a->steps) write_steps_table(std::cout, t, predicted ? &predicted->timeline : nullptr, passes.fwd);
     if (!a->timeline.empty()) write_output(a->timeline, [&](std::ostream& o) { write_timeline_json(o, t); });
     if (!a->trace.empty()) write_output(a->trace, [&](std::ostream& o) { write_chrome_trace(o, t); });
     const double tol = a->backend == "cuda" ? 1e-2 : a->precision == "fp64" ? 1e-10 : 1e-5;
