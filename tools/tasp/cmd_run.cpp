@@ -98,6 +98,9 @@ void register_run(CLI::App& app) {
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
+    // The machine the run's prediction and bound read: the topology given, or the plan's, and the profile for it.
+    const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
+    const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
     std::unique_ptr<executor::Backend> backend;
     bool collectives = false;  // allgather's steps as NCCL collectives (the cuda backend)
     bool root_comms = false;   // ... one a root (CudaOptions::root_comms)
@@ -117,8 +120,6 @@ void register_run(CLI::App& app) {
       co.a2a = a->a2a;
       co.deterministic = a->deterministic;
       co.collectives = a->collectives.on;
-      const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
       // Collectives one a root where asked, or where the profile measured them so (CommProfile::collectives_per_root).
       co.root_comms = a->root_comms || (!a->one_comm && prof.comm_for(p.ranks).collectives_per_root);
       // The prediction decides what the flags leave open (collectives or send/recv) and how many untimed runs fill the
@@ -186,8 +187,6 @@ void register_run(CLI::App& app) {
     // bytes at the fastest rate the profile measured on this many GPUs, whichever is longer, pass by pass and over the
     // whole run; the time above against it says how much of the exchange stayed exposed.
     const RunBound bound = [&] {
-      const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-      const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
       const bool reduces_only = collectives && p.has_backward && p.backward.keeps_kv;  // allgather's backward on kept K/V
       // A shared medium (host memory: a root's broadcast measured alone, CommProfile::one_root_gbps): a GPU alone at
       // that rate, all of them together at the peak's.
