@@ -168,6 +168,15 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_NE(slurp(coll).find("\"scheme\": \"allgather\""), std::string::npos);
   EXPECT_NE(slurp(dflt).find("\"scheme\": \"allgather\""), std::string::npos);
   EXPECT_NE(run("plan" + sock + dflt + " --sendrecv --collectives"), 0);
+  // Through host memory auto's allgather is the one timed fastest with rank 0's late chunk's queries moved: the plan
+  // written has them (query_moves), and so does the plan `run --scheme auto` runs (here on the CPU, checked).
+  const std::string shm = " -t " + src + "/topologies/h200x2-shm.yaml --profile " + src + "/topologies/h200x2-shm.profile.yaml";
+  const std::string moved = dir + "/moved.json";
+  EXPECT_EQ(run("plan" + shm + " -w B=1,S=8192,H=32,D=128,causal -s auto -o " + moved), 0);
+  EXPECT_NE(slurp(moved).find("\"query_moves\""), std::string::npos);
+  EXPECT_NE(slurp(moved).find("\"pieces_by_chunk\": true"), std::string::npos);
+  EXPECT_EQ(run("run" + shm + " -w B=1,S=512,H=2,D=16,causal -s auto --check"), 0);
+  EXPECT_EQ(run("run -t complete:2 -s auto"), 2);  // auto needs a workload
   const std::string sj = dir + "/sock-sim.json";
   EXPECT_EQ(run("simulate -s allgather,ring --json " + sj + sock.substr(0, sock.find(" -s auto"))), 0);
   EXPECT_NE(slurp(sj).find("\"collectives\": true"), std::string::npos);

@@ -14,6 +14,7 @@
 #include "planner/workload_catalogue.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
+#include "tools/tasp/plan_auto.hpp"
 #include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
@@ -38,7 +39,8 @@ void register_run(CLI::App& app) {
                                            "(default: the built-in one for the topology)");
   cmd->add_option("-p,--plan", a->plan, "Plan file (tasp-plan/1); or give --topology and --scheme");
   cmd->add_option("-t,--topology", a->topology, "Build the plan on the fly for this topology");
-  cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology")->capture_default_str();
+  cmd->add_option("-s,--scheme", a->scheme, "Scheme for --topology, or auto: the one the simulator times fastest with\n"
+                  "--profile (as `tasp plan --scheme auto`; needs --workload or --config)")->capture_default_str();
   add_plan_choices(cmd, a->head);
   cmd->add_option("-w,--workload", a->workload, "B=..,S=..,H=..,Hkv=..,D=..[,causal][,fp16][,window=L[:R]][,docs=L1+L2+..] (with --config: overrides)");
   cmd->add_option("-c,--config", a->config, "A named workload (tasp configs lists them)");
@@ -86,14 +88,20 @@ void register_run(CLI::App& app) {
       p = read_plan_file(a->plan);
     } else if (!a->topology.empty()) {
       const Topology topo = load_topology(a->topology);
-      const PlanOptions o = plan_options(a->scheme, w, a->head);
-      p = build_plan(topo, a->scheme, o);  // as simulate plans it
+      // auto: the scheme (and its pieces, head groups, layout) the simulator times fastest, as `tasp plan --scheme auto`
+      // picks it; the options start from allgather's, the one scheme whose piece flags all apply.
+      std::string scheme = a->scheme;
+      PlanOptions o = plan_options(scheme == "auto" ? "allgather" : scheme, w, a->head);
+      if (scheme == "auto")
+        scheme = choose_scheme_auto(topo, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives.choice());
+      p = build_plan(topo, scheme, o);  // as simulate plans it
       simulator::SimOptions so;
       so.passes = passes;
       so.collectives = a->collectives.choice();
-      if (a->head.head_groups == 0 && p.ulysses > 1)
+      const bool chosen = a->scheme == "auto";  // auto chose the head groups and pieces with the scheme
+      if (!chosen && a->head.head_groups == 0 && p.ulysses > 1)
         std::cerr << "run: " << choose_head_groups(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so) << "\n";
-      if (a->head.choose_pieces() && p.scheme == "allgather" && simulator::misfit(p, w).empty())
+      if (!chosen && a->head.choose_pieces() && p.scheme == "allgather" && simulator::misfit(p, w).empty())
         std::cerr << "run: " << choose_gather_pieces(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so, o) << "\n";
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");

@@ -69,9 +69,12 @@ pack_logs() {
 }
 
 # The device's name, clocks and power limit into $OUT/device.txt (and stdout).
+# The GPUs' link matrix too (nvidia-smi topo -m: NV18 where NVLink joins two GPUs, PIX/PHB/NODE/SYS where only PCIe
+# does): a run's "nvlink" rows mean little without it.
 device_info() {
   { nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv
-    echo "fabric: ${FABRIC:-nvlink}"; } | tee "$OUT/device.txt"
+    echo "fabric: ${FABRIC:-nvlink}"
+    nvidia-smi topo -m 2> /dev/null | sed -n 's/\x1b\[[0-9;]*m//g; 1,/^$/p'; } | tee "$OUT/device.txt"
 }
 
 # build TARGET...: build-gpu/ for sm_90a (log in $OUT/build.log); exits the caller on failure.
