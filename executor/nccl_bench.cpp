@@ -30,7 +30,7 @@ int local_gpu_count() {
 std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>& sizes, int warmup, int iters,
                                                 bool verbose, const std::function<void(int, int)>& progress, bool per_root) {
   int devices = local_gpu_count();
-  if (devices == 0) throw std::invalid_argument("calibrate --measure: no CUDA device visible");
+  if (devices == 0) throw std::invalid_argument("measuring NCCL steps: no CUDA device visible");
   if (n < 2 || n > devices)
     throw std::invalid_argument("calibrate: need 2.." + std::to_string(devices) + " ranks on this machine, got " + std::to_string(n));
   setenv("NCCL_NVLS_ENABLE", "0", 0);

@@ -177,6 +177,9 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_NE(slurp(moved).find("\"pieces_by_chunk\": true"), std::string::npos);
   EXPECT_EQ(run("run" + shm + " -w B=1,S=512,H=2,D=16,causal -s auto --check"), 0);
   EXPECT_EQ(run("run -t complete:2 -s auto"), 2);  // auto needs a workload
+  // --measure-fabric measures NCCL steps from one process driving the GPUs: with the cpu backend, an error.
+  EXPECT_EQ(run("run -t complete:2 -s ring -w B=1,S=64,H=2,D=8 --measure-fabric"), 2);
+  EXPECT_NE(run("run -t complete:2 -s ring -w B=1,S=64,H=2,D=8 --fabric-csv " + dir + "/steps.csv"), 0);
   const std::string sj = dir + "/sock-sim.json";
   EXPECT_EQ(run("simulate -s allgather,ring --json " + sj + sock.substr(0, sock.find(" -s auto"))), 0);
   EXPECT_NE(slurp(sj).find("\"collectives\": true"), std::string::npos);

@@ -12,6 +12,8 @@
 #   PROFILE (the shipped profile of the GPU kind; on FABRIC=shm|socket its comm measured on this host first unless
 #   CALIBRATE=0), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
 #   options, e.g. --collectives or --check), BASELINES=none (tasp alone),
+#   TASP_RUN_ARGS=--measure-fabric: each tasp run measures the fabric's steps itself first and predicts itself with the
+#   profile refitted to them (runs.csv's predicted_ms; report.txt's last line their errors),
 #   FABRIC_AFTER (1: a fabric measured first is measured again after the runs, report.txt's last line the runs against
 #   that profile), ROUNDS (1: each configuration in ROUNDS rounds, tasp and PyTorch in turn first; best.md then gives each round's
 #   ratio and their median, for a fabric whose rate drifts between minutes: loopback sockets moved 10-20% within one
@@ -50,7 +52,11 @@ tasp_runs() {
     # How its allgather steps ran, from the run's own line (tasp report predicts each row so).
     case $out in *"as NCCL collectives"*) tr=collectives sim=(--collectives) ;; *) tr=sendrecv sim=(--sendrecv) ;; esac
     pc=$(echo "$out" | pieces_of)
-    p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" $(pieces_flags $pc) -w "$w" --pass $PASS --profile "$PROFILE")
+    # A run that measured the fabric itself (--measure-fabric) predicted itself with the profile refitted to it.
+    case " ${TASP_RUN_ARGS:-} " in
+      *" --measure-fabric "*) p=$(echo "$out" | run_predicted_ms) ;;
+      *) p=$(predict_ms -t $TOPO "${args[@]}" "${sim[@]}" $(pieces_flags $pc) -w "$w" --pass $PASS --profile "$PROFILE") ;;
+    esac
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr,$pc,$round" | tee -a "$OUT/runs.csv"
   done
 }
@@ -113,5 +119,14 @@ if [ "$PROFILE" = "$OUT/fabric.profile.yaml" ] && [ "${FABRIC_AFTER:-1}" != 0 ];
     echo "calibrate --measure after the runs failed ($OUT/fabric-calibrate-after.log)"
   fi
 fi
+# Runs that measured the fabric themselves: their error against their own predictions (runs.csv's predicted_ms).
+case " ${TASP_RUN_ARGS:-} " in *" --measure-fabric "*) python3 - "$OUT/runs.csv" <<'PY' | tee -a "$OUT/report.txt" ;;
+import csv, statistics, sys
+e = [abs(float(r["predicted_ms"]) / float(r["measured_ms"]) - 1) for r in csv.DictReader(open(sys.argv[1])) if float(r["predicted_ms"]) > 0]
+if e:
+    print(f"each run against the profile refitted to the steps it measured first: {len(e)} runs, median |error| "
+          f"{100 * statistics.median(e):.1f}%, max {100 * max(e):.1f}%")
+PY
+esac
 # What a report cites: the tables, the raw runs and baselines, the machine, and a fabric's measured steps and profile.
 pack_logs best.md runs.csv baseline.csv device.txt report.txt fabric-steps.csv fabric.profile.yaml

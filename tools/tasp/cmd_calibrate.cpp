@@ -4,13 +4,12 @@
 #include <iomanip>
 #include <iostream>
 
-#include "executor/nccl_bench.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 #include "simulator/calibrate.hpp"
 #include "tools/tasp/cli.hpp"
-#include "tools/tasp/progress.hpp"
 #include "tools/tasp/compare.hpp"
+#include "tools/tasp/measure_fabric.hpp"
 
 namespace tasp::cli {
 namespace {
@@ -62,21 +61,9 @@ void register_calibrate(CLI::App& app) {
     if (a->measure) {
       int n = a->ranks;
       if (n == 0) n = executor::local_gpu_count();
-      std::vector<double> sizes;
-      for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
-      std::cerr << "calibrate: measuring NCCL steps on " << n << " GPUs\n";
-      Progress progress("measuring NCCL steps on " + std::to_string(n) + " GPUs:");
-      auto m = executor::measure_nccl_steps(n, sizes, a->warmup, a->iters, true,
-                                            [&](int done, int total) { progress.update(done, total, " kinds x sizes x rounds"); },
-                                            !a->one_comm);
-      for (const auto& x : m) s.comm.push_back({x.kind, x.ranks, x.bytes, x.us});
-      if (!a->csv.empty())
-        write_output(a->csv, [&](std::ostream& o) {
-          o << "kind,ranks,bytes,ms,ms_min,ms_max\n";  // (the fit reads ms, the rounds' median; the range is the drift)
-          for (const auto& x : m)
-            o << x.kind << "," << x.ranks << "," << std::llround(x.bytes) << "," << x.us / 1e3 << "," << x.us_min / 1e3 << ","
-              << x.us_max / 1e3 << "\n";
-        });
+      const auto m = measure_fabric(n, a->warmup, a->iters, !a->one_comm, true);
+      add_samples(m, &s);
+      if (!a->csv.empty()) write_output(a->csv, [&](std::ostream& o) { write_fabric_csv(o, m); });
       files = "NCCL steps measured on " + std::to_string(n) + " GPUs";
     }
     for (size_t i = 0; i < a->fit.size(); ++i) {

@@ -1,4 +1,5 @@
 // tasp run: execute a plan on a backend (cpu now; cuda on GPU machines), check it, write its timeline.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -15,9 +16,36 @@
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
 #include "tools/tasp/plan_auto.hpp"
+#include "tools/tasp/measure_fabric.hpp"
+#include "executor/launch_env.hpp"
+#include "simulator/network.hpp"
 #include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
+
+namespace {
+
+// `base` with its comm fitted to this host's NCCL steps, measured now on the plan's GPUs (its kernels and executor
+// terms kept), the steps written to `csv` where given.
+simulator::Profile fit_to_fabric_now(const simulator::Profile& base, const planner::Topology& topo, bool per_root,
+                                     const std::string& csv) {
+  const auto m = measure_fabric(topo.ranks(), 2, 5, per_root, false);  // compare.sh's calibrate: 5 timed, 2 untimed
+  if (!csv.empty()) write_output(csv, [&](std::ostream& o) { write_fabric_csv(o, m); });
+  simulator::Samples s;
+  add_samples(m, &s);
+  std::vector<simulator::FitCheck> checks;
+  simulator::Profile p = simulator::fit_profile(s, base, simulator::build_network(topo, base.link_efficiency), &checks);
+  p.name = base.name + " refitted to the fabric now";
+  std::vector<double> errs;
+  for (const auto& c : checks) errs.push_back(std::abs(c.error()));
+  std::sort(errs.begin(), errs.end());
+  std::cerr << "run: " << m.size() << " NCCL steps measured before the run, " << p.name << " (fit's median |error| "
+            << std::fixed << std::setprecision(1) << (errs.empty() ? 0.0 : 100 * errs[errs.size() / 2]) << "%)\n"
+            << std::defaultfloat;
+  return p;
+}
+
+}  // namespace
 
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a plan and measure it; --check compares with single-rank fp64 attention");
@@ -26,7 +54,8 @@ void register_run(CLI::App& app) {
     std::string pass = "fwd+bwd", json, a2a = "alltoall";
     bool check = false, no_verify = false, steps = false, speedup = false, deterministic = false;
     CollectivesFlags collectives;
-    bool root_comms = false, one_comm = false;
+    bool root_comms = false, one_comm = false, measure_fabric = false;
+    std::string fabric_csv;
     unsigned seed = 1;
     int iters = 20, warmup = 5, timeout = 120;
     double heat_ms = 0;
@@ -72,6 +101,14 @@ void register_run(CLI::App& app) {
                               "collectives_per_root; faster over loopback sockets and host memory)");
   cmd->add_flag("--one-comm", a->one_comm, "cuda, with collectives: one all-gather or reduce-scatter on the plan's communicator")
       ->excludes(roots);
+  auto* measure = cmd->add_flag(
+      "--measure-fabric", a->measure_fabric,
+      "cuda, one process: measure this host's NCCL steps first (as `tasp calibrate --measure`, about 20 s over\n"
+      "loopback sockets) and fit --profile's comm to them: the run's choices, prediction and bound then read the\n"
+      "fabric's rate of the minute it runs in (loopback sockets' steps ran 1.1-1.3x apart, both ways, between a\n"
+      "call's first minute and its runs on 2x H200 hosts, 2026-11-27)");
+  cmd->add_option("--fabric-csv", a->fabric_csv, "--measure-fabric: also write the measured steps here (calibrate --fit reads them)")
+      ->needs(measure);
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
   cmd->add_flag("--steps", a->steps, "Print the per-step table (slowest rank per step; cuda: each step's end beside the one the\n"
@@ -83,6 +120,19 @@ void register_run(CLI::App& app) {
     Workload w = workload_from(a->config, a->workload, a->docs);
     Passes passes;
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
+    if (a->measure_fabric && a->backend != "cuda") throw InputError("--measure-fabric: needs --backend cuda");
+    if (a->measure_fabric && executor::launch_env_from_process().multi_process())
+      throw InputError("--measure-fabric: measures from one process driving every GPU, not one process a rank (mpirun)");
+    // The profile the run's choices, prediction and bound read, made once: --profile's (or the topology's), with its
+    // comm refitted to NCCL steps measured here and now under --measure-fabric.
+    std::optional<simulator::Profile> run_prof;
+    auto profile_for = [&](const Topology& topo) -> const simulator::Profile& {
+      if (!run_prof) {
+        run_prof = choose_profile(a->profile, topo, &std::cerr);
+        if (a->measure_fabric) run_prof = fit_to_fabric_now(*run_prof, topo, !a->one_comm, a->fabric_csv);
+      }
+      return *run_prof;
+    };
     Plan p;
     if (!a->plan.empty()) {
       p = read_plan_file(a->plan);
@@ -100,15 +150,15 @@ void register_run(CLI::App& app) {
       so.collectives = a->collectives.choice();
       const bool chosen = a->scheme == "auto";  // auto chose the head groups and pieces with the scheme
       if (!chosen && a->head.head_groups == 0 && p.ulysses > 1)
-        std::cerr << "run: " << choose_head_groups(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so) << "\n";
+        std::cerr << "run: " << choose_head_groups(p, topo, w, profile_for(topo), so) << "\n";
       if (!chosen && a->head.choose_pieces() && p.scheme == "allgather" && simulator::misfit(p, w).empty())
-        std::cerr << "run: " << choose_gather_pieces(p, topo, w, choose_profile(a->profile, topo, &std::cerr), so, o) << "\n";
+        std::cerr << "run: " << choose_gather_pieces(p, topo, w, profile_for(topo), so, o) << "\n";
     } else {
       throw InputError("run: give --plan FILE, or --topology and --scheme");
     }
     // The machine the run's prediction and bound read: the topology given, or the plan's, and the profile for it.
     const Topology topo = load_topology(a->topology.empty() ? p.topology : a->topology);
-    const simulator::Profile prof = choose_profile(a->profile, topo, nullptr);
+    const simulator::Profile& prof = profile_for(topo);
     std::unique_ptr<executor::Backend> backend;
     bool collectives = false;  // allgather's steps as NCCL collectives (the cuda backend)
     bool root_comms = false;   // ... one a root (CudaOptions::root_comms)

@@ -113,6 +113,9 @@ auto_scheme() {
   $T plan -t $TOPO -s auto -w "$1" --pass "$2" --profile "$PROFILE" $(transport_flags) -o /dev/null 2>&1 | grep -oE -- "-> [a-z-]+" | head -1 | cut -c4-
 }
 
+# run_predicted_ms "tasp run output": the run's own prediction (`predicted by profile NAME: X us`) in ms (0: none).
+run_predicted_ms() { python3 -c "import re,sys; m=re.search(r'predicted by profile .*: ([0-9.]+) us;', sys.stdin.read()); print(round(float(m.group(1))/1e3, 4) if m else 0)"; }
+
 # predict_ms ARGS...: the simulator's total for `tasp simulate ARGS` in milliseconds (0 when it fails).
 predict_ms() {
   local j
