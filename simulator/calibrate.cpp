@@ -65,6 +65,19 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+CommRefit refit_comm(const std::vector<CommSample>& steps, const Profile& base, const Network& net) {
+  CommRefit r;
+  Samples s;
+  s.comm = steps;
+  r.profile = fit_profile(s, base, net, nullptr);
+  std::vector<double> ratios;
+  for (const auto& x : steps)
+    if (x.bytes >= 16 * 1048576.0) ratios.push_back(x.us / predict_comm_step_us(net, base, x.kind, x.ranks, x.bytes));
+  std::sort(ratios.begin(), ratios.end());
+  if (!ratios.empty()) r.median_ratio = ratios[ratios.size() / 2], r.min_ratio = ratios.front(), r.max_ratio = ratios.back();
+  return r;
+}
+
 Profile fit_profile(const Samples& s, const Profile& base, const Network& net, std::vector<FitCheck>* checks) {
   Profile p = base;
   // Communication, per communicator size.

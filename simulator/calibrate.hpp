@@ -51,6 +51,15 @@ struct FitCheck {
 // `net` (the machine's topology) replays every sample for the checks.
 Profile fit_profile(const Samples& s, const Profile& base, const Network& net, std::vector<FitCheck>* checks);
 
+// `base` with its comm refitted to steps measured now (`tasp run --measure-fabric`: a fabric whose rate moves between
+// minutes, loopback sockets 1.1-1.3x within one call on 2x H200, 2026-11-27), and how far they are from `base`:
+// measured over `base`'s time for the steps of 16 MiB and more (smaller ones are mostly latency), median and range.
+struct CommRefit {
+  Profile profile;
+  double median_ratio = 0, min_ratio = 0, max_ratio = 0;  // 0: no step of 16 MiB or more
+};
+CommRefit refit_comm(const std::vector<CommSample>& steps, const Profile& base, const Network& net);
+
 // The executor's own costs around kernels and NCCL steps from its measured timelines: medians of the
 // forward's first launch start, the backward's first launch start after the forward's end, and the gap
 // between a step's end and the next step's first launch or transfer. Keeps `base`'s where no timeline shows it.

@@ -557,3 +557,26 @@ TEST(Calibrate, CommShareCountsTransfersOfOtherSteps) {
   // With no transfer beside any kernel there is nothing to fit: the base stays.
   EXPECT_EQ(simulator::fit_comm_compute_share({{heads_model, heads_model}, {ring_model, ring_model}}, 0.5), 0.5);
 }
+
+// A fabric measured slower than its profile says (`tasp run --measure-fabric`; loopback sockets moved 1.1-1.3x between
+// minutes of one call, 2x H200 2026-11-27): the refit replays the steps measured now, says how far they are from the
+// profile (every rate at 0.8x: 1.25x the time), and keeps the profile's kernels; steps as the profile gives them: 1.00x.
+TEST(Calibrate, RefitToStepsMeasuredNow) {
+  auto net = simulator::build_network(star(2, 1000));
+  simulator::Profile base = two_rank_truth({{{1 << 20, 2.3}, {1 << 28, 2.5}}});
+  base.compute.launch_us = 7;
+  simulator::Profile now = base;
+  for (auto* curve : {&now.comm[0].flow_cap_gbps, &now.comm[0].rank_cap_gbps, &now.comm[0].collective_gbps})
+    for (auto& pt : curve->points) pt.second *= 0.8;
+  const simulator::Samples s = replayed_rows(net, now, {"ring", "allgather"});
+  const auto r = simulator::refit_comm(s.comm, base, net);
+  EXPECT_NEAR(r.median_ratio, 1.25, 0.02);
+  EXPECT_LE(r.min_ratio, r.median_ratio);
+  EXPECT_GE(r.max_ratio, r.median_ratio);
+  for (const auto& x : s.comm)
+    EXPECT_NEAR(simulator::predict_comm_step_us(net, r.profile, x.kind, 2, x.bytes), x.us, 0.02 * x.us) << x.kind << " " << x.bytes;
+  EXPECT_DOUBLE_EQ(r.profile.compute.launch_us, 7);
+  const auto same = simulator::refit_comm(replayed_rows(net, base, {"ring", "allgather"}).comm, base, net);
+  EXPECT_NEAR(same.median_ratio, 1.0, 0.01);
+  EXPECT_EQ(simulator::refit_comm({}, base, net).median_ratio, 0);  // no step of 16 MiB or more: no ratio
+}

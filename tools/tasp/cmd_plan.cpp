@@ -136,7 +136,7 @@ void register_plan(CLI::App& app) {
     }
     std::string scheme = a->scheme;
     if (scheme == "auto") {
-      scheme = choose_scheme_auto(t, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives.choice());
+      scheme = choose_scheme_auto(t, a->config, a->workload, choose_profile(a->profile, t, &std::cerr), passes, &o, std::cerr, a->collectives.choice());
     } else if (!a->workload.empty() || !a->config.empty() || !a->docs.empty()) {
       // A workload with documents or a window: the plan is pruned for its mask.
       o.workload = workload_from(a->config, a->workload, a->docs);

@@ -27,22 +27,20 @@ namespace {
 
 // `base` with its comm fitted to this host's NCCL steps, measured now on the plan's GPUs (its kernels and executor
 // terms kept), the steps written to `csv` where given.
-simulator::Profile fit_to_fabric_now(const simulator::Profile& base, const planner::Topology& topo, bool per_root,
+simulator::CommRefit fit_to_fabric_now(const simulator::Profile& base, const planner::Topology& topo, bool per_root,
                                      const std::string& csv) {
   const auto m = measure_fabric(topo.ranks(), 2, 5, per_root, false);  // compare.sh's calibrate: 5 timed, 2 untimed
   if (!csv.empty()) write_output(csv, [&](std::ostream& o) { write_fabric_csv(o, m); });
   simulator::Samples s;
   add_samples(m, &s);
-  std::vector<simulator::FitCheck> checks;
-  simulator::Profile p = simulator::fit_profile(s, base, simulator::build_network(topo, base.link_efficiency), &checks);
-  p.name = base.name + " refitted to the fabric now";
-  std::vector<double> errs;
-  for (const auto& c : checks) errs.push_back(std::abs(c.error()));
-  std::sort(errs.begin(), errs.end());
-  std::cerr << "run: " << m.size() << " NCCL steps measured before the run, " << p.name << " (fit's median |error| "
-            << std::fixed << std::setprecision(1) << (errs.empty() ? 0.0 : 100 * errs[errs.size() / 2]) << "%)\n"
-            << std::defaultfloat;
-  return p;
+  simulator::CommRefit r = simulator::refit_comm(s.comm, base, simulator::build_network(topo, base.link_efficiency));
+  r.profile.name = base.name + " refitted to the fabric now";
+  std::cerr << "run: " << m.size() << " NCCL steps measured before the run: " << r.profile.name;
+  if (r.median_ratio > 0)
+    std::cerr << " (its steps of 16 MiB and more at " << std::fixed << std::setprecision(2) << r.median_ratio << "x the time "
+              << base.name << " gives them, median; " << r.min_ratio << "-" << r.max_ratio << "x)" << std::defaultfloat;
+  std::cerr << "\n";
+  return r;
 }
 
 }  // namespace
@@ -126,10 +124,11 @@ void register_run(CLI::App& app) {
     // The profile the run's choices, prediction and bound read, made once: --profile's (or the topology's), with its
     // comm refitted to NCCL steps measured here and now under --measure-fabric.
     std::optional<simulator::Profile> run_prof;
+    std::optional<simulator::CommRefit> fabric_now;
     auto profile_for = [&](const Topology& topo) -> const simulator::Profile& {
       if (!run_prof) {
         run_prof = choose_profile(a->profile, topo, &std::cerr);
-        if (a->measure_fabric) run_prof = fit_to_fabric_now(*run_prof, topo, !a->one_comm, a->fabric_csv);
+        if (a->measure_fabric) fabric_now = fit_to_fabric_now(*run_prof, topo, !a->one_comm, a->fabric_csv), run_prof = fabric_now->profile;
       }
       return *run_prof;
     };
@@ -143,7 +142,7 @@ void register_run(CLI::App& app) {
       std::string scheme = a->scheme;
       PlanOptions o = plan_options(scheme == "auto" ? "allgather" : scheme, w, a->head);
       if (scheme == "auto")
-        scheme = choose_scheme_auto(topo, a->config, a->workload, a->profile, passes, &o, std::cerr, a->collectives.choice());
+        scheme = choose_scheme_auto(topo, a->config, a->workload, profile_for(topo), passes, &o, std::cerr, a->collectives.choice());
       p = build_plan(topo, scheme, o);  // as simulate plans it
       simulator::SimOptions so;
       so.passes = passes;
@@ -294,6 +293,8 @@ void register_run(CLI::App& app) {
         j["bound_us"] = {{"kernels", bound.kernels_us}, {"bytes", bound.bytes_us}, {"bound", bound.whole_us},
                          {"per_pass", bound.per_pass_us}};
         if (predicted) j["predicted_us"] = predicted->total_us, j["predicted_by"] = predicted_by;
+        if (fabric_now)  // --measure-fabric: this minute's steps of 16 MiB and more over the base profile's times
+          j["fabric_now_over_profile"] = {{"median", fabric_now->median_ratio}, {"min", fabric_now->min_ratio}, {"max", fabric_now->max_ratio}};
         if (p.ulysses > 1) j["head_groups"] = p.head_groups;
         if (planner::collectives_apply(p) && a->backend == "cuda") j["collectives"] = collectives, j["root_comms"] = root_comms;
         if (p.has_backward) j["accumulator"] = p.accumulator_bytes == 2 ? "bf16" : "fp32", j["keeps_kv"] = p.backward.keeps_kv;

@@ -9,13 +9,12 @@
 namespace tasp::cli {
 
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
-                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
+                               const simulator::Profile& prof, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
                                simulator::Collectives collectives) {
   if (workload.empty() && config.empty())
     throw planner::InputError("--scheme auto needs --workload B=..,S=..,H=..,D=..[,causal] or --config NAME");
   const planner::Workload w = planner::workload_from(config, workload);
   if (o->causal && !w.causal) throw planner::InputError("--causal given but the workload is not causal");
-  const auto prof = choose_profile(profile, t, &log);
   simulator::SimOptions so;
   so.passes = passes;
   so.collectives = collectives;

@@ -12,7 +12,7 @@ namespace tasp::cli {
 // Ranks the schemes by the simulated time of the passes asked for (`collectives`: allgather's steps as NCCL collectives,
 // as grouped send/recv, or whichever is faster, as `tasp run` would run them).
 std::string choose_scheme_auto(const planner::Topology& t, const std::string& config, const std::string& workload,
-                               const std::string& profile, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
+                               const simulator::Profile& prof, planner::Passes passes, planner::PlanOptions* o, std::ostream& log,
                                simulator::Collectives collectives = simulator::Collectives::Auto);
 
 }  // namespace tasp::cli
