@@ -32,7 +32,7 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   int devices = local_gpu_count();
   if (devices == 0) throw std::invalid_argument("measuring NCCL steps: no CUDA device visible");
   if (n < 2 || n > devices)
-    throw std::invalid_argument("calibrate: need 2.." + std::to_string(devices) + " ranks on this machine, got " + std::to_string(n));
+    throw std::invalid_argument("measuring NCCL steps: need 2.." + std::to_string(devices) + " ranks on this machine, got " + std::to_string(n));
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n);

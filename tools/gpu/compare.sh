@@ -13,7 +13,9 @@
 #   CALIBRATE=0), SCHEMES (every scheme that applies), TASP_RUN_ARGS (more `tasp run`
 #   options, e.g. --collectives or --check), BASELINES=none (tasp alone),
 #   TASP_RUN_ARGS=--measure-fabric: each tasp run measures the fabric's steps itself first and predicts itself with the
-#   profile refitted to them (runs.csv's predicted_ms; report.txt's last line their errors),
+#   profile refitted to them (runs.csv's predicted_ms; report.txt's last line their errors); the default over sockets
+#   (MEASURE_IN_RUN=0: not), whose steps a call's first minute measured 10-26% off its runs (2x H200, 2026-11-27),
+#   where the runs' own steps predicted 8 runs within 6.1%,
 #   FABRIC_AFTER (1: a fabric measured first is measured again after the runs, report.txt's last line the runs against
 #   that profile), ROUNDS (1: each configuration in ROUNDS rounds, tasp and PyTorch in turn first; best.md then gives each round's
 #   ratio and their median, for a fabric whose rate drifts between minutes: loopback sockets moved 10-20% within one
@@ -30,6 +32,9 @@ HEAT=${HEAT_MS:-2000}
 device_info
 build tasp
 fabric_profile
+if [ "${FABRIC:-nvlink}" = socket ] && [ "${MEASURE_IN_RUN:-1}" != 0 ]; then
+  case " ${TASP_RUN_ARGS:-} " in *" --measure-fabric "*) ;; *) TASP_RUN_ARGS="${TASP_RUN_ARGS:-} --measure-fabric" ;; esac
+fi
 [ $# -eq 0 ] && set -- set:$([ "$N" -ge 4 ] && echo anchor || echo long)
 list=$(workloads "$@") || exit 2
 mapfile -t cfgs <<< "$list"

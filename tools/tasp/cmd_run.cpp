@@ -101,11 +101,12 @@ void register_run(CLI::App& app) {
       ->excludes(roots);
   auto* measure = cmd->add_flag(
       "--measure-fabric", a->measure_fabric,
-      "cuda, one process: measure this host's NCCL steps first (as `tasp calibrate --measure`, about 20 s over\n"
-      "loopback sockets) and fit --profile's comm to them: the run's choices, prediction and bound then read the\n"
-      "fabric's rate of the minute it runs in (loopback sockets' steps ran 1.1-1.3x apart, both ways, between a\n"
-      "call's first minute and its runs on 2x H200 hosts, 2026-11-27)");
-  cmd->add_option("--fabric-csv", a->fabric_csv, "--measure-fabric: also write the measured steps here (calibrate --fit reads them)")
+      "cuda, one process: first measure this host's NCCL steps (as `tasp calibrate --measure`;\n"
+      "about 20 s over loopback sockets) and refit --profile's comm to them, so that the run's\n"
+      "choices, prediction and bound read the fabric's rate of the minute it runs in (loopback\n"
+      "sockets' steps ran 1.1-1.3x apart, both ways, between a call's first minute and its runs)");
+  cmd->add_option("--fabric-csv", a->fabric_csv, "--measure-fabric: also write the measured steps here\n"
+                                                 "(tasp calibrate --fit reads them)")
       ->needs(measure);
   cmd->add_flag("--speedup", a->speedup, "cuda: also time the whole problem on one GPU (same kernels): speedup, parallel efficiency");
   cmd->add_option("--json", a->json, "Write the results (times, tokens/s, memory, speedup, checks) as JSON here");
