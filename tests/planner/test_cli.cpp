@@ -203,6 +203,10 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   EXPECT_EQ(run("simulate -t cluster:2x4 -s ulysses -w B=1,S=16k,H=12,D=64"), 2);  // 12 heads over 8 GPUs
   EXPECT_EQ(run("plan -t complete:8 -s usp"), 2);                                 // one node: needs --ulysses
   EXPECT_EQ(run("plan -t cluster:4x4 -s auto -w B=1,S=64k,H=16,Hkv=4,D=128,causal -o " + usp), 0);  // may pick usp
+  // On one node auto's usp is planned with the group size it was timed with (4 heads: groups of 4 GPUs; without it
+  // the plan stopped at "usp on one node: give the group size").
+  EXPECT_EQ(run("plan -t complete:8 -s auto -w B=1,S=128k,H=4,D=128,causal -o " + usp), 0);
+  EXPECT_NE(slurp(usp).find("\"ulysses\": 4"), std::string::npos);
   // simulate searches usp's group size too (here 2 and 4 GPUs on one node of 8) and says what it tried.
   const std::string uj = dir + "/usp-search.json";
   EXPECT_EQ(run("simulate -t h200-hgx-8 -s usp -w B=1,S=64k,H=32,Hkv=8,D=128,causal --json " + uj), 0);

@@ -33,6 +33,7 @@ std::string choose_scheme_auto(const planner::Topology& t, const std::string& co
   o->causal = chosen.causal;
   o->workload = chosen.workload;  // a mask's pruning, as the scheme was timed with it
   if (!best.inner.empty()) o->inner = best.inner;
+  if (best.scheme == "usp") o->ulysses = best.plan.ulysses;  // the group size it was timed with (searched on one node)
   o->head_groups = best.plan.head_groups;
   // allgather as it was timed: its pieces, and pruned or with queries moved where that won (a plan without them wrote
   // 2 pieces whole where 2 with queries moved had won, 5.45 against 4.19 ms through host memory at B=1 S=8192).
