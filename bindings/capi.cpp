@@ -4,7 +4,9 @@
 #include "bindings/tasp.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -12,6 +14,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cuda_heads.hpp"
+#include "executor/nccl_bench.hpp"
 #include "executor/rank_runner.hpp"
 #include "planner/collective.hpp"
 #include "planner/head_parallel.hpp"
@@ -20,6 +23,7 @@
 #include "planner/verify_plan.hpp"
 #include "planner/workload_catalogue.hpp"
 #include "planner/workload.hpp"
+#include "simulator/calibrate.hpp"
 #include "simulator/choose.hpp"
 
 struct tasp_plan {
@@ -36,6 +40,7 @@ struct tasp_plan {
 // group's freed streams, crashed PyTorch's process on 2x H200, 2026-11-26).
 struct tasp_group {
   std::shared_ptr<tasp::executor::RankGroup> group;
+  std::string fabric_json;  // tasp_group_measure_fabric's last result
 };
 
 struct tasp_rank {
@@ -88,9 +93,9 @@ struct Options {
   int root_comms = -1;  // -1: as the profile measured its collectives (CommProfile::collectives_per_root); 0 or 1: asked
 };
 
-Options parse_options(const char* text) {
-  Options o;
-  if (!text || !*text) return o;
+// An options argument's JSON object (empty for NULL or "").
+nlohmann::json options_object(const char* text) {
+  if (!text || !*text) return nlohmann::json::object();
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -98,6 +103,12 @@ Options parse_options(const char* text) {
     throw planner::InputError(std::string("options: not JSON (") + e.what() + ")");
   }
   if (!j.is_object()) throw planner::InputError("options: expected a JSON object");
+  return j;
+}
+
+Options parse_options(const char* text) {
+  Options o;
+  const nlohmann::json j = options_object(text);
   for (const auto& item : j.items()) {
     const std::string& k = item.key();
     const nlohmann::json& v = item.value();  // named, not a structured binding: clang 14's C++17 lambdas cannot capture one
@@ -331,6 +342,84 @@ extern "C" int tasp_group_watch(tasp_group* group, int timeout_s) {
   return guarded([&] {
     bindings::need(group, "group");
     executor::watch_rank_group(*group->group, timeout_s);
+  });
+}
+
+namespace tasp::bindings {
+namespace {
+
+// tasp_group_measure_fabric's options.
+struct FabricOptions {
+  std::string profile, csv;
+  int iters = 5, timeout_s = 60;
+  bool per_root = true;
+};
+
+FabricOptions parse_fabric_options(const char* text) {
+  FabricOptions o;
+  const nlohmann::json j = options_object(text);
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();
+    const nlohmann::json& v = item.value();
+    if (k == "profile" || k == "csv") {
+      if (!v.is_string()) throw planner::InputError("options." + k + ": expected a string");
+      (k == "profile" ? o.profile : o.csv) = v.get<std::string>();
+    } else if (k == "iters" || k == "timeout_s") {
+      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 100000)
+        throw planner::InputError("options." + k + ": expected an integer from 1 to 100000");
+      (k == "iters" ? o.iters : o.timeout_s) = int(v.get<long long>());
+    } else if (k == "per_root") {
+      if (!v.is_boolean()) throw planner::InputError("options.per_root: expected true or false");
+      o.per_root = v.get<bool>();
+    } else {
+      throw planner::InputError("options." + k + ": unknown option (profile, iters, per_root, timeout_s, csv)");
+    }
+  }
+  return o;
+}
+
+}  // namespace
+}  // namespace tasp::bindings
+
+extern "C" int tasp_group_measure_fabric(tasp_group* group, const char* topology, const char* options_json,
+                                         const char* profile_out, const char** result_json) {
+  return guarded([&] {
+    if (result_json) *result_json = nullptr;
+    bindings::need(topology, "topology"), bindings::need(profile_out, "profile_out");
+    const bindings::FabricOptions o = bindings::parse_fabric_options(options_json);
+    const planner::Topology t = planner::load_topology(topology);
+    const simulator::Profile base = simulator::choose_profile(o.profile, t, nullptr);
+    bindings::need(group, "group");
+    std::ofstream out(profile_out);  // opened first: a path that cannot be written is said before 20 s of measuring
+    if (!out) throw planner::InputError(std::string("profile_out: cannot write '") + profile_out + "'");
+    const int ranks = executor::rank_group_size(*group->group);
+    if (t.ranks() != ranks)
+      throw planner::InputError("topology: " + std::string(topology) + " has " + std::to_string(t.ranks()) +
+                                " GPUs, the group " + std::to_string(ranks));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<double> sizes;  // as tasp calibrate --measure and tasp run --measure-fabric
+    for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
+    const auto m = executor::measure_group_steps(*group->group, sizes, 2, o.iters, o.per_root, o.timeout_s);
+    if (!o.csv.empty()) {
+      std::ofstream csv(o.csv);
+      if (!csv) throw planner::InputError("options.csv: cannot write '" + o.csv + "'");
+      executor::write_steps_csv(csv, m);
+    }
+    std::vector<simulator::CommSample> steps;
+    for (const auto& x : m) steps.push_back({x.kind, x.ranks, x.bytes, x.us});
+    const simulator::CommRefit r =
+        simulator::refit_comm(steps, base, simulator::build_network(t, base.link_efficiency));
+    simulator::write_profile_yaml(out, r.profile);
+    out.close();
+    if (!out) throw std::runtime_error(std::string("profile_out: writing '") + profile_out + "' failed");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    group->fabric_json = nlohmann::json{{"profile", r.profile.name},
+                                        {"path", profile_out},
+                                        {"steps", m.size()},
+                                        {"seconds", seconds},
+                                        {"now_over_profile", {{"median", r.median_ratio}, {"min", r.min_ratio}, {"max", r.max_ratio}}}}
+                             .dump();
+    if (result_json) *result_json = group->fabric_json.c_str();
   });
 }
 

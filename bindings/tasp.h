@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define TASP_API_VERSION 4
+#define TASP_API_VERSION 5
 
 #if defined(TASP_C_BUILD) && defined(__GNUC__)
 #define TASP_API __attribute__((visibility("default")))
@@ -97,6 +97,23 @@ TASP_API void tasp_group_destroy(tasp_group* group);
  * missing or stalled), or an asynchronous NCCL error, aborts the group's communicator; every later call of its ranks,
  * and tasp_rank_wait, then returns TASP_ERR_RUNTIME saying which call and why. */
 TASP_API int tasp_group_watch(tasp_group* group, int timeout_s);
+/* The group's fabric measured now, and a profile fitted to it for the plans that follow: every rank of the group
+ * calls it together. The NCCL steps tasp's schemes take (ring, all-peer, pairs, the gather and the reduce-scatter, one
+ * root's broadcast; 256 KiB to 256 MiB, `iters` timed repetitions in up to 5 rounds) are timed on the group's own
+ * communicators, and every rank gets each round's slowest rank's times, so every rank fits the same profile and plans
+ * made with it agree. Why: a fabric shared with others moves between minutes (over loopback sockets a profile
+ * measured minutes away read runs 10-26% off, steps measured by the run 20 s before it 2.6% median, 6.1% at most:
+ * docs/measurements/model.md). `topology` is the plans' (as tasp_plan_create's). `options_json`: NULL or a JSON object
+ * with any of "profile" (whose comm is refitted, its kernels kept; default the topology's built-in), "iters" (default
+ * 5), "per_root" (the gather measured as one broadcast a root, as plans on the fitted profile then move it; default
+ * true), "timeout_s" (a point's deadline, default 60: past it the group's communicator is aborted), "csv" (a file the
+ * steps are written to, as tasp calibrate --fit reads them). Writes the fitted profile's YAML to `profile_out`, which
+ * tasp_plan_create's "profile" then reads. `result_json` (NULL: not wanted): {"profile" (its name), "path", "steps",
+ * "seconds", "now_over_profile": {"median", "min", "max"}: the steps of 16 MiB and more, measured over the base
+ * profile's time}, living until the group's next call of this. About 2 s on NVLink, 20 s over loopback sockets; holds
+ * 1 GiB of device memory (4x the largest step) while it runs. */
+TASP_API int tasp_group_measure_fabric(tasp_group* group, const char* topology, const char* options_json,
+                                       const char* profile_out, const char** result_json);
 /* The group's rank of `plan` (a plan of the group's size, for the whole sequence). `timeout_s` (0: 60) bounds
  * tasp_rank_wait. Head-parallel plans (ulysses, usp) need S a multiple of twice the GPUs (equal token parts); their
  * forward keeps its head-layout state in `saved` and does not write `lse` (their backward reads `saved`). Every rank of

@@ -1,8 +1,11 @@
 #pragma once
 // NCCL step microbenchmarks on the local GPUs: what `tasp calibrate --measure` fits a profile to.
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <vector>
+
+#include "executor/rank_runner.hpp"
 
 namespace tasp::executor {
 
@@ -14,7 +17,10 @@ struct CommMeasurement {
   double us_min = 0, us_max = 0;  // the fastest and the slowest round's
 };
 
-int local_gpu_count();  // 0 without CUDA
+int local_gpu_count();
+
+// kind,ranks,bytes,ms,ms_min,ms_max: a fit reads ms (the rounds' median); the range is the drift between rounds.
+void write_steps_csv(std::ostream& o, const std::vector<CommMeasurement>& m);  // 0 without CUDA
 
 // One process, a thread per GPU 0..ranks-1; each (kind, size) timed `iters` times after `warmup`, in up to 5 rounds
 // over all of them (one untimed repetition before a point in later rounds); `us` is the rounds' median.
@@ -25,5 +31,14 @@ int local_gpu_count();  // 0 without CUDA
 std::vector<CommMeasurement> measure_nccl_steps(int ranks, const std::vector<double>& sizes, int warmup, int iters,
                                                 bool verbose, const std::function<void(int, int)>& progress = {},
                                                 bool per_root = false);
+
+// The same steps timed by the ranks of `g` together, one process each (a training job's: the C ABI's tasp_group), on
+// the group's communicator and stream and, with `per_root`, its communicators one a root; each rank calls it with the
+// same arguments, and each gets the same figures (every round's slowest rank), so that profiles fitted to them agree
+// and so do the plans made from them. A point not done `timeout_s` after it started aborts the group's communicator
+// (a peer missing or stalled) and throws. Holds 4x the largest size of device memory while it runs.
+std::vector<CommMeasurement> measure_group_steps(RankGroup& g, const std::vector<double>& sizes, int warmup, int iters,
+                                                 bool per_root, int timeout_s,
+                                                 const std::function<void(int, int)>& progress = {});
 
 }  // namespace tasp::executor

@@ -147,6 +147,8 @@ void watch_rank_group(RankGroup& g, int timeout_s) {
   if (timeout_s > 0) g.watchdog = std::thread(watch, &g);
 }
 
+int rank_group_size(const RankGroup& g) { return g.ranks; }
+
 RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned char* nccl_id) {
   check_rank_group(ranks, rank);
   int devices = 0;
@@ -191,11 +193,6 @@ void make_nccl_id(unsigned char* nccl_id) {
   std::memcpy(nccl_id, &id, kNcclIdBytes);
 }
 
-namespace {
-
-// The group's communicators one a root (RankGroup::roots), split from its own when first asked for: every rank opens
-// the same runners in the same order, so the splits pair up. Split outside the group's lock, which the watchdog takes
-// to abort the group should a peer never come.
 std::vector<ncclComm_t> roots_of(RankGroup& g) {
   {
     std::lock_guard<std::mutex> lock(g.m);
@@ -212,8 +209,6 @@ std::vector<ncclComm_t> roots_of(RankGroup& g) {
   g.roots = made;
   return g.roots;
 }
-
-}  // namespace
 
 RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& w, RankGroup& group, int timeout_s,
                                bool deterministic, bool collectives, bool root_comms) {
@@ -530,23 +525,23 @@ void runner_documents(RankRunner& s, const std::vector<long>& docs) {
   if (s.kv_at) make_work_lists(s, s.kv_at);  // on the slots the last call used (no lists yet: the first call makes them)
 }
 
-void runner_wait(RankRunner& s) {
-  TASP_CUDA(cudaSetDevice(s.x.dev));
-  RankGroup& g = *s.group;
-  const auto deadline = Clock::now() + std::chrono::seconds(s.timeout_s);
-  while (cudaEventQuery(s.x.done) == cudaErrorNotReady) {
+void wait_group_event(RankGroup& g, cudaEvent_t e, int timeout_s, const std::string& what) {
+  TASP_CUDA(cudaSetDevice(g.dev));
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  const std::string who = "rank " + std::to_string(g.rank);
+  while (cudaEventQuery(e) == cudaErrorNotReady) {
     {
       std::lock_guard<std::mutex> lock(g.m);
-      if (!g.nccl) throw std::runtime_error("rank " + std::to_string(g.rank) + ": the group's communicator was aborted: " + g.failure);
+      if (!g.nccl) throw std::runtime_error(who + ": the group's communicator was aborted: " + g.failure);
       const ncclResult_t async = async_error(g);
       if (async != ncclSuccess) {
-        const std::string why = "rank " + std::to_string(g.rank) + ": NCCL error: " + ncclGetErrorString(async);
+        const std::string why = who + ": NCCL error: " + ncclGetErrorString(async);
         abort_locked(g, why);
         throw std::runtime_error(why);
       }
       if (Clock::now() > deadline) {
-        const std::string why = "rank " + std::to_string(g.rank) + ": the pass did not finish within " +
-                                std::to_string(s.timeout_s) + " s (a peer missing or stalled?)";
+        const std::string why = who + ": " + what + " did not finish within " + std::to_string(timeout_s) +
+                                " s (a peer missing or stalled?)";
         abort_locked(g, why);  // every runner of the group refuses from now on
         throw std::runtime_error(why + "; its communicator is aborted");
       }
@@ -554,8 +549,10 @@ void runner_wait(RankRunner& s) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   TASP_CUDA(cudaGetLastError());
-  std::lock_guard<std::mutex> lock(g.m);  // a pass the watchdog aborted ends, with garbage: say so
-  if (!g.nccl) throw std::runtime_error("rank " + std::to_string(g.rank) + ": the group's communicator was aborted: " + g.failure);
+  std::lock_guard<std::mutex> lock(g.m);  // work the watchdog aborted ends, with garbage: say so
+  if (!g.nccl) throw std::runtime_error(who + ": the group's communicator was aborted: " + g.failure);
 }
+
+void runner_wait(RankRunner& s) { wait_group_event(*s.group, s.x.done, s.timeout_s, "the pass"); }
 
 }  // namespace tasp::executor

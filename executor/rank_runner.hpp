@@ -52,6 +52,7 @@ RankGroupPtr open_rank_group(int ranks, int rank, int device, const unsigned cha
 // return, the streams drain, and every later call of the group's runners, and runner_wait, throws saying why. No
 // host synchronisation: the callers only enqueue; the thread polls the calls' end events. 0 stops it.
 void watch_rank_group(RankGroup& g, int timeout_s);
+int rank_group_size(const RankGroup& g);  // its ranks
 void make_nccl_id(unsigned char* nccl_id);
 
 struct RankRunner;  // cuda backend state: its buffers, work lists and events, on its group's streams

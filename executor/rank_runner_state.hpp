@@ -100,6 +100,13 @@ struct RankRunner {
 
 // The group's communicator, or why there is none any more (std::runtime_error).
 ncclComm_t comm_of(RankGroup& g);
+// The group's communicators one a root (RankGroup::roots), split from its own when first asked for: every rank opens
+// the same runners in the same order, so the splits pair up. Split outside the group's lock, which the watchdog takes
+// to abort the group should a peer never come.
+std::vector<ncclComm_t> roots_of(RankGroup& g);
+// Waits on the host until `e` is reached, at most `timeout_s`: past it, or on an asynchronous NCCL error, the group's
+// communicator is aborted (every runner of the group refuses from then on) and this throws, naming `what`.
+void wait_group_event(RankGroup& g, cudaEvent_t e, int timeout_s, const std::string& what);
 // The K/V and accumulator slots rank r of plan p holds at most over its passes (its buffers' sizes).
 std::pair<int, int> slot_counts(const planner::Plan& p, int r, bool by_owner = false);
 // A call's start: both runner streams after the caller's stream; the group's communicator current.

@@ -22,6 +22,7 @@ RankGroupPtr open_rank_group(int ranks, int rank, int, const unsigned char*) {
 RankRunnerPtr open_rank_runner(const planner::Plan&, const planner::Workload&, RankGroup&, int, bool, bool, bool) { missing(); }
 void make_nccl_id(unsigned char*) { missing(); }
 void watch_rank_group(RankGroup&, int) { missing(); }
+int rank_group_size(const RankGroup&) { missing(); }
 void runner_forward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_backward(RankRunner&, const ShardTensors&, void*) { missing(); }
 void runner_wait(RankRunner&) { missing(); }

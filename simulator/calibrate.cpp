@@ -70,6 +70,7 @@ CommRefit refit_comm(const std::vector<CommSample>& steps, const Profile& base, 
   Samples s;
   s.comm = steps;
   r.profile = fit_profile(s, base, net, nullptr);
+  r.profile.name = base.name + " refitted to the fabric now";
   std::vector<double> ratios;
   for (const auto& x : steps)
     if (x.bytes >= 16 * 1048576.0) ratios.push_back(x.us / predict_comm_step_us(net, base, x.kind, x.ranks, x.bytes));

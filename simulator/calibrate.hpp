@@ -54,6 +54,7 @@ Profile fit_profile(const Samples& s, const Profile& base, const Network& net, s
 // `base` with its comm refitted to steps measured now (`tasp run --measure-fabric`: a fabric whose rate moves between
 // minutes, loopback sockets 1.1-1.3x within one call on 2x H200, 2026-11-27), and how far they are from `base`:
 // measured over `base`'s time for the steps of 16 MiB and more (smaller ones are mostly latency), median and range.
+// The profile is named "<base's name> refitted to the fabric now".
 struct CommRefit {
   Profile profile;
   double median_ratio = 0, min_ratio = 0, max_ratio = 0;  // 0: no step of 16 MiB or more

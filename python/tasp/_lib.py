@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 _NAME = "libtasp_c.so"
-API_VERSION = 4  # bindings/tasp.h's TASP_API_VERSION
+API_VERSION = 5  # bindings/tasp.h's TASP_API_VERSION
 
 
 def _candidates():
@@ -63,6 +63,8 @@ def _load():
     lib.tasp_group_destroy.argtypes = [vp]
     lib.tasp_group_watch.argtypes = [vp, c_int]
     lib.tasp_group_watch.restype = c_int
+    lib.tasp_group_measure_fabric.argtypes = [vp] + [ctypes.c_char_p] * 3 + [ctypes.POINTER(ctypes.c_char_p)]
+    lib.tasp_group_measure_fabric.restype = c_int
     lib.tasp_rank_create.argtypes = [vp, vp, c_int, ctypes.POINTER(vp)]
     lib.tasp_rank_create.restype = c_int
     lib.tasp_rank_destroy.argtypes = [vp]

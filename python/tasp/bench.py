@@ -45,6 +45,10 @@ def parse_args(argv=None):
     ap.add_argument("--scheme", default="auto", help="tasp's scheme: auto, ring, zigzag, allgather, hamilton, ulysses, usp")
     ap.add_argument("--profile", help="the simulator's machine profile for tasp's choices (tasp calibrate --measure on "
                                       "this fabric; default the built-in one for the topology)")
+    ap.add_argument("--measure-fabric", action="store_true",
+                    help="time the fabric's NCCL steps on tasp's communicator first (every rank together; 2 s on NVLink, "
+                         "20 s over loopback sockets) and make tasp's choices and prediction with --profile (or the "
+                         "topology's) refitted to them; Context(measure_fabric=True)")
     ap.add_argument("--collectives", choices=("false", "true", "auto"), default="auto",
                     help="allgather's gathers and reduce-scatters as NCCL collectives (true), grouped send/recv "
                          "(false), or whichever --profile times faster (auto, default); Context(collectives=...)")
@@ -200,7 +204,8 @@ def run(a):
                      collectives={"false": False, "true": True, "auto": "auto"}[a.collectives],
                      root_comms={"false": False, "true": True, "auto": None}[a.root_comms],
                      prune_plain={"false": False, "true": True, "auto": None}[a.prune_plain],
-                     move_queries={"false": False, "true": True, "auto": None}[a.move_queries])
+                     move_queries={"false": False, "true": True, "auto": None}[a.move_queries],
+                     measure_fabric=a.measure_fabric)
     q, k, v, do = (ctx.shard(x, 1, causal=causal, cu_seqlens=cu).contiguous() for x in full)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
 
@@ -214,6 +219,10 @@ def run(a):
         q.grad = k.grad = v.grad = None
 
     scheme = ctx.scheme_for(q, k, causal, window, cu)
+    if ctx.fabric:
+        f = ctx.fabric["now_over_profile"]
+        say(f"# tasp: fabric measured in {ctx.fabric['seconds']:.1f} s: {ctx.fabric['profile']} (its steps of 16 MiB "
+            f"and more at {f['median']:.2f}x the time the profile gives them, median; {f['min']:.2f}-{f['max']:.2f}x)")
     say(f"# tasp: {scheme}")
     record(f"tasp {scheme.split(' ')[0]}", tasp_fwd, tasp_fwd_bwd)
     # The simulator's fwd+bwd for the plan, the rank's copies to and from PyTorch's tensors included.
@@ -295,7 +304,7 @@ def run(a):
                 json.dump({"format": "tasp-bench/1", "ranks": n, "device": torch.cuda.get_device_name(),
                            "shape": {"B": B, "S": S, "H": H, "Hkv": Hkv, "D": D, "causal": causal, "window": window,
                                      "dtype": dtype_name, "cu_seqlens": list(cu) if cu else None}, "config": a.config, "timing_method": a.timing_method,
-                           "rows": rows, "single_gpu": single, "vs_best_baseline": ratio,
+                           "rows": rows, "single_gpu": single, "vs_best_baseline": ratio, "fabric": ctx.fabric,
                            "environment": run_environment()}, f, indent=1)
     ctx.synchronize()
     dist.destroy_process_group()

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -173,6 +175,31 @@ TEST(CApi, RankMisuseAndNoGpuAreErrors) {
   EXPECT_EQ(tasp_rank_create(p, nullptr, 0, &r), TASP_ERR_INPUT);
   EXPECT_NE(std::string(tasp_last_error()).find("equal token parts"), std::string::npos) << tasp_last_error();
   tasp_plan_destroy(p);
+}
+
+// Measuring a group's fabric: what can be checked without GPUs. Each argument and option is named, the options and the
+// topology read before the group is needed (so a bad one is said before the measuring, not after 20 s of it), and
+// nothing is written where nothing was measured.
+TEST(CApi, FabricMeasuringMisuseNamesTheArgument) {
+  const std::string out = ::testing::TempDir() + "capi-fabric.profile.yaml";
+  std::remove(out.c_str());
+  const char* said = "untouched";
+  auto fails = [&](const char* topo, const char* opts, const char* path, const std::string& names) {
+    EXPECT_EQ(tasp_group_measure_fabric(nullptr, topo, opts, path, &said), TASP_ERR_INPUT) << names;
+    EXPECT_NE(std::string(tasp_last_error()).find(names), std::string::npos) << tasp_last_error();
+    EXPECT_EQ(said, nullptr);
+  };
+  fails(nullptr, nullptr, out.c_str(), "topology");
+  fails("complete:2", nullptr, nullptr, "profile_out");
+  fails("complete:2", "{\"iters\": 0}", out.c_str(), "options.iters");
+  fails("complete:2", "{\"timeout_s\": \"60\"}", out.c_str(), "options.timeout_s");
+  fails("complete:2", "{\"per_root\": 1}", out.c_str(), "options.per_root");
+  fails("complete:2", "{\"warmup\": 1}", out.c_str(), "options.warmup");
+  fails("complete:2", "[1", out.c_str(), "options");
+  fails("complete:2", "{\"profile\": \"nosuch.profile.yaml\"}", out.c_str(), "nosuch.profile.yaml");
+  fails("nosuch.yaml", nullptr, out.c_str(), "nosuch.yaml");
+  fails("complete:2", "{\"iters\": 3, \"per_root\": false}", out.c_str(), "group");  // all good but the group
+  EXPECT_FALSE(std::ifstream(out).good());
 }
 
 // How a plan's ranks exchange allgather's steps ("collectives"): as the profile times them by default ("auto"): over

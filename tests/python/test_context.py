@@ -1,11 +1,17 @@
 """tasp.torch.Context, attention and compat without GPUs: what they refuse, with a ValueError naming the argument,
 before anything runs (their numbers are checked on GPUs: tests/python/gpu/check_attention.py)."""
+import ctypes
+import json
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
 
 import tasp.torch as tt
 from tasp.torch import compat
+
+SOURCE = Path(__file__).resolve().parents[2]  # the repository
 
 
 def test_context_needs_torch_distributed():
@@ -44,6 +50,7 @@ def one_process_group():
     (dict(prune_plain=0), "prune_plain:"),
     (dict(move_queries="yes"), "move_queries:"),
     (dict(move_queries=1), "move_queries:"),
+    (dict(measure_fabric=1), "measure_fabric:"),
     (dict(candidates=["spiral"]), "candidates:"),
     (dict(candidates=[]), "candidates:"),
     (dict(candidates="ulysses"), "candidates:"),
@@ -169,7 +176,7 @@ class _FakeLib:
     """The C library's rank and group calls, recorded (no GPU): what Context asks of them."""
 
     def __init__(self):
-        self.created, self.documents, self.destroyed = 0, [], []
+        self.created, self.documents, self.destroyed, self.measured = 0, [], [], []
 
     def tasp_nccl_id(self, buf):
         return 0
@@ -199,6 +206,19 @@ class _FakeLib:
 
     def tasp_rank_destroy(self, handle):
         self.destroyed.append("rank")
+
+    def tasp_group_measure_fabric(self, handle, topology, options, path, said):
+        """As the library: a profile fitted to the steps (here the shipped socket one, renamed) written to `path`."""
+        self.measured.append((topology.decode(), json.loads(options.decode())))
+        text = (SOURCE / "topologies/h200x2-socket.profile.yaml").read_text()
+        name = text.split("name:", 1)[1].split("\n", 1)[0].strip().strip('"')
+        with open(path.decode(), "w") as f:
+            f.write(text.replace(name, name + " refitted to the fabric now", 1))
+        self.said = ctypes.create_string_buffer(json.dumps(
+            {"profile": name + " refitted to the fabric now", "path": path.decode(), "steps": 36, "seconds": 20.0,
+             "now_over_profile": {"median": 1.1, "min": 0.9, "max": 1.3}}).encode())
+        said._obj.value = self.said.value
+        return 0
 
     def tasp_rank_device_bytes(self, handle, out):
         out._obj.value = 1000
@@ -322,6 +342,28 @@ def test_close_frees_plans_then_the_group_and_refuses_later_calls(one_process_gr
     assert fake.destroyed == ["rank", "rank", "group"]
     with pytest.raises(ValueError, match="ctx: this Context was closed"):
         ctx._rank_for(q, k, True, None, None)
+
+
+def test_measure_fabric_fits_the_profile_every_plan_reads(one_process_group, monkeypatch):
+    """Context(measure_fabric=True): the group measures its fabric once, before its first plan, with the context's
+    profile as the base; every plan then reads the fitted profile, and `fabric` says what was measured. Without it the
+    group is not measured and plans read the profile given."""
+    from tasp.torch import context
+    fake = _FakeLib()
+    monkeypatch.setattr(context, "lib", fake)
+    q, k = torch.empty(1, 64, 4, 64, dtype=torch.bfloat16), torch.empty(1, 64, 2, 64, dtype=torch.bfloat16)
+    base = str(SOURCE / "topologies/h200x2-shm.profile.yaml")
+    ctx = tt.Context(layout="contiguous", profile=base, measure_fabric=True)
+    assert ctx.fabric is None
+    a = ctx._rank_for(q, k, False, None, None)
+    assert fake.measured == [("complete:1", {"profile": base})]
+    assert ctx.fabric["now_over_profile"]["median"] == 1.1 and ctx.fabric["steps"] == 36
+    assert a.plan.info["profile"].endswith("refitted to the fabric now")
+    b = ctx._rank_for(q, k, True, None, None)  # another shape: the same fitted profile, measured once
+    assert len(fake.measured) == 1 and b.plan.info["profile"] == a.plan.info["profile"]
+    plain = tt.Context(layout="contiguous", profile=base)
+    assert "refitted" not in plain._rank_for(q, k, False, None, None).plan.info["profile"]
+    assert len(fake.measured) == 1 and plain.fabric is None
 
 
 def test_gather_pieces_reach_the_plan(one_process_group):

@@ -576,6 +576,7 @@ TEST(Calibrate, RefitToStepsMeasuredNow) {
   for (const auto& x : s.comm)
     EXPECT_NEAR(simulator::predict_comm_step_us(net, r.profile, x.kind, 2, x.bytes), x.us, 0.02 * x.us) << x.kind << " " << x.bytes;
   EXPECT_DOUBLE_EQ(r.profile.compute.launch_us, 7);
+  EXPECT_EQ(r.profile.name, base.name + " refitted to the fabric now");  // what runs and plans print as their profile
   const auto same = simulator::refit_comm(replayed_rows(net, base, {"ring", "allgather"}).comm, base, net);
   EXPECT_NEAR(same.median_ratio, 1.0, 0.01);
   EXPECT_EQ(simulator::refit_comm({}, base, net).median_ratio, 0);  // no step of 16 MiB or more: no ratio

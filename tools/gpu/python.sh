@@ -12,8 +12,9 @@
 #   train-docs  the same with --docs 8: packed documents cut anew every step (one plan for all of them), not in the
 #          default;
 #   pip    `pip install --no-build-isolation --no-deps .` into a scratch prefix (the package as users install it);
-#   (FABRIC=shm|socket: NCCL forced off NVLink; bench then measures the fabric first and runs tasp with that profile
-#   and --collectives ${COLLECTIVES:-auto});
+#   (FABRIC=shm|socket: NCCL forced off NVLink; bench then runs tasp with a profile of that fabric, over sockets
+#   measured by the bench's own ranks first (--measure-fabric; MEASURE_IN_RUN=0: once at the call's start), and
+#   --collectives ${COLLECTIVES:-auto});
 #   stall  tests/python/gpu/check_stall.py: a peer that stops calling, or whose process exits, ends the others' calls
 #          within the timeout;
 #   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
@@ -32,8 +33,13 @@ device_info
 build tasp_c tasp
 # On a forced fabric (FABRIC=shm|socket) the bench's tasp takes its choices, and its allgather's transport, from a
 # profile measured there (COLLECTIVES=auto by default then; true or false to force).
+# Over sockets the bench measures the fabric in its own processes first (--measure-fabric; MEASURE_IN_RUN=0: a profile
+# measured once at the call's start), whose rate a minute later may be 1.25x off (docs/measurements/model.md).
 bench_fabric=()
-if [ "${FABRIC:-nvlink}" != nvlink ]; then
+if [ "${FABRIC:-nvlink}" = socket ] && [ "${MEASURE_IN_RUN:-1}" != 0 ]; then
+  prof=$PROFILE; [[ $prof == /* ]] || prof=$PWD/$prof  # the base whose comm each run refits
+  bench_fabric=(--measure-fabric --profile "$prof" --collectives "${COLLECTIVES:-auto}")
+elif [ "${FABRIC:-nvlink}" != nvlink ]; then
   fabric_profile
   prof=$PROFILE; [[ $prof == /* ]] || prof=$PWD/$prof
   bench_fabric=(--profile "$prof" --collectives "${COLLECTIVES:-auto}")

@@ -63,7 +63,7 @@ void register_calibrate(CLI::App& app) {
       if (n == 0) n = executor::local_gpu_count();
       const auto m = measure_fabric(n, a->warmup, a->iters, !a->one_comm, true);
       add_samples(m, &s);
-      if (!a->csv.empty()) write_output(a->csv, [&](std::ostream& o) { write_fabric_csv(o, m); });
+      if (!a->csv.empty()) write_output(a->csv, [&](std::ostream& o) { executor::write_steps_csv(o, m); });
       files = "NCCL steps measured on " + std::to_string(n) + " GPUs";
     }
     for (size_t i = 0; i < a->fit.size(); ++i) {

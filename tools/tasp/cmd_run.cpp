@@ -30,11 +30,10 @@ namespace {
 simulator::CommRefit fit_to_fabric_now(const simulator::Profile& base, const planner::Topology& topo, bool per_root,
                                      const std::string& csv) {
   const auto m = measure_fabric(topo.ranks(), 2, 5, per_root, false);  // compare.sh's calibrate: 5 timed, 2 untimed
-  if (!csv.empty()) write_output(csv, [&](std::ostream& o) { write_fabric_csv(o, m); });
+  if (!csv.empty()) write_output(csv, [&](std::ostream& o) { executor::write_steps_csv(o, m); });
   simulator::Samples s;
   add_samples(m, &s);
   simulator::CommRefit r = simulator::refit_comm(s.comm, base, simulator::build_network(topo, base.link_efficiency));
-  r.profile.name = base.name + " refitted to the fabric now";
   std::cerr << "run: " << m.size() << " NCCL steps measured before the run: " << r.profile.name;
   if (r.median_ratio > 0)
     std::cerr << " (its steps of 16 MiB and more at " << std::fixed << std::setprecision(2) << r.median_ratio << "x the time "
@@ -121,7 +120,9 @@ void register_run(CLI::App& app) {
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     if (a->measure_fabric && a->backend != "cuda") throw InputError("--measure-fabric: needs --backend cuda");
     if (a->measure_fabric && executor::launch_env_from_process().multi_process())
-      throw InputError("--measure-fabric: measures from one process driving every GPU, not one process a rank (mpirun)");
+      throw InputError("--measure-fabric: measures from one process driving every GPU, not one process a rank (mpirun); "
+                       "ranks that are a process each measure together through the C ABI (tasp_group_measure_fabric) "
+                       "or tasp.torch (Context(measure_fabric=True))");
     // The profile the run's choices, prediction and bound read, made once: --profile's (or the topology's), with its
     // comm refitted to NCCL steps measured here and now under --measure-fabric.
     std::optional<simulator::Profile> run_prof;

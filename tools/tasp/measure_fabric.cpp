@@ -1,6 +1,5 @@
 #include "tools/tasp/measure_fabric.hpp"
 
-#include <cmath>
 #include <iostream>
 #include <string>
 
@@ -16,13 +15,6 @@ std::vector<executor::CommMeasurement> measure_fabric(int ranks, int warmup, int
   return executor::measure_nccl_steps(ranks, sizes, warmup, iters, verbose,
                                       [&](int done, int total) { progress.update(done, total, " kinds x sizes x rounds"); },
                                       per_root);
-}
-
-void write_fabric_csv(std::ostream& o, const std::vector<executor::CommMeasurement>& m) {
-  o << "kind,ranks,bytes,ms,ms_min,ms_max\n";
-  for (const auto& x : m)
-    o << x.kind << "," << x.ranks << "," << std::llround(x.bytes) << "," << x.us / 1e3 << "," << x.us_min / 1e3 << ","
-      << x.us_max / 1e3 << "\n";
 }
 
 void add_samples(const std::vector<executor::CommMeasurement>& m, simulator::Samples* s) {

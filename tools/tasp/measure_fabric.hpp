@@ -1,7 +1,6 @@
 #pragma once
 // A fabric's NCCL steps measured on this host's GPUs, for `tasp calibrate --measure` and `tasp run --measure-fabric`:
 // the measuring (every step kind, 256 KiB..256 MiB), the CSV the steps are kept in, and the samples a fit reads.
-#include <iosfwd>
 #include <vector>
 
 #include "executor/nccl_bench.hpp"
@@ -12,9 +11,6 @@ namespace tasp::cli {
 // GPUs 0..ranks-1, one process; `per_root`: the gather as one broadcast a root (CudaOptions::root_comms) rather than
 // one ncclAllGather. Progress on stderr; throws where there is no GPU or no NCCL.
 std::vector<executor::CommMeasurement> measure_fabric(int ranks, int warmup, int iters, bool per_root, bool verbose);
-
-// kind,ranks,bytes,ms,ms_min,ms_max: the fit reads ms (the rounds' median); the range is the drift between rounds.
-void write_fabric_csv(std::ostream& o, const std::vector<executor::CommMeasurement>& m);
 
 void add_samples(const std::vector<executor::CommMeasurement>& m, simulator::Samples* s);
 

@@ -4,8 +4,12 @@ tensors and current stream), all on one NCCL communicator (tasp_group); `attenti
 layout. One process per GPU (torchrun); the shard's tokens in the plan's order, which `Context.shard` makes."""
 import collections
 import ctypes
+import json
 import math
 import os
+import shutil
+import tempfile
+import weakref
 
 import torch
 
@@ -175,11 +179,17 @@ class Context:
         alone moves 6 (through host memory `medium` ran 0.94x pruning's time: docs/measurements/executor.md). None
         (default): where `profile`'s collectives go one a root (host memory, sockets on 2x H200) and it simulates
         them fastest (over sockets in 4 pieces, what comes back crossing what goes out: 0.73-0.76x the whole
-        exchange's time); True or False."""
+        exchange's time); True or False.
+    measure_fabric: True: when the context makes its communicator (its first attention call, on every rank
+        together) the ranks time the fabric's NCCL steps on it (tasp_group_measure_fabric: about 2 s on NVLink, 20 s
+        over loopback sockets) and every plan reads `profile` (or the topology's) with its comm refitted to them;
+        `fabric` then says how far they were from it. Over loopback sockets, whose rate moves between minutes, steps
+        measured minutes before a run read it 10-26% off, steps measured by the run itself 2.6% median, 6.1% at most
+        (docs/measurements/model.md). Default False."""
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
-                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None, move_queries=None):
+                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None, move_queries=None, measure_fabric=False):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
@@ -203,6 +213,8 @@ class Context:
             raise ValueError(f"prune_plain: expected None, False or True, got {prune_plain!r}")
         if move_queries not in (None, False, True) or isinstance(move_queries, int) and not isinstance(move_queries, bool):
             raise ValueError(f"move_queries: expected None, False or True, got {move_queries!r}")
+        if not isinstance(measure_fabric, bool):
+            raise ValueError(f"measure_fabric: expected True or False, got {measure_fabric!r}")
         if gather_pieces is not None and not (isinstance(gather_pieces, int) and not isinstance(gather_pieces, bool) and
                                               1 <= gather_pieces <= 64):
             raise ValueError(f"gather_pieces: expected None (the simulator's choice) or 1 to 64, got {gather_pieces!r}")
@@ -229,6 +241,9 @@ class Context:
         self.collectives, self.gather_pieces, self.root_comms = collectives, gather_pieces, root_comms
         self.gather_steps, self.prune_plain, self.move_queries = gather_steps, prune_plain, move_queries
         self.candidates = candidates or _SCHEMES
+        self.measure_fabric = measure_fabric
+        self.fabric = None  # measure_fabric: what tasp_group_measure_fabric said (profile, seconds, now_over_profile)
+        self._fitted = None  # measure_fabric: the profile fitted to the fabric, which every plan reads
         self._group = None  # _Group, made with the first plan
         self._closed = False
         self._ranks = _Recent(max_plans)       # plan key -> _Rank
@@ -250,8 +265,8 @@ class Context:
             o["schemes"] = ",".join(s for s in self.candidates
                                     if (s != "zigzag" or (causal and o["layout"] != "contiguous")) and
                                     (s != "two-level" or self.topology.startswith("cluster:")))
-        if self.profile:
-            o["profile"] = str(self.profile)
+        if self._fitted or self.profile:
+            o["profile"] = str(self._fitted or self.profile)
         if self.memory_budget:
             o["memory_budget_gib"] = float(self.memory_budget)
         if self.deterministic:
@@ -297,6 +312,8 @@ class Context:
         key = (text, q.device.index)
         r = self._ranks.get(key)
         if r is None:
+            if self.measure_fabric and self._fitted is None:  # the fabric first: the plan reads its profile
+                self._measure_fabric(q.device.index)
             plan_docs = docs and not remask
             plan = tasp.Plan(self.topology, self.scheme, text, **self._options(causal, plan_docs))
             if plan.info["gpus"] != self.n:
@@ -308,15 +325,32 @@ class Context:
             if plan.tokens(self.rank) != self._layout_plan(S, causal, cu_seqlens).tokens(self.rank):
                 raise ValueError(f"scheme: {plan.info['scheme']}'s token order is not the context's layout "
                                  f"({self._options(causal, docs)['layout']}); choose another scheme or layout")
-            if self._group is None:  # one communicator for every plan of the context, made with its first
-                self._group = _Group(self.n, self.rank, q.device.index, self._nccl_id(), self.timeout)
-            r = self._ranks.put(key, _Rank(plan, self._group, self.timeout))
+            r = self._ranks.put(key, _Rank(plan, self._group_on(q.device.index), self.timeout))
             live = set(map(id, self._ranks.values()))  # views of ranks the cache let go go too
             self._views = _Recent(self._views.limit, [(k, v) for k, v in self._views.items() if id(v.rank) in live])
         if not remask:
             return r
         v = self._views.get((key, cu))
         return v if v is not None else self._views.put((key, cu), _Documents(r, cu))
+
+    def _group_on(self, device):
+        """The context's communicator (one for every plan of the context), made with its first plan."""
+        if self._group is None:
+            self._group = _Group(self.n, self.rank, device, self._nccl_id(), self.timeout)
+        return self._group
+
+    def _measure_fabric(self, device):
+        """The fabric's NCCL steps timed on the group's communicator by every rank together, and the profile fitted
+        to them (a file of this process's, removed with the context) for every plan that follows."""
+        group = self._group_on(device)
+        where = tempfile.mkdtemp(prefix="tasp-fabric-")
+        weakref.finalize(self, shutil.rmtree, where, True)
+        path = os.path.join(where, f"rank{self.rank}.profile.yaml")
+        options = json.dumps({"profile": str(self.profile)} if self.profile else {})
+        said = ctypes.c_char_p()
+        check(lib.tasp_group_measure_fabric(group.handle, self.topology.encode(), options.encode(),
+                                            path.encode(), ctypes.byref(said)), "measure_fabric")
+        self.fabric, self._fitted = json.loads(said.value.decode()), path
 
     def _nccl_id(self):
         """A new NCCL id made on the group's first rank and broadcast to the others (at plan time only)."""

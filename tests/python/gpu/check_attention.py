@@ -300,6 +300,25 @@ def main():
         bad += not judge(f"documents re-masked per call, {len(cu) - 1} docs (of 2 sets, one plan)", got, full, True, None,
                          cu, rank)
 
+    # The fabric measured by the ranks together (Context(measure_fabric=True)) before the first plan: every rank fits the
+    # same profile, so every rank's plan is the same (scheme, pieces, prediction), and the attention is right.
+    ctx = tt.Context(scheme="auto", measure_fabric=True)
+    g = torch.Generator(device=dev).manual_seed(11)
+    full = [torch.randn(2, S, h, 128, generator=g, device=dev, dtype=torch.bfloat16) for h in (8, 2, 2, 8)]
+    mine, got = causal_pass(ctx, full)
+    info = ctx._rank_for(mine[0], mine[1], True, None, None).plan.info
+    said = [None] * n
+    dist.all_gather_object(said, (info["scheme"], info["pieces_per_rank"], info["gather_steps"], info["predicted_us"],
+                                  ctx.fabric["now_over_profile"]["median"]))
+    agree = all(x == said[0] for x in said) and info["profile"].endswith("refitted to the fabric now")
+    bad += not judge(f"measure_fabric=True: {ctx.fabric['steps']} steps in {ctx.fabric['seconds']:.1f} s, at "
+                     f"{ctx.fabric['now_over_profile']['median']:.2f}x the profile's time; {n} ranks' plans the same "
+                     f"({ctx.scheme_for(mine[0], mine[1], True)})", got, full, True, None, None, rank)
+    bad += not agree
+    if not agree and rank == 0:
+        print(f"FAIL measure_fabric=True: the ranks' plans or profiles differ: {said}", flush=True)
+    ctx.close()
+
     # torch.compile: the op stays one node (tasp::attention_fwd/bwd, tasp/torch/ops.py); the same numbers as eager up to
     # the order of the backward's fp32 reductions (dQ's bulk adds are unordered: 2.4e-6 apart on 2x H200, 2026-11-26),
     # far below bf16's 3.9e-3 step, so a wrong graph (a dropped or repeated op) still fails.
