@@ -397,9 +397,8 @@ extern "C" int tasp_group_measure_fabric(tasp_group* group, const char* topology
       throw planner::InputError("topology: " + std::string(topology) + " has " + std::to_string(t.ranks()) +
                                 " GPUs, the group " + std::to_string(ranks));
     const auto start = std::chrono::steady_clock::now();
-    std::vector<double> sizes;  // as tasp calibrate --measure and tasp run --measure-fabric
-    for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
-    const auto m = executor::measure_group_steps(*group->group, sizes, 2, o.iters, o.per_root, o.timeout_s);
+    const auto m = executor::measure_group_steps(*group->group, executor::fabric_step_sizes(), 2, o.iters, o.per_root,
+                                                 o.timeout_s);
     if (!o.csv.empty()) {
       std::ofstream csv(o.csv);
       if (!csv) throw planner::InputError("options.csv: cannot write '" + o.csv + "'");

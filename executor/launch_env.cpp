@@ -1,5 +1,7 @@
 #include "executor/launch_env.hpp"
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -34,6 +36,15 @@ LaunchEnv launch_env(const std::function<const char*(const char*)>& get) {
 
 LaunchEnv launch_env_from_process() {
   return launch_env([](const char* n) { return static_cast<const char*>(std::getenv(n)); });
+}
+
+int allowed_cpu_count() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+  return 0;
 }
 
 }  // namespace tasp::executor

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "executor/cuda_rank.hpp"
+#include "executor/launch_env.hpp"
+#include "executor/mpi_link.hpp"
 #include "executor/rank_runner_state.hpp"
 #include "kernels/cuda_check.hpp"
 
@@ -267,6 +269,22 @@ std::vector<CommMeasurement> measure_group_steps(RankGroup& g, const std::vector
   std::vector<std::vector<double>> slowest(ms.size());
   for (size_t p = 0; p < ms.size(); ++p) slowest[p].assign(flat.begin() + long(p * rounds), flat.begin() + long((p + 1) * rounds));
   return summarize(kinds, sizes, g.ranks, slowest, false);
+}
+
+std::vector<CommMeasurement> measure_launched_steps(const std::vector<double>& sizes, int warmup, int iters, bool per_root,
+                                                    int timeout_s, const std::function<void(int, int)>& progress) {
+  const LaunchEnv env = launch_env_from_process();
+  if (!env.multi_process()) throw std::invalid_argument("measuring NCCL steps a process a rank: not launched as several processes");
+  const int devices = local_gpu_count();
+  if (devices == 0) throw std::invalid_argument("measuring NCCL steps: no CUDA device visible");
+  // Kept to the end of the process: the run that follows uses MPI too, and MPI is initialised once a process.
+  static MpiLink link;
+  link.start();
+  unsigned char id[kNcclIdBytes] = {};
+  if (env.rank == 0) make_nccl_id(id);
+  link.broadcast(id, sizeof id);
+  RankGroupPtr g = open_rank_group(env.size, env.rank, env.local_rank % devices, id);
+  return measure_group_steps(*g, sizes, warmup, iters, per_root, timeout_s, env.rank == 0 ? progress : nullptr);
 }
 
 }  // namespace tasp::executor

@@ -19,6 +19,9 @@ struct CommMeasurement {
 
 int local_gpu_count();
 
+// The step sizes a fabric is measured at (per rank): 256 KiB to 256 MiB, 4x apart.
+std::vector<double> fabric_step_sizes();
+
 // kind,ranks,bytes,ms,ms_min,ms_max: a fit reads ms (the rounds' median); the range is the drift between rounds.
 void write_steps_csv(std::ostream& o, const std::vector<CommMeasurement>& m);  // 0 without CUDA
 
@@ -40,5 +43,10 @@ std::vector<CommMeasurement> measure_nccl_steps(int ranks, const std::vector<dou
 std::vector<CommMeasurement> measure_group_steps(RankGroup& g, const std::vector<double>& sizes, int warmup, int iters,
                                                  bool per_root, int timeout_s,
                                                  const std::function<void(int, int)>& progress = {});
+
+// The same under a launcher (mpirun, srun: one process a rank, launch_env.hpp): every process calls it, the group made
+// for it from an NCCL id rank 0 hands out through MPI; progress on rank 0. Throws where the build has no MPI.
+std::vector<CommMeasurement> measure_launched_steps(const std::vector<double>& sizes, int warmup, int iters, bool per_root,
+                                                    int timeout_s, const std::function<void(int, int)>& progress = {});
 
 }  // namespace tasp::executor

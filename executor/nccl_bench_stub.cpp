@@ -16,4 +16,9 @@ std::vector<CommMeasurement> measure_group_steps(RankGroup&, const std::vector<d
   throw std::runtime_error("measuring the fabric: this build has no CUDA/NCCL");
 }
 
+std::vector<CommMeasurement> measure_launched_steps(const std::vector<double>&, int, int, bool, int,
+                                                    const std::function<void(int, int)>&) {
+  throw std::runtime_error("measuring the fabric: this build has no CUDA/NCCL");
+}
+
 }  // namespace tasp::executor

@@ -516,6 +516,7 @@ TEST(LaunchEnv, ReadsLaunchersAndRejectsNonsense) {
   EXPECT_EQ(s.launcher, "slurm");
   EXPECT_THROW(launch_env(from({{"PMI_RANK", "4"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
   EXPECT_THROW(launch_env(from({{"PMI_RANK", "x"}, {"PMI_SIZE", "4"}})), std::invalid_argument);
+  EXPECT_GE(tasp::executor::allowed_cpu_count(), 1);  // this process may run somewhere (0: unknown, not Linux)
 }
 
 // Head parallelism: Ulysses on one group and usp (Ulysses groups x a ring scheme across them), MHA, GQA split

@@ -180,6 +180,14 @@ TEST(Cli, SimulateCalibrateAndAuto) {
   // --measure-fabric measures NCCL steps from one process driving the GPUs: with the cpu backend, an error.
   EXPECT_EQ(run("run -t complete:2 -s ring -w B=1,S=64,H=2,D=8 --measure-fabric"), 2);
   EXPECT_NE(run("run -t complete:2 -s ring -w B=1,S=64,H=2,D=8 --fabric-csv " + dir + "/steps.csv"), 0);
+  // Under a launcher (mpirun) every rank measures together; a launch of another size than the plan's is named before
+  // any GPU is touched.
+  const std::string said = dir + "/launched.txt";
+  const int rc = std::system(("OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0 " +
+                              std::string(TASP_BINARY) + " run --backend cuda -t complete:2 -s ring -w B=1,S=64,H=2,D=8 "
+                              "--measure-fabric > " + said + " 2>&1").c_str());
+  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 2);
+  EXPECT_NE(slurp(said).find("launched as 3 processes"), std::string::npos) << slurp(said);
   const std::string sj = dir + "/sock-sim.json";
   EXPECT_EQ(run("simulate -s allgather,ring --json " + sj + sock.substr(0, sock.find(" -s auto"))), 0);
   EXPECT_NE(slurp(sj).find("\"collectives\": true"), std::string::npos);

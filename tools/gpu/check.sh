@@ -132,14 +132,14 @@ if command -v mpirun > /dev/null; then
   echo "== one process per GPU (mpirun)"
   w="B=1,S=$((N * 2 * 1680)),H=32,Hkv=8,D=128,causal"
   for s in zigzag hamilton; do
-    check "mpirun $s $w" 180 mpirun --allow-run-as-root --oversubscribe -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda \
+    check "mpirun $s $w" 180 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda \
       -t $TOPO -s $s -w "$w" --pass fwd+bwd --check --iters 3 --warmup 1
   done
 fi
 if command -v mpirun > /dev/null; then
   echo "== a stalled rank ends the run within its deadline (mpirun, the last rank stopped with SIGSTOP, --timeout 10)"
   t0=$(date +%s)
-  mpirun --allow-run-as-root --oversubscribe -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda -t $TOPO -s zigzag \
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np $N -x NCCL_NVLS_ENABLE $T run --backend cuda -t $TOPO -s zigzag \
     -w "B=1,S=$((N * 2 * 1680)),H=32,Hkv=8,D=128,causal" --pass fwd+bwd --iters 100000 --warmup 1 --timeout 10 \
     > "$OUT/stall.log" 2>&1 &
   launcher=$!

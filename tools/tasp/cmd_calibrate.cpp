@@ -9,6 +9,7 @@
 #include "simulator/calibrate.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
+#include "executor/launch_env.hpp"
 #include "tools/tasp/measure_fabric.hpp"
 
 namespace tasp::cli {
@@ -36,7 +37,8 @@ void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--fit", a->fit, "Measurement CSV files (see tools/measurements-to-csv.sh, tasp bench kernel --csv)");
   cmd->add_option("--timeline", a->timelines, "Measured timelines (tasp run --timeline): the executor's pass starts and step gaps");
-  cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather, reduce-scatter; 256 KiB..512 MiB) on the local GPUs first");
+  cmd->add_flag("--measure", a->measure, "Measure NCCL steps (ring, all-peer, pairs, all-gather, reduce-scatter; 256 KiB..256 MiB) on the local GPUs first\n"
+                                      "(under mpirun or srun: on every rank's GPU, a process each, the links between nodes too; rank 0 writes)");
   cmd->add_flag("--one-comm", a->one_comm, "--measure: the all-gather as one ncclAllGather (default: one broadcast a root, each\n"
                                            "on a communicator of its own, as tasp run then moves collectives on this profile;\n"
                                            "the profile says which: collectives_per_root)");
@@ -61,7 +63,10 @@ void register_calibrate(CLI::App& app) {
     if (a->measure) {
       int n = a->ranks;
       if (n == 0) n = executor::local_gpu_count();
-      const auto m = measure_fabric(n, a->warmup, a->iters, !a->one_comm, true);
+      const executor::LaunchEnv env = executor::launch_env_from_process();
+      if (env.multi_process() && a->ranks == 0) n = env.size;  // a process a rank: the launch's ranks
+      const auto m = measure_fabric(n, a->warmup, a->iters, !a->one_comm, env.rank == 0);
+      if (env.rank != 0) return;  // under a launcher rank 0 fits and writes; the others only took part
       add_samples(m, &s);
       if (!a->csv.empty()) write_output(a->csv, [&](std::ostream& o) { executor::write_steps_csv(o, m); });
       files = "NCCL steps measured on " + std::to_string(n) + " GPUs";

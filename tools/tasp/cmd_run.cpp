@@ -25,15 +25,16 @@ namespace tasp::cli {
 
 namespace {
 
-// `base` with its comm fitted to this host's NCCL steps, measured now on the plan's GPUs (its kernels and executor
-// terms kept), the steps written to `csv` where given.
+// `base` with its comm fitted to the fabric's NCCL steps, measured now on the plan's GPUs (its kernels and executor
+// terms kept; under a launcher by every rank together), the steps written to `csv` where given.
 simulator::CommRefit fit_to_fabric_now(const simulator::Profile& base, const planner::Topology& topo, bool per_root,
                                      const std::string& csv) {
   const auto m = measure_fabric(topo.ranks(), 2, 5, per_root, false);  // compare.sh's calibrate: 5 timed, 2 untimed
-  if (!csv.empty()) write_output(csv, [&](std::ostream& o) { executor::write_steps_csv(o, m); });
   simulator::Samples s;
   add_samples(m, &s);
   simulator::CommRefit r = simulator::refit_comm(s.comm, base, simulator::build_network(topo, base.link_efficiency));
+  if (executor::launch_env_from_process().rank != 0) return r;  // under a launcher: the same figures on every rank
+  if (!csv.empty()) write_output(csv, [&](std::ostream& o) { executor::write_steps_csv(o, m); });
   std::cerr << "run: " << m.size() << " NCCL steps measured before the run: " << r.profile.name;
   if (r.median_ratio > 0)
     std::cerr << " (its steps of 16 MiB and more at " << std::fixed << std::setprecision(2) << r.median_ratio << "x the time "
@@ -100,10 +101,11 @@ void register_run(CLI::App& app) {
       ->excludes(roots);
   auto* measure = cmd->add_flag(
       "--measure-fabric", a->measure_fabric,
-      "cuda, one process: first measure this host's NCCL steps (as `tasp calibrate --measure`;\n"
-      "about 20 s over loopback sockets) and refit --profile's comm to them, so that the run's\n"
-      "choices, prediction and bound read the fabric's rate of the minute it runs in (loopback\n"
-      "sockets' steps ran 1.1-1.3x apart, both ways, between a call's first minute and its runs)");
+      "cuda: first measure the fabric's NCCL steps (as `tasp calibrate --measure`; under\n"
+      "mpirun or srun every rank together; about 20 s over loopback sockets) and refit\n"
+      "--profile's comm to them, so that the run's choices, prediction and bound read the\n"
+      "fabric's rate of the minute it runs in (loopback sockets' steps ran 1.1-1.3x apart,\n"
+      "both ways, between a call's first minute and its runs)");
   cmd->add_option("--fabric-csv", a->fabric_csv, "--measure-fabric: also write the measured steps here\n"
                                                  "(tasp calibrate --fit reads them)")
       ->needs(measure);
@@ -119,10 +121,11 @@ void register_run(CLI::App& app) {
     Passes passes;
     if (!parse_passes(a->pass, &passes)) throw InputError("--pass: expected fwd, bwd or fwd+bwd, got '" + a->pass + "'");
     if (a->measure_fabric && a->backend != "cuda") throw InputError("--measure-fabric: needs --backend cuda");
-    if (a->measure_fabric && executor::launch_env_from_process().multi_process())
-      throw InputError("--measure-fabric: measures from one process driving every GPU, not one process a rank (mpirun); "
-                       "ranks that are a process each measure together through the C ABI (tasp_group_measure_fabric) "
-                       "or tasp.torch (Context(measure_fabric=True))");
+    if (const executor::LaunchEnv env = executor::launch_env_from_process();
+        env.multi_process() && a->backend == "cuda" && executor::allowed_cpu_count() == 1)
+      std::cerr << "run: rank " << env.rank << " is bound to one CPU core (" << env.launcher
+                << "'s binding), which NCCL's proxy and socket threads share with it: over loopback sockets 1.29x the "
+                   "time of `mpirun --bind-to none` (2x H200)\n";
     // The profile the run's choices, prediction and bound read, made once: --profile's (or the topology's), with its
     // comm refitted to NCCL steps measured here and now under --measure-fabric.
     std::optional<simulator::Profile> run_prof;

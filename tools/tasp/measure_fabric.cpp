@@ -3,18 +3,24 @@
 #include <iostream>
 #include <string>
 
+#include "executor/launch_env.hpp"
+#include "planner/topology.hpp"
 #include "tools/tasp/progress.hpp"
 
 namespace tasp::cli {
 
 std::vector<executor::CommMeasurement> measure_fabric(int ranks, int warmup, int iters, bool per_root, bool verbose) {
-  std::vector<double> sizes;
-  for (double b = 256 * 1024.0; b <= 512 * 1048576.0; b *= 4) sizes.push_back(b);
-  std::cerr << "measuring NCCL steps on " << ranks << " GPUs\n";
-  Progress progress("measuring NCCL steps on " + std::to_string(ranks) + " GPUs:");
-  return executor::measure_nccl_steps(ranks, sizes, warmup, iters, verbose,
-                                      [&](int done, int total) { progress.update(done, total, " kinds x sizes x rounds"); },
-                                      per_root);
+  const std::vector<double> sizes = executor::fabric_step_sizes();
+  const executor::LaunchEnv env = executor::launch_env_from_process();
+  if (env.multi_process() && env.size != ranks)
+    throw planner::InputError("measuring NCCL steps on " + std::to_string(ranks) + " GPUs: launched as " +
+                              std::to_string(env.size) + " processes (" + env.launcher + ")");
+  const std::string what = "measuring NCCL steps on " + std::to_string(ranks) + " GPUs";
+  if (env.rank == 0) std::cerr << what << (env.multi_process() ? ", a process each (" + env.launcher + ")" : "") << "\n";
+  Progress progress(what + ":");
+  auto tick = [&](int done, int total) { progress.update(done, total, " kinds x sizes x rounds"); };
+  if (env.multi_process()) return executor::measure_launched_steps(sizes, warmup, iters, per_root, 60, tick);
+  return executor::measure_nccl_steps(ranks, sizes, warmup, iters, verbose, tick, per_root);
 }
 
 void add_samples(const std::vector<executor::CommMeasurement>& m, simulator::Samples* s) {
