@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -236,39 +237,91 @@ std::vector<CommMeasurement> measure_nccl_steps(int n, const std::vector<double>
   return summarize(kinds, sizes, n, slowest, verbose);
 }
 
-std::vector<CommMeasurement> measure_group_steps(RankGroup& g, const std::vector<double>& sizes, int warmup, int iters,
-                                                 bool per_root, int timeout_s,
-                                                 const std::function<void(int, int)>& progress) {
+namespace {
+
+std::vector<CommMeasurement> measure_on_group(RankGroup& g, const std::vector<double>& sizes, int warmup, int iters,
+                                              bool per_root, int timeout_s, const std::function<void(int, int)>& progress) {
   if (g.ranks < 2) throw planner::InputError("group: measuring NCCL steps needs 2 ranks or more, the group has " + std::to_string(g.ranks));
   TASP_CUDA(cudaSetDevice(g.dev));
+  const std::string what = "rank " + std::to_string(g.rank) + "'s fabric measuring";
+  // A guard that aborts the group when no point ends within the deadline: NCCL connects a communicator's peers at its
+  // first collective of a kind, the caller's thread blocked inside the call until the peer comes (a peer that never
+  // joined the measuring hung rank 0 so, 2x H200, 2026-11-27), where no wait of ours can time it out.
+  std::mutex beat_m;
+  std::condition_variable beat_cv;
+  auto last = Clock::now();
+  bool over = false;
+  std::thread guard([&] {
+    std::unique_lock<std::mutex> lock(beat_m);
+    while (!over) {
+      beat_cv.wait_for(lock, std::chrono::milliseconds(100));
+      if (!over && Clock::now() - last > std::chrono::seconds(timeout_s)) {
+        abort_group(g, what + " did not go on within " + std::to_string(timeout_s) + " s (a peer missing or stalled?)");
+        return;
+      }
+    }
+  });
+  auto beat = [&](bool end) {
+    std::lock_guard<std::mutex> lock(beat_m);
+    last = Clock::now(), over = over || end;
+    beat_cv.notify_all();
+  };
+  struct Join {  // the guard ends with this call, however it ends
+    std::function<void()> f;
+    ~Join() { f(); }
+  } join{[&] {
+    beat(true);
+    guard.join();
+  }};
+  auto wait = [&](cudaEvent_t e) {
+    wait_group_event(g, e, timeout_s, what);
+    beat(false);
+  };
+  // The elementwise max of `v` over the group's ranks, on its communicator and stream, waited on within the deadline.
+  auto group_max = [&](std::vector<double>& v) {
+    double* d = nullptr;
+    TASP_CUDA(cudaMalloc(&d, v.size() * sizeof(double)));
+    cudaEvent_t done = nullptr;
+    try {
+      TASP_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice));
+      TASP_NCCL_B(ncclAllReduce(d, d, v.size(), ncclDouble, ncclMax, comm_of(g), g.comm));
+      TASP_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+      TASP_CUDA(cudaEventRecord(done, g.comm));
+      wait(done);
+      TASP_CUDA(cudaMemcpy(v.data(), d, v.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    } catch (...) {
+      cudaFree(d);
+      if (done) cudaEventDestroy(done);
+      throw;
+    }
+    cudaFree(d), cudaEventDestroy(done);
+  };
+  // Every rank here first, within the deadline: the splits into communicators one a root cannot be timed out.
+  std::vector<double> here = {1};
+  group_max(here);
   RankComms c{g.ranks, g.rank, comm_of(g), per_root ? roots_of(g) : std::vector<ncclComm_t>{}};
   const std::vector<std::string> kinds = step_kinds(per_root);
-  const std::string what = "rank " + std::to_string(g.rank) + "'s fabric measuring";
-  auto wait = [&](cudaEvent_t e) { wait_group_event(g, e, timeout_s, what); };
   const auto ms = time_rank_steps(c, kinds, sizes, warmup, iters, [] {}, wait, progress);
   // Every rank the slowest rank's time of each round, so that all fit the same profile and plan alike.
   std::vector<double> flat;
   for (const auto& p : ms) flat.insert(flat.end(), p.begin(), p.end());
-  double* d = nullptr;
-  TASP_CUDA(cudaMalloc(&d, flat.size() * sizeof(double)));
-  cudaEvent_t done = nullptr;
-  try {
-    TASP_CUDA(cudaMemcpy(d, flat.data(), flat.size() * sizeof(double), cudaMemcpyHostToDevice));
-    TASP_NCCL_B(ncclAllReduce(d, d, flat.size(), ncclDouble, ncclMax, c.comm, g.comm));
-    TASP_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    TASP_CUDA(cudaEventRecord(done, g.comm));
-    wait(done);
-    TASP_CUDA(cudaMemcpy(flat.data(), d, flat.size() * sizeof(double), cudaMemcpyDeviceToHost));
-  } catch (...) {
-    cudaFree(d);
-    if (done) cudaEventDestroy(done);
-    throw;
-  }
-  cudaFree(d), cudaEventDestroy(done);
+  group_max(flat);
   const size_t rounds = ms[0].size();  // every point's
   std::vector<std::vector<double>> slowest(ms.size());
   for (size_t p = 0; p < ms.size(); ++p) slowest[p].assign(flat.begin() + long(p * rounds), flat.begin() + long((p + 1) * rounds));
   return summarize(kinds, sizes, g.ranks, slowest, false);
+}
+
+}  // namespace
+
+std::vector<CommMeasurement> measure_group_steps(RankGroup& g, const std::vector<double>& sizes, int warmup, int iters,
+                                                 bool per_root, int timeout_s,
+                                                 const std::function<void(int, int)>& progress) {
+  try {
+    return measure_on_group(g, sizes, warmup, iters, per_root, timeout_s, progress);
+  } catch (const std::runtime_error&) {
+    rethrow_why_aborted(g);
+  }
 }
 
 std::vector<CommMeasurement> measure_launched_steps(const std::vector<double>& sizes, int warmup, int iters, bool per_root,

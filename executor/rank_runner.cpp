@@ -69,7 +69,13 @@ void watch(RankGroup* g) {
       g->spare.push_back(g->pending.front().ev);
       g->pending.pop_front();
     }
-    if (g->pending.empty() || !g->nccl) continue;
+    if (!g->nccl) continue;
+    if (g->enqueuing && g->watch_s > 0 && Clock::now() - *g->enqueuing > std::chrono::seconds(g->watch_s)) {
+      abort_locked(*g, g->enqueuing_what + " did not get its work under way within " + std::to_string(g->watch_s) +
+                           " s (a peer missing or stalled?)");
+      continue;
+    }
+    if (g->pending.empty()) continue;
     const ncclResult_t async = async_error(*g);
     if (async != ncclSuccess)
       abort_locked(*g, g->pending.front().what + ": NCCL error: " + ncclGetErrorString(async));
@@ -223,14 +229,16 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   // An all-gather fills the slots in place, the own pieces' among them: those are staged, not read from the caller's.
   s->stage_own = kernels::env_int("TASP_OWN_KV_STAGED", 0) != 0 || s->collectives;
   if (p.ulysses > 1) {
-    open_head_runner(*s);
+    watched_call(group, "rank " + std::to_string(rank) + "'s head-parallel splits", [&] { open_head_runner(*s); });
     return s;
   }
   const planner::Plan& plan = s->plan;
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
   TASP_CUDA(cudaSetDevice(x.dev));
-  if (s->collectives && root_comms) x.roots = roots_of(group), x.open_root_streams();
+  if (s->collectives && root_comms)
+    watched_call(group, "rank " + std::to_string(rank) + "'s split one a root", [&] { x.roots = roots_of(group); }),
+        x.open_root_streams();
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;
@@ -435,8 +443,9 @@ void end_call(RankRunner& s, cudaStream_t caller, const char* pass) {
   g.pending.push_back({e, Clock::now(), "rank " + std::to_string(s.group->rank) + "'s " + pass});
 }
 
-void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
-  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), check_scale(t.scale);
+namespace {
+
+void forward_call(RankRunner& s, const ShardTensors& t, void* stream) {
   const auto caller = static_cast<cudaStream_t>(stream);
   if (s.u > 1) return head_forward(s, t, caller);
   cuda::RankBuffers b = s.x.groups[0].buf;
@@ -450,13 +459,7 @@ void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
   end_call(s, caller, "forward");
 }
 
-void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
-  if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
-  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
-  need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv"), check_scale(t.scale);
-  if (s.saved_bytes && !t.saved)
-    throw planner::InputError("saved: NULL, and the plan keeps the forward's K/V for the backward (" +
-                              std::to_string(s.saved_bytes) + " bytes, written by the forward)");
+void backward_call(RankRunner& s, const ShardTensors& t, void* stream) {
   const auto caller = static_cast<cudaStream_t>(stream);
   if (s.u > 1) return head_backward(s, t, caller);
   const kernels::DType dt = cuda::dtype_of(s.w);
@@ -497,6 +500,23 @@ void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
   end_call(s, caller, "backward");
 }
 
+}  // namespace
+
+void runner_forward(RankRunner& s, const ShardTensors& t, void* stream) {
+  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), check_scale(t.scale);
+  watched_call(*s.group, "rank " + std::to_string(s.group->rank) + "'s forward", [&] { forward_call(s, t, stream); });
+}
+
+void runner_backward(RankRunner& s, const ShardTensors& t, void* stream) {
+  if (!s.plan.has_backward) throw planner::InputError("plan: made for the forward alone");
+  need(t.q, "q"), need(t.k, "k"), need(t.v, "v"), need(t.out, "out"), need(t.lse, "lse"), need(t.dout, "dout");
+  need(t.dq, "dq"), need(t.dk, "dk"), need(t.dv, "dv"), check_scale(t.scale);
+  if (s.saved_bytes && !t.saved)
+    throw planner::InputError("saved: NULL, and the plan keeps the forward's K/V for the backward (" +
+                              std::to_string(s.saved_bytes) + " bytes, written by the forward)");
+  watched_call(*s.group, "rank " + std::to_string(s.group->rank) + "'s backward", [&] { backward_call(s, t, stream); });
+}
+
 size_t runner_saved_bytes(const RankRunner& s) { return s.saved_bytes; }
 
 size_t runner_device_bytes(const RankRunner& s) { return size_t(s.x.bytes) + kernels::workspace_device_bytes(s.x.ws); }
@@ -523,6 +543,41 @@ void runner_documents(RankRunner& s, const std::vector<long>& docs) {
   }
   s.w = w;
   if (s.kv_at) make_work_lists(s, s.kv_at);  // on the slots the last call used (no lists yet: the first call makes them)
+}
+
+void watched_call(RankGroup& g, const std::string& what, const std::function<void()>& run) {
+  {
+    std::lock_guard<std::mutex> lock(g.m);
+    g.enqueuing = Clock::now(), g.enqueuing_what = what;
+  }
+  struct Done {
+    RankGroup& g;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(g.m);
+      g.enqueuing.reset();
+    }
+  } done{g};
+  try {
+    run();
+  } catch (const std::runtime_error&) {
+    rethrow_why_aborted(g);
+  }
+}
+
+void rethrow_why_aborted(RankGroup& g) {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(g.m);
+    if (!g.nccl) why = g.failure;
+  }
+  if (why.empty()) throw;
+  throw std::runtime_error((why.rfind("rank ", 0) == 0 ? "" : "rank " + std::to_string(g.rank) + ": ") + why +
+                           "; its communicator is aborted");
+}
+
+void abort_group(RankGroup& g, const std::string& why) {
+  std::lock_guard<std::mutex> lock(g.m);
+  abort_locked(g, why);
 }
 
 void wait_group_event(RankGroup& g, cudaEvent_t e, int timeout_s, const std::string& what) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,10 @@ struct RankGroup {
     std::string what;
   };
   std::deque<Pending> pending;     // the calls' ends not yet reached, oldest first (while a watchdog runs)
+  // A call's host side under way, and since when: NCCL connects a communicator's peers at its first use of a kind (and
+  // splits it) with the caller's thread blocked until the peer comes, before any event of the call could be watched.
+  std::optional<Clock::time_point> enqueuing;
+  std::string enqueuing_what;
   std::vector<cudaEvent_t> spare;  // their events, for reuse
   int watch_s = 0;
   bool stop = false;
@@ -104,6 +109,16 @@ ncclComm_t comm_of(RankGroup& g);
 // the same runners in the same order, so the splits pair up. Split outside the group's lock, which the watchdog takes
 // to abort the group should a peer never come.
 std::vector<ncclComm_t> roots_of(RankGroup& g);
+// A call's host side, from its first NCCL call to its last enqueue, watched by the group's watchdog (RankGroup::enqueuing):
+// past the watchdog's timeout the group is aborted, and a call that then fails says why the group was aborted instead of
+// NCCL's "internal error" (`run` runs the call).
+void watched_call(RankGroup& g, const std::string& what, const std::function<void()>& run);
+// Inside a catch block: throws the group's reason for its abort where it was aborted (its calls fail with NCCL's own
+// "internal error" then), else rethrows what was caught.
+[[noreturn]] void rethrow_why_aborted(RankGroup& g);
+// Aborts the group's communicators (every runner of the group refuses from then on, saying `why`); from any thread, as
+// a watchdog does: NCCL's calls blocked on a peer, and its kernels, then return.
+void abort_group(RankGroup& g, const std::string& why);
 // Waits on the host until `e` is reached, at most `timeout_s`: past it, or on an asynchronous NCCL error, the group's
 // communicator is aborted (every runner of the group refuses from then on) and this throws, naming `what`.
 void wait_group_event(RankGroup& g, cudaEvent_t e, int timeout_s, const std::string& what);

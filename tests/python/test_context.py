@@ -356,7 +356,7 @@ def test_measure_fabric_fits_the_profile_every_plan_reads(one_process_group, mon
     ctx = tt.Context(layout="contiguous", profile=base, measure_fabric=True)
     assert ctx.fabric is None
     a = ctx._rank_for(q, k, False, None, None)
-    assert fake.measured == [("complete:1", {"profile": base})]
+    assert fake.measured == [("complete:1", {"profile": base, "timeout_s": 600})]
     assert ctx.fabric["now_over_profile"]["median"] == 1.1 and ctx.fabric["steps"] == 36
     assert a.plan.info["profile"].endswith("refitted to the fabric now")
     b = ctx._rank_for(q, k, True, None, None)  # another shape: the same fitted profile, measured once

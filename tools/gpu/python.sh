@@ -15,8 +15,8 @@
 #   (FABRIC=shm|socket: NCCL forced off NVLink; bench then runs tasp with a profile of that fabric, over sockets
 #   measured by the bench's own ranks first (--measure-fabric; MEASURE_IN_RUN=0: once at the call's start), and
 #   --collectives ${COLLECTIVES:-auto});
-#   stall  tests/python/gpu/check_stall.py: a peer that stops calling, or whose process exits, ends the others' calls
-#          within the timeout;
+#   stall  tests/python/gpu/check_stall.py: a peer that stops calling, whose process exits, that never calls, or that
+#          never measures the fabric with the others, ends the others' calls within the timeout;
 #   overhead  the same plan from PyTorch (python -m tasp.bench) and through `tasp run`, fwd+bwd, B=1 H=32 D=128 causal
 #          at S=16384 and 65536 (SHAPES=...), scheme allgather (SCHEMES="allgather ulysses" for more), one after the
 #          other in this call -> $OUT/overhead.md;
@@ -124,7 +124,7 @@ if [[ $steps == *" profile "* ]]; then
   cut -c1-200 "$OUT/profile.log"
 fi
 if [[ $steps == *" stall "* ]]; then
-  for how in stall exit; do
+  for how in stall exit first measure; do
     timeout 120 "${launch[@]}" tests/python/gpu/check_stall.py $how 2>&1 | tee -a "$OUT/stall.log" | grep -E "^(PASS|FAIL)"
     [ "${PIPESTATUS[0]}" = 0 ] || fail=1
   done

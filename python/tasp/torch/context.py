@@ -346,7 +346,11 @@ class Context:
         where = tempfile.mkdtemp(prefix="tasp-fabric-")
         weakref.finalize(self, shutil.rmtree, where, True)
         path = os.path.join(where, f"rank{self.rank}.profile.yaml")
-        options = json.dumps({"profile": str(self.profile)} if self.profile else {})
+        # A point of the measuring not done within the context's timeout (a peer missing or stalled) aborts the group.
+        options = {"timeout_s": int(math.ceil(self.timeout))}
+        if self.profile:
+            options["profile"] = str(self.profile)
+        options = json.dumps(options)
         said = ctypes.c_char_p()
         check(lib.tasp_group_measure_fabric(group.handle, self.topology.encode(), options.encode(),
                                             path.encode(), ctypes.byref(said)), "measure_fabric")
