@@ -50,6 +50,8 @@ tasp_runs() {
   local w=$1 s args out m b tr sim pc p
   for s in ${SCHEMES:-$(schemes_for "$w")}; do
     args=(-s $s); [ $s = usp ] && args+=(--ulysses 2 --inner hamilton)
+    # A run that measures its fabric keeps the steps it measured (into logs.tgz), for `tasp calibrate --fit` after.
+    case " ${TASP_RUN_ARGS:-} " in *" --measure-fabric "*) args+=(--fabric-csv "$OUT/fabric-run-$((++fabric_runs)).csv") ;; esac
     out=$(timeout 300 $T run --backend cuda -t $TOPO "${args[@]}" -w "$w" --pass $PASS --iters "$ITERS" --warmup 2 --heat-ms "$HEAT" \
         --profile "$PROFILE" ${TASP_RUN_ARGS:-} 2>&1 | tee -a "$OUT/runs.log")
     m=$(echo "$out" | ms_of)
@@ -65,6 +67,7 @@ tasp_runs() {
     [ "$m" != 0 ] && echo "\"$w\",$s,$m,$p,$N,$PASS,${FABRIC:-nvlink},${auto:-},$b,$tr,$pc,$round" | tee -a "$OUT/runs.csv"
   done
 }
+fabric_runs=0
 echo "config,scheme,measured_ms,predicted_ms,ranks,pass,fabric,auto,bound_ms,transport,pieces,round" > "$OUT/runs.csv"
 echo "config,kernel,algo,fwd_ms,fwd_bwd_ms,ranks,round" > "$OUT/baseline.csv"
 for w in "${cfgs[@]}"; do
