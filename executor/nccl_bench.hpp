@@ -1,5 +1,6 @@
 #pragma once
-// NCCL step microbenchmarks on the local GPUs: what `tasp calibrate --measure` fits a profile to.
+// NCCL step microbenchmarks: what `tasp calibrate --measure` fits a profile to and `tasp run --measure-fabric` refits
+// one with, from one process driving the local GPUs, or from the ranks of a group (a process each) together.
 #include <functional>
 #include <iosfwd>
 #include <string>
@@ -17,13 +18,13 @@ struct CommMeasurement {
   double us_min = 0, us_max = 0;  // the fastest and the slowest round's
 };
 
-int local_gpu_count();
+int local_gpu_count();  // 0 without CUDA
 
 // The step sizes a fabric is measured at (per rank): 256 KiB to 256 MiB, 4x apart.
 std::vector<double> fabric_step_sizes();
 
 // kind,ranks,bytes,ms,ms_min,ms_max: a fit reads ms (the rounds' median); the range is the drift between rounds.
-void write_steps_csv(std::ostream& o, const std::vector<CommMeasurement>& m);  // 0 without CUDA
+void write_steps_csv(std::ostream& o, const std::vector<CommMeasurement>& m);
 
 // One process, a thread per GPU 0..ranks-1; each (kind, size) timed `iters` times after `warmup`, in up to 5 rounds
 // over all of them (one untimed repetition before a point in later rounds); `us` is the rounds' median.

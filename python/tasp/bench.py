@@ -46,8 +46,8 @@ def parse_args(argv=None):
     ap.add_argument("--profile", help="the simulator's machine profile for tasp's choices (tasp calibrate --measure on "
                                       "this fabric; default the built-in one for the topology)")
     ap.add_argument("--measure-fabric", action="store_true",
-                    help="time the fabric's NCCL steps on tasp's communicator first (every rank together; 2 s on NVLink, "
-                         "20 s over loopback sockets) and make tasp's choices and prediction with --profile (or the "
+                    help="time the fabric's NCCL steps on tasp's communicator first (every rank together; 1 s on NVLink, "
+                         "9-20 s over loopback sockets) and make tasp's choices and prediction with --profile (or the "
                          "topology's) refitted to them; Context(measure_fabric=True)")
     ap.add_argument("--collectives", choices=("false", "true", "auto"), default="auto",
                     help="allgather's gathers and reduce-scatters as NCCL collectives (true), grouped send/recv "

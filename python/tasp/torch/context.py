@@ -181,7 +181,7 @@ class Context:
         them fastest (over sockets in 4 pieces, what comes back crossing what goes out: 0.73-0.76x the whole
         exchange's time); True or False.
     measure_fabric: True: when the context makes its communicator (its first attention call, on every rank
-        together) the ranks time the fabric's NCCL steps on it (tasp_group_measure_fabric: about 2 s on NVLink, 20 s
+        together) the ranks time the fabric's NCCL steps on it (tasp_group_measure_fabric: about 1 s on NVLink, 9-20 s
         over loopback sockets) and every plan reads `profile` (or the topology's) with its comm refitted to them;
         `fabric` then says how far they were from it. Over loopback sockets, whose rate moves between minutes, steps
         measured minutes before a run read it 10-26% off, steps measured by the run itself 2.6% median, 6.1% at most
@@ -189,7 +189,8 @@ class Context:
 
     def __init__(self, group=None, topology=None, scheme="auto", profile=None, memory_budget=None, layout=None,
                  timeout=600, max_plans=16, deterministic=False, candidates=None, collectives="auto",
-                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None, move_queries=None, measure_fabric=False):
+                 gather_pieces=None, root_comms=None, gather_steps=None, prune_plain=None, move_queries=None,
+                 measure_fabric=False):
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("group: torch.distributed is not initialized (torch.distributed.init_process_group first)")
