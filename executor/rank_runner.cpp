@@ -236,9 +236,10 @@ RankRunnerPtr open_rank_runner(const planner::Plan& p, const planner::Workload& 
   cuda::RankDevice& x = s->x;
   x.dev = group.dev, x.nccl = comm_of(group), x.comm = group.comm, x.compute = group.compute;
   TASP_CUDA(cudaSetDevice(x.dev));
-  if (s->collectives && root_comms)
-    watched_call(group, "rank " + std::to_string(rank) + "'s split one a root", [&] { x.roots = roots_of(group); }),
-        x.open_root_streams();
+  if (s->collectives && root_comms) {
+    watched_call(group, "rank " + std::to_string(rank) + "'s split one a root", [&] { x.roots = roots_of(group); });
+    x.open_root_streams();
+  }
   s->g = cuda::make_geometry(plan, w);
   const cuda::Geometry& g = s->g;
   const bool bwd = plan.has_backward;

@@ -4,12 +4,12 @@
 #include <iomanip>
 #include <iostream>
 
+#include "executor/launch_env.hpp"
 #include "planner/schemes/schemes.hpp"
 #include "planner/topology.hpp"
 #include "simulator/calibrate.hpp"
 #include "tools/tasp/cli.hpp"
 #include "tools/tasp/compare.hpp"
-#include "executor/launch_env.hpp"
 #include "tools/tasp/measure_fabric.hpp"
 
 namespace tasp::cli {
